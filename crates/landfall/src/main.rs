@@ -1,0 +1,2 @@
+//! landfall
+fn main() {}
