@@ -1,1 +1,53 @@
-//! landfall-config
+//! landfall's configuration: TOML stream definitions, read with the `config` crate into
+//! documented serde structs (`deny_unknown_fields`), then validated into typed [`StreamSpec`]s.
+//!
+//! Loading has three steps, each with its own error: `${VAR}` / `${VAR:-default}` interpolation
+//! of the raw text ([`interpolate`]), deserialisation (an unknown key or a wrong type names the
+//! key), and validation ([`validate`]), which reports every problem at once as
+//! `<key path>: <reason>`.
+
+mod error;
+mod interpolate;
+mod model;
+mod store;
+mod validate;
+
+pub use error::{ConfigError, ValidationError};
+pub use interpolate::interpolate;
+pub use model::*;
+pub use store::{Location, StoreKind, StoreOptions};
+pub use validate::{StreamSpec, Trigger, ValidatedConfig, validate};
+
+use std::path::Path;
+
+/// Read, interpolate, parse and validate a config file.
+pub fn load(path: &Path) -> Result<ValidatedConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_str(&text, &path.display().to_string())
+}
+
+/// As [`load`], from text; `origin` names the source in messages.
+pub fn load_str(text: &str, origin: &str) -> Result<ValidatedConfig, ConfigError> {
+    let raw = parse_str(text, origin)?;
+    validate(raw)
+}
+
+/// Interpolate and deserialise without validating.
+pub fn parse_str(text: &str, origin: &str) -> Result<LandfallConfig, ConfigError> {
+    let text = interpolate(text, |k| std::env::var(k).ok())?;
+    let cfg = config::Config::builder()
+        .add_source(config::File::from_str(&text, config::FileFormat::Toml))
+        .build()
+        .map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+    cfg.try_deserialize::<LandfallConfig>()
+        .map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })
+}

@@ -1,1 +1,19 @@
-//! landfall-core
+//! Domain types and the seams of landfall.
+//!
+//! This crate has no I/O and no heavy dependencies. It defines what a file, a batch plan and a
+//! per-file record are, the lifecycle a file moves through, and the traits the engine is written
+//! against (`StateStore`, `Committer`, `Discovery`, `Decoder`), each with an in-memory
+//! implementation for fast unit tests beside it.
+
+pub mod ddl;
+pub mod file;
+pub mod plan;
+pub mod seams;
+pub mod size;
+
+pub use file::{FileKey, FileMeta, FileRecord, FileState};
+pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile};
+pub use seams::{
+    AckToken, BatchWriter, Committer, Decoder, Discovery, DiscoveryBatch, SeamError, StateStore,
+    StreamSummary,
+};

@@ -1,1 +1,12 @@
-//! landfall-discovery
+//! Finding files: flat recursive listing through object_store for local directories, S3, Azure
+//! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths.
+//!
+//! Queue notifications and managed file events plug in behind the same `Discovery` seam later.
+
+mod listing;
+mod partitions;
+mod stores;
+
+pub use listing::{Filters, ListingDiscovery};
+pub use partitions::hive_partitions;
+pub use stores::{open_store, relative_path};

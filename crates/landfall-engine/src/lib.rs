@@ -1,1 +1,17 @@
-//! landfall-engine
+//! The engine: one worker per stream (discover, plan, run, commit, record), recovery at start,
+//! and a supervisor that restarts failed workers with backoff without touching the others.
+//!
+//! The exactly-once protocol is described in docs/exactly-once.md; the code that carries it
+//! out is [`worker`] (steps in order, each durable before the next) and [`recovery`].
+
+pub mod events;
+pub mod failpoint;
+mod partition;
+mod recovery;
+pub mod schema;
+pub mod supervisor;
+pub mod wiring;
+pub mod worker;
+
+pub use supervisor::{RunOptions, StreamOutcome, run_streams};
+pub use worker::{RunEnd, StreamWorker};

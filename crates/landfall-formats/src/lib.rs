@@ -1,1 +1,86 @@
-//! landfall-formats
+//! Decoders from file bytes to Arrow, schema inference over a sample, and conforming decoded
+//! batches to the stream schema.
+//!
+//! Text formats (json, csv) decode incrementally as chunks arrive, so memory stays bounded by
+//! the batch size rather than the file size. Parquet needs its footer and decodes at `finish`.
+
+mod conform;
+mod csv;
+mod error;
+mod infer;
+mod json;
+mod parquet_file;
+
+pub use conform::{conform, with_constant_columns};
+pub use error::FormatError;
+pub use infer::{infer_schema, merge_widen, stringify_leaves};
+
+use arrow_schema::SchemaRef;
+use landfall_core::Decoder;
+
+/// Options a decoder needs beside the schema.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    pub batch_size: usize,
+    pub csv: CsvFormat,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            batch_size: 8192,
+            csv: CsvFormat::default(),
+        }
+    }
+}
+
+/// CSV dialect.
+#[derive(Debug, Clone)]
+pub struct CsvFormat {
+    pub header: bool,
+    pub delimiter: u8,
+    pub quote: u8,
+    pub escape: Option<u8>,
+    pub comment: Option<u8>,
+    pub null_value: Option<String>,
+}
+
+impl Default for CsvFormat {
+    fn default() -> Self {
+        CsvFormat {
+            header: true,
+            delimiter: b',',
+            quote: b'"',
+            escape: None,
+            comment: None,
+            null_value: None,
+        }
+    }
+}
+
+/// The formats that decode today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    Json,
+    Csv,
+    Parquet,
+}
+
+/// A decoder for one file of `format`, producing batches of `schema` (the stream schema
+/// without path partition columns).
+pub fn decoder(
+    format: FileFormat,
+    path: &str,
+    schema: SchemaRef,
+    opts: &DecodeOptions,
+) -> Result<Box<dyn Decoder>, FormatError> {
+    Ok(match format {
+        FileFormat::Json => Box::new(json::JsonDecoder::new(path, schema, opts.batch_size)?),
+        FileFormat::Csv => Box::new(csv::CsvDecoder::new(path, schema, opts)),
+        FileFormat::Parquet => Box::new(parquet_file::ParquetDecoder::new(
+            path,
+            schema,
+            opts.batch_size,
+        )),
+    })
+}

@@ -1,1 +1,53 @@
-//! landfall-sink
+//! Committers: where a batch's rows become visible, exactly once.
+//!
+//! Both sinks share one data-file writer ([`writer::PartitionedWriter`]) that writes Parquet
+//! straight to the object store under names carrying the batch id. The caller records each name
+//! in the state store before the file is created, so the data files of an attempt that never
+//! committed can always be found and removed.
+//!
+//! - [`DeltaCommitter`]: one Delta commit per batch holding the Add actions and
+//!   `txn { appId = stream, version = batch id }`; the txn answers "did batch N land?".
+//! - [`ParquetDirCommitter`]: a plain directory of Parquet files, committed by a manifest
+//!   written with put-if-absent (see docs/exactly-once.md for what manifest-unaware readers see).
+
+mod delta;
+mod error;
+mod parquet_dir;
+pub mod writer;
+
+pub use delta::DeltaCommitter;
+pub use error::SinkError;
+pub use parquet_dir::ParquetDirCommitter;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Once};
+
+static HANDLERS: Once = Once::new();
+
+/// Register deltalake's S3, Azure and GCS storage handlers (once per process).
+pub fn register_handlers() {
+    HANDLERS.call_once(|| {
+        deltalake::aws::register_handlers(None);
+        deltalake::azure::register_handlers(None);
+        deltalake::gcp::register_handlers(None);
+    });
+}
+
+/// An object store rooted at `uri` (a table location), built by deltalake from `options`.
+pub fn table_store(
+    uri: &str,
+    options: &HashMap<String, String>,
+) -> Result<Arc<dyn object_store::ObjectStore>, SinkError> {
+    register_handlers();
+    let url = url::Url::parse(uri).map_err(|e| SinkError::Location {
+        location: uri.to_string(),
+        reason: e.to_string(),
+    })?;
+    let table = deltalake::DeltaTableBuilder::from_url(url)
+        .and_then(|b| b.with_storage_options(options.clone()).build())
+        .map_err(|e| SinkError::Location {
+            location: uri.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(table.object_store())
+}

@@ -1,1 +1,28 @@
-//! landfall-state
+//! The per-stream ledger: which files exist, which batch took them, what landed.
+//!
+//! The ledger logic ([`Ledger`]) is written once over a tiny ordered key-value interface
+//! ([`Kv`]) with two implementations: RocksDB ([`RocksKv`], one database directory per stream,
+//! every change one synced `WriteBatch`) and an in-memory map ([`MemoryKv`]) for fast tests.
+//! The key layout is documented in `docs/state-layout.md`.
+
+mod error;
+mod kv;
+mod ledger;
+mod rocks;
+
+pub use error::StateError;
+pub use kv::{Kv, KvOp, MemoryKv};
+pub use ledger::Ledger;
+pub use rocks::RocksKv;
+
+use std::path::Path;
+
+/// Open (or create) the RocksDB ledger of one stream.
+pub fn open_rocks(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateError> {
+    Ok(Ledger::new(stream, RocksKv::open(dir)?))
+}
+
+/// An in-memory ledger for tests.
+pub fn memory(stream: &str) -> Ledger<MemoryKv> {
+    Ledger::new(stream, MemoryKv::default())
+}

@@ -1,0 +1,412 @@
+//! From the file as written ([`LandfallConfig`]) to what the engine runs ([`StreamSpec`]):
+//! parse every duration, size, glob, time, URL and schema, and check the cross-cutting rules
+//! (one state directory per stream, no state directory inside a table, no table inside its own
+//! source). Every problem is collected, so `landfall check` lists them all at once.
+
+use crate::error::{ConfigError, ValidationError};
+use crate::model::*;
+use crate::store::{Location, StoreOptions};
+use arrow_schema::SchemaRef;
+use chrono::{DateTime, Utc};
+use landfall_core::BatchLimits;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Auto Loader refuses a shorter `maxFileAge`: shorter ages make old files look new again.
+pub const MIN_FILE_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// The next batch as soon as the last one ends; idle streams wait `poll_interval`.
+    Continuous,
+    /// At most one batch per interval.
+    ProcessingTime(Duration),
+    /// Drain what is present in rate-limited batches, then stop.
+    AvailableNow,
+}
+
+#[derive(Debug, Clone)]
+pub struct SinkSpec {
+    pub format: SinkFormat,
+    pub location: Location,
+    pub options: StoreOptions,
+    pub partition_by: Vec<String>,
+    pub target_file_size: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamSpec {
+    pub name: String,
+    pub source: Location,
+    pub source_options: StoreOptions,
+    pub format: Format,
+    pub schema: Option<SchemaRef>,
+    pub infer_column_types: bool,
+    pub sample_files: usize,
+    pub sample_bytes: u64,
+    pub partition_columns: Option<Vec<String>>,
+    pub sink: SinkSpec,
+    pub trigger: Trigger,
+    pub limits: BatchLimits,
+    pub glob: Option<(String, globset::GlobMatcher)>,
+    pub modified_after: Option<DateTime<Utc>>,
+    pub modified_before: Option<DateTime<Utc>>,
+    pub include_existing_files: bool,
+    pub max_file_age: Option<Duration>,
+    pub allow_overwrites: bool,
+    pub state_dir: PathBuf,
+    pub poll_interval: Duration,
+    pub csv: CsvOptions,
+}
+
+#[derive(Debug, Clone)]
+pub struct ValidatedConfig {
+    pub server: ServerConfig,
+    pub streams: Vec<StreamSpec>,
+}
+
+impl ValidatedConfig {
+    pub fn stream(&self, name: &str) -> Option<&StreamSpec> {
+        self.streams.iter().find(|s| s.name == name)
+    }
+}
+
+struct Ctx<'a> {
+    errors: Vec<ValidationError>,
+    cfg: &'a LandfallConfig,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, key: impl Into<String>, reason: impl Into<String>) {
+        self.errors.push(ValidationError::new(key, reason));
+    }
+
+    fn ok<T>(&mut self, key: impl Into<String>, r: Result<T, String>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.err(key, e);
+                None
+            }
+        }
+    }
+
+    fn store(&mut self, key: String, name: &Option<String>) -> Option<Option<StoreConfig>> {
+        match name {
+            None => Some(None),
+            Some(n) => match self.cfg.stores.get(n) {
+                Some(s) => Some(Some(s.clone())),
+                None => {
+                    let known: Vec<_> = self.cfg.stores.keys().cloned().collect();
+                    self.err(
+                        key,
+                        format!("store `{n}` is not defined (defined: {})", list(&known)),
+                    );
+                    None
+                }
+            },
+        }
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 10s, 5m, 90d"))
+}
+
+fn instant(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.with_timezone(&Utc))
+        .map_err(|e| {
+            format!("`{s}` is not an RFC 3339 time ({e}); write e.g. 2024-01-31T00:00:00Z")
+        })
+}
+
+fn single_char(s: &str) -> Result<u8, String> {
+    match s.as_bytes() {
+        [c] if c.is_ascii() => Ok(*c),
+        _ => Err(format!("`{s}` must be exactly one ASCII character")),
+    }
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 100
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+}
+
+/// Validate a parsed file.
+pub fn validate(cfg: LandfallConfig) -> Result<ValidatedConfig, ConfigError> {
+    let mut ctx = Ctx {
+        errors: Vec::new(),
+        cfg: &cfg,
+    };
+    if cfg.streams.is_empty() {
+        ctx.err(
+            "streams",
+            "no stream is defined (add a [streams.<name>] table)",
+        );
+    }
+    if cfg.server.listen.parse::<std::net::SocketAddr>().is_err() {
+        ctx.err(
+            "server.listen",
+            format!(
+                "`{}` is not a socket address (e.g. 127.0.0.1:8686)",
+                cfg.server.listen
+            ),
+        );
+    }
+    let mut streams = Vec::new();
+    for (name, s) in &cfg.streams {
+        if let Some(spec) = validate_stream(&mut ctx, name, s) {
+            streams.push(spec);
+        }
+    }
+    cross_checks(&mut ctx, &streams);
+    if ctx.errors.is_empty() {
+        Ok(ValidatedConfig {
+            server: cfg.server.clone(),
+            streams,
+        })
+    } else {
+        Err(ConfigError::Invalid(ctx.errors))
+    }
+}
+
+fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<StreamSpec> {
+    let k = |field: &str| format!("streams.{name}.{field}");
+    let before = ctx.errors.len();
+    if !valid_name(name) {
+        ctx.err(
+            format!("streams.{name}"),
+            "stream names may use only letters, digits, `_`, `-` and `.` (at most 100)",
+        );
+    }
+    let source = ctx.ok(k("source"), Location::parse(&s.source));
+    let source_store = ctx.store(k("source_store"), &s.source_store);
+    if !matches!(s.format, Format::Json | Format::Csv | Format::Parquet) {
+        ctx.err(
+            k("format"),
+            format!(
+                "format `{}` is not supported yet (supported: json, csv, parquet)",
+                s.format.as_str()
+            ),
+        );
+    }
+    let schema = match &s.schema {
+        Some(ddl) => ctx
+            .ok(
+                k("schema"),
+                landfall_core::ddl::parse_schema(ddl)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string()),
+            )
+            .map(Some),
+        None => Some(None),
+    };
+    if s.schema_sample_files == 0 {
+        ctx.err(k("schema_sample_files"), "must be at least 1");
+    }
+    let sample_bytes = ctx.ok(
+        k("schema_sample_bytes"),
+        landfall_core::size::parse_bytes(&s.schema_sample_bytes),
+    );
+
+    let sink_loc = ctx.ok(k("sink.path"), Location::parse(&s.sink.path));
+    let sink_store = ctx.store(k("sink.store"), &s.sink.store);
+    let target_file_size = ctx.ok(
+        k("sink.target_file_size"),
+        landfall_core::size::parse_bytes(&s.sink.target_file_size),
+    );
+    let mut seen = std::collections::HashSet::new();
+    for c in &s.sink.partition_by {
+        if !seen.insert(c.to_ascii_lowercase()) {
+            ctx.err(
+                k("sink.partition_by"),
+                format!("column `{c}` is listed twice"),
+            );
+        }
+    }
+    if let Some(Some(schema)) = &schema {
+        let extra = s.partition_columns.clone().unwrap_or_default();
+        for c in &s.sink.partition_by {
+            if schema.field_with_name(c).is_err() && !extra.contains(c) {
+                ctx.err(
+                    k("sink.partition_by"),
+                    format!("column `{c}` is not in the schema or partition_columns"),
+                );
+            }
+        }
+    }
+
+    let trigger = match (&s.trigger.processing_time, s.trigger.available_now) {
+        (Some(_), true) => {
+            ctx.err(
+                k("trigger"),
+                "processing_time and available_now are mutually exclusive",
+            );
+            None
+        }
+        (Some(p), false) => ctx
+            .ok(k("trigger.processing_time"), duration(p))
+            .map(Trigger::ProcessingTime),
+        (None, true) => Some(Trigger::AvailableNow),
+        (None, false) => Some(Trigger::Continuous),
+    };
+    if s.max_files_per_trigger == 0 {
+        ctx.err(k("max_files_per_trigger"), "must be at least 1");
+    }
+    let max_bytes = match &s.max_bytes_per_trigger {
+        Some(b) => ctx
+            .ok(
+                k("max_bytes_per_trigger"),
+                landfall_core::size::parse_bytes(b),
+            )
+            .map(Some),
+        None => Some(None),
+    };
+    let glob = match &s.path_glob_filter {
+        Some(g) => ctx
+            .ok(
+                k("path_glob_filter"),
+                globset::GlobBuilder::new(g)
+                    .literal_separator(false)
+                    .build()
+                    .map(|gl| Some((g.clone(), gl.compile_matcher())))
+                    .map_err(|e| format!("`{g}` is not a valid glob: {e}")),
+            )
+            .flatten()
+            .map(Some),
+        None => Some(None),
+    };
+    let after = s
+        .modified_after
+        .as_deref()
+        .map(|t| ctx.ok(k("modified_after"), instant(t)));
+    let before_t = s
+        .modified_before
+        .as_deref()
+        .map(|t| ctx.ok(k("modified_before"), instant(t)));
+    if let (Some(Some(a)), Some(Some(b))) = (after, before_t)
+        && a >= b
+    {
+        ctx.err(k("modified_before"), "must be later than modified_after");
+    }
+    let max_file_age = match &s.max_file_age {
+        Some(a) => match ctx.ok(k("max_file_age"), duration(a)) {
+            Some(d) if d < MIN_FILE_AGE => {
+                ctx.err(k("max_file_age"), format!("`{a}` is shorter than the minimum of 14 days; a short age makes old files look new and ingests them again"));
+                None
+            }
+            other => other,
+        },
+        None => None,
+    };
+    let poll = ctx.ok(k("poll_interval"), duration(&s.poll_interval));
+    ctx.ok(k("csv.sep"), single_char(&s.csv.sep));
+    ctx.ok(k("csv.quote"), single_char(&s.csv.quote));
+    if let Some(e) = &s.csv.escape {
+        ctx.ok(k("csv.escape"), single_char(e));
+    }
+    if let Some(c) = &s.csv.comment {
+        ctx.ok(k("csv.comment"), single_char(c));
+    }
+
+    if ctx.errors.len() > before {
+        return None;
+    }
+    let (source, sink_loc) = (source?, sink_loc?);
+    if sink_loc.contains(&source) || source.contains(&sink_loc) {
+        ctx.err(k("sink.path"), format!("the table {} and the source {} overlap; landfall would ingest its own output or list the table", sink_loc.url, source.url));
+        return None;
+    }
+    let state_dir = s
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| ctx.cfg.server.state_dir.join(name));
+    Some(StreamSpec {
+        name: name.to_string(),
+        source_options: StoreOptions::build(source.kind, source_store?.as_ref(), |v| {
+            std::env::var(v).ok()
+        }),
+        source,
+        format: s.format,
+        schema: schema?,
+        infer_column_types: s.infer_column_types,
+        sample_files: s.schema_sample_files,
+        sample_bytes: sample_bytes?,
+        partition_columns: s.partition_columns.clone(),
+        sink: SinkSpec {
+            format: s.sink.format,
+            options: StoreOptions::build(sink_loc.kind, sink_store?.as_ref(), |v| {
+                std::env::var(v).ok()
+            }),
+            location: sink_loc,
+            partition_by: s.sink.partition_by.clone(),
+            target_file_size: target_file_size?,
+        },
+        trigger: trigger?,
+        limits: BatchLimits {
+            max_files: s.max_files_per_trigger,
+            max_bytes: max_bytes?,
+        },
+        glob: glob?,
+        modified_after: after.flatten(),
+        modified_before: before_t.flatten(),
+        include_existing_files: s.include_existing_files,
+        max_file_age,
+        allow_overwrites: s.allow_overwrites,
+        state_dir,
+        poll_interval: poll?,
+        csv: s.csv.clone(),
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec]) {
+    for (i, s) in streams.iter().enumerate() {
+        let dir = absolute(&s.state_dir);
+        for other in &streams[..i] {
+            if absolute(&other.state_dir) == dir {
+                ctx.err(
+                    format!("streams.{}.state_dir", s.name),
+                    format!("{} is also the state directory of stream `{}`; two streams sharing one corrupt each other", dir.display(), other.name),
+                );
+            }
+        }
+        for t in streams {
+            if let Some(table) = t.sink.location.local_path()
+                && dir.starts_with(&table)
+            {
+                ctx.err(
+                    format!("streams.{}.state_dir", s.name),
+                    format!(
+                        "{} lies inside the table {} of stream `{}`; keep state outside tables",
+                        dir.display(),
+                        table.display(),
+                        t.name
+                    ),
+                );
+            }
+        }
+    }
+}

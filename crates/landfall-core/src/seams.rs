@@ -1,0 +1,181 @@
+//! The four seams the engine is written against.
+//!
+//! - [`Discovery`] yields candidate files and, for queues, acknowledgement tokens that are
+//!   acknowledged only after the files are durably admitted.
+//! - [`StateStore`] is the per-stream ledger; every call is one atomic, synced change.
+//! - [`Decoder`] turns the bytes of one file into Arrow record batches under a given schema.
+//! - [`Committer`] stages data files for a batch and commits them atomically with the batch id.
+//!
+//! Errors crossing a seam are [`SeamError`]: the implementing crates keep their own rich error
+//! enums and convert at the boundary, keeping the context (stream, path, batch) in the message.
+
+use crate::file::{FileKey, FileMeta, FileRecord, FileState};
+use crate::plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// An error crossing a seam. `retryable` tells the supervisor whether a restart can help
+/// (a network error) or not (a corrupt file under FAILFAST, an incompatible table).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct SeamError {
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl SeamError {
+    pub fn retryable(message: impl Into<String>) -> Self {
+        SeamError {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+    pub fn fatal(message: impl Into<String>) -> Self {
+        SeamError {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}
+
+pub type SeamResult<T> = Result<T, SeamError>;
+
+/// An opaque token that acknowledges a queue message (a receipt handle, a pop receipt). Listing
+/// discovery produces none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckToken(pub String);
+
+/// One round of discovery.
+#[derive(Debug, Default, Clone)]
+pub struct DiscoveryBatch {
+    pub files: Vec<FileMeta>,
+    /// Position to store with the admitted files (listing: last key; queues: none).
+    pub cursor: Option<String>,
+    pub ack: Vec<AckToken>,
+    /// Files the filters passed over, by reason, for the logs and metrics.
+    pub filtered: u64,
+}
+
+#[async_trait]
+pub trait Discovery: Send + Sync {
+    /// Find candidate files, resuming from `cursor` where the mode supports it.
+    async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch>;
+    /// Acknowledge messages whose files are durably admitted. A no-op for listing.
+    async fn acknowledge(&self, _tokens: Vec<AckToken>) -> SeamResult<()> {
+        Ok(())
+    }
+}
+
+/// Counts over one stream's ledger.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamSummary {
+    pub files_by_state: Vec<(FileState, u64)>,
+    pub pending_files: u64,
+    pub pending_bytes: u64,
+    pub last_batch: Option<BatchPlan>,
+    pub committed_batches: u64,
+    pub committed_rows: u64,
+    pub committed_bytes: u64,
+    pub committed_files: u64,
+}
+
+/// The per-stream ledger. Every method is one atomic change, durable when it returns.
+pub trait StateStore: Send + Sync {
+    /// Admit the files not yet known, in order, together with the new discovery cursor.
+    /// Returns how many were new.
+    fn admit(
+        &self,
+        files: &[(FileKey, FileMeta)],
+        cursor: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> SeamResult<u64>;
+    fn cursor(&self) -> SeamResult<Option<String>>;
+    /// Whether the ledger has ever admitted anything (for `include_existing_files`).
+    fn is_new(&self) -> SeamResult<bool>;
+    /// The planned batch not yet recorded as committed, if any.
+    fn open_batch(&self) -> SeamResult<Option<BatchPlan>>;
+    /// Plan the next batch from pending files (discovery order), or `None` when nothing is
+    /// pending. Fails if a batch is still open.
+    fn plan_batch(
+        &self,
+        limits: BatchLimits,
+        schema_version: u32,
+        now: DateTime<Utc>,
+    ) -> SeamResult<Option<BatchPlan>>;
+    /// Count one more attempt of the open batch and return the updated plan.
+    fn start_attempt(&self, batch_id: u64) -> SeamResult<BatchPlan>;
+    /// Remember a data file an attempt is about to create (before it exists).
+    fn record_staged(&self, batch_id: u64, path: &str) -> SeamResult<()>;
+    /// The batch landed: mark it and its files committed.
+    fn record_committed(&self, batch_id: u64, receipt: CommitReceipt) -> SeamResult<()>;
+    fn batch(&self, batch_id: u64) -> SeamResult<Option<BatchPlan>>;
+    /// File records, optionally of one state, in discovery order.
+    fn files(&self, state: Option<FileState>) -> SeamResult<Vec<FileRecord>>;
+    fn summary(&self) -> SeamResult<StreamSummary>;
+    /// Forget terminal files modified before `cutoff` (max_file_age). Returns how many.
+    fn expire(&self, cutoff: DateTime<Utc>) -> SeamResult<u64>;
+    /// The stream schema by version (Arrow schema JSON), and the latest version.
+    fn schema(&self, version: u32) -> SeamResult<Option<String>>;
+    fn latest_schema_version(&self) -> SeamResult<Option<u32>>;
+    fn put_schema(&self, version: u32, schema_json: &str) -> SeamResult<()>;
+    /// Small named stream settings fixed at first start (e.g. the `include_existing_files` cutoff).
+    fn meta(&self, name: &str) -> SeamResult<Option<String>>;
+    fn set_meta(&self, name: &str, value: &str) -> SeamResult<()>;
+    /// Make the next planned batch id at least `next` (a table that already holds batches of
+    /// this stream while the ledger is new: batch ids must never be reused).
+    fn ensure_batch_floor(&self, next: u64) -> SeamResult<()>;
+}
+
+/// Decodes one file. Text formats are fed chunk by chunk and decode as they go; formats that
+/// need the whole file (Parquet's footer) buffer until `finish`.
+pub trait Decoder: Send {
+    fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>>;
+    fn finish(&mut self) -> SeamResult<Vec<RecordBatch>>;
+}
+
+/// Called with a data file's table-relative path before the file is created.
+pub type StagedHook = Arc<dyn Fn(&str) -> SeamResult<()> + Send + Sync>;
+
+/// Writes the data files of one attempt of one batch.
+#[async_trait]
+pub trait BatchWriter: Send {
+    /// Write rows that all belong to one partition (`partition_values` in `partition_by` order).
+    async fn write(
+        &mut self,
+        partition_values: &[Option<String>],
+        batch: RecordBatch,
+    ) -> SeamResult<()>;
+    /// Close every open file and return what was written.
+    async fn finish(self: Box<Self>) -> SeamResult<Vec<StagedFile>>;
+}
+
+#[async_trait]
+pub trait Committer: Send + Sync {
+    /// The table location, for messages and summaries.
+    fn location(&self) -> String;
+    /// Create the table if it does not exist, or check that `schema` can be written to it.
+    async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;
+    /// The highest batch id of this stream the table holds.
+    async fn last_committed(&self) -> SeamResult<Option<u64>>;
+    /// Start writing one attempt of a batch.
+    async fn writer(
+        &self,
+        batch_id: u64,
+        attempt: u32,
+        on_new_file: StagedHook,
+    ) -> SeamResult<Box<dyn BatchWriter>>;
+    /// Commit the staged files with the batch id, atomically. Returns the table version.
+    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64>;
+    /// Delete data files of failed attempts. Missing files are not an error.
+    async fn remove_files(&self, paths: &[String]) -> SeamResult<u64>;
+    /// The table's current version, for summaries.
+    async fn table_version(&self) -> SeamResult<Option<i64>>;
+    /// Finish the publication of a batch the table already holds (after a crash between
+    /// commit and record). Idempotent; a no-op for Delta.
+    async fn complete(&self, batch_id: u64) -> SeamResult<()>;
+}

@@ -1,0 +1,58 @@
+//! Building a stream's parts from its validated spec: the state store, the source store and
+//! discovery, and the committer.
+
+use landfall_config::{SinkFormat, StreamSpec};
+use landfall_core::seams::SeamResult;
+use landfall_core::{Committer, SeamError, StateStore};
+use landfall_discovery::{Filters, ListingDiscovery, open_store};
+use std::sync::Arc;
+
+/// Open the stream's RocksDB ledger.
+pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
+    Ok(Arc::new(landfall_state::open_rocks(
+        &spec.name,
+        &spec.state_dir,
+    )?))
+}
+
+/// Listing discovery over the stream's source.
+pub fn open_discovery(spec: &StreamSpec) -> SeamResult<ListingDiscovery> {
+    let (store, prefix) = open_store(&spec.source.url, spec.source_options.iter())
+        .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
+    let filters = Filters {
+        glob: spec.glob.as_ref().map(|(_, m)| m.clone()),
+        modified_after: spec.modified_after,
+        modified_before: spec.modified_before,
+        max_file_age: spec.max_file_age,
+    };
+    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters))
+}
+
+/// The committer of the stream's sink.
+pub fn open_committer(spec: &StreamSpec) -> SeamResult<Arc<dyn Committer>> {
+    let uri = spec.sink.location.as_table_uri();
+    let options = spec.sink.options.to_hash_map();
+    if let Some(dir) = spec.sink.location.local_path() {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            SeamError::fatal(format!(
+                "stream `{}`: cannot create {}: {e}",
+                spec.name,
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(match spec.sink.format {
+        SinkFormat::Delta => Arc::new(landfall_sink::DeltaCommitter::new(
+            &spec.name,
+            &uri,
+            options,
+            spec.sink.target_file_size,
+        )),
+        SinkFormat::Parquet => Arc::new(landfall_sink::ParquetDirCommitter::new(
+            &spec.name,
+            &uri,
+            options,
+            spec.sink.target_file_size,
+        )?),
+    })
+}

@@ -1,0 +1,111 @@
+//! Conforming decoded batches to the stream schema, and adding per-file constant columns
+//! (Hive partition values from the path).
+//!
+//! Matching is by name, exact first, then ignoring ASCII case. A value that does not cast to the
+//! schema's type is an error naming the column, never a silent null: nothing is dropped.
+
+use crate::error::FormatError;
+use arrow::array::{ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow::util::display::FormatOptions;
+use arrow_schema::{Field, FieldRef, Schema, SchemaRef};
+use std::sync::Arc;
+
+/// The field of `schema` called `name`, exact match first, then ignoring ASCII case.
+pub fn find_field<'a>(schema: &'a Schema, name: &str) -> Option<&'a FieldRef> {
+    schema
+        .fields()
+        .iter()
+        .find(|f| f.name() == name)
+        .or_else(|| {
+            schema
+                .fields()
+                .iter()
+                .find(|f| f.name().eq_ignore_ascii_case(name))
+        })
+}
+
+const STRICT: CastOptions<'static> = CastOptions {
+    safe: false,
+    format_options: FormatOptions::new(),
+};
+
+fn cast_column(
+    path: &str,
+    name: &str,
+    col: &ArrayRef,
+    field: &Field,
+) -> Result<ArrayRef, FormatError> {
+    if col.data_type() == field.data_type() {
+        return Ok(col.clone());
+    }
+    cast_with_options(col, field.data_type(), &STRICT).map_err(|e| FormatError::Column {
+        path: path.to_string(),
+        column: name.to_string(),
+        reason: format!(
+            "cannot convert {} to {}: {e}",
+            col.data_type(),
+            landfall_core::ddl::type_to_ddl(field.data_type())
+        ),
+    })
+}
+
+/// Reorder, cast and fill `batch` so it has exactly `target`'s columns.
+pub fn conform(
+    path: &str,
+    batch: RecordBatch,
+    target: &SchemaRef,
+) -> Result<RecordBatch, FormatError> {
+    if batch.schema().as_ref() == target.as_ref() {
+        return Ok(batch);
+    }
+    let src = batch.schema();
+    let mut cols = Vec::with_capacity(target.fields().len());
+    for field in target.fields() {
+        let col = match src.index_of(field.name()).ok().or_else(|| {
+            src.fields()
+                .iter()
+                .position(|f| f.name().eq_ignore_ascii_case(field.name()))
+        }) {
+            Some(i) => cast_column(path, field.name(), batch.column(i), field)?,
+            None => {
+                if !field.is_nullable() {
+                    return Err(FormatError::Column {
+                        path: path.to_string(),
+                        column: field.name().clone(),
+                        reason: "is NOT NULL in the schema but missing from the file".into(),
+                    });
+                }
+                new_null_array(field.data_type(), batch.num_rows())
+            }
+        };
+        cols.push(col);
+    }
+    RecordBatch::try_new(target.clone(), cols).map_err(|e| FormatError::Unreadable {
+        path: path.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Append columns whose value is the same on every row (partition values parsed from the
+/// path), cast from their string form to the field's type.
+pub fn with_constant_columns(
+    path: &str,
+    batch: RecordBatch,
+    columns: &[(FieldRef, Option<String>)],
+    target: &SchemaRef,
+) -> Result<RecordBatch, FormatError> {
+    if columns.is_empty() {
+        return Ok(batch);
+    }
+    let n = batch.num_rows();
+    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
+    for (field, value) in columns {
+        let s: ArrayRef = Arc::new(StringArray::from(vec![value.clone(); n]));
+        cols.push(cast_column(path, field.name(), &s, field)?);
+    }
+    RecordBatch::try_new(target.clone(), cols).map_err(|e| FormatError::Unreadable {
+        path: path.to_string(),
+        reason: e.to_string(),
+    })
+}

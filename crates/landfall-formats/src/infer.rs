@@ -1,0 +1,192 @@
+//! Basic schema inference over a sample of files (the full inference and evolution rules come
+//! with the formats work): per-file schemas merged in sample order, conflicting types widened.
+//!
+//! Without `infer_column_types`, json and csv columns are strings (nested structure kept), as in
+//! Auto Loader. Parquet files carry their schema.
+
+use crate::error::FormatError;
+use crate::{CsvFormat, FileFormat};
+use arrow_schema::{DataType, Field, Fields, Schema};
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Replace every leaf type with `Utf8`, keeping structs and lists.
+pub fn stringify_leaves(ty: &DataType) -> DataType {
+    match ty {
+        DataType::Struct(fs) => DataType::Struct(
+            fs.iter()
+                .map(|f| stringify_field(f))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        DataType::List(f) => DataType::List(Arc::new(stringify_field(f))),
+        DataType::Null => DataType::Utf8,
+        _ => DataType::Utf8,
+    }
+}
+
+fn stringify_field(f: &Field) -> Field {
+    Field::new(f.name(), stringify_leaves(f.data_type()), true)
+}
+
+/// The narrowest type both `a` and `b` fit in; strings when nothing narrower does.
+pub fn merge_widen(a: &DataType, b: &DataType) -> DataType {
+    use DataType::*;
+    match (a, b) {
+        _ if a == b => a.clone(),
+        (Null, t) | (t, Null) => t.clone(),
+        (Int8 | Int16 | Int32 | Int64, Int8 | Int16 | Int32 | Int64) => Int64,
+        (Int8 | Int16 | Int32 | Int64 | Float32 | Float64, Float32 | Float64)
+        | (Float32 | Float64, Int8 | Int16 | Int32 | Int64) => Float64,
+        (Struct(x), Struct(y)) => Struct(merge_fields(x, y)),
+        (List(x), List(y)) => List(Arc::new(Field::new(
+            x.name(),
+            merge_widen(x.data_type(), y.data_type()),
+            true,
+        ))),
+        _ => Utf8,
+    }
+}
+
+fn merge_fields(a: &Fields, b: &Fields) -> Fields {
+    let mut out: Vec<Field> = a
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    for f in b {
+        match out.iter_mut().find(|g| g.name() == f.name()) {
+            Some(g) => *g = Field::new(g.name(), merge_widen(g.data_type(), f.data_type()), true),
+            None => out.push(f.as_ref().clone().with_nullable(true)),
+        }
+    }
+    out.into()
+}
+
+fn file_schema(
+    format: FileFormat,
+    csv: &CsvFormat,
+    path: &str,
+    bytes: &Bytes,
+    infer_types: bool,
+) -> Result<Schema, FormatError> {
+    let unreadable = |e: &dyn std::fmt::Display| FormatError::Unreadable {
+        path: path.to_string(),
+        reason: e.to_string(),
+    };
+    let schema = match format {
+        FileFormat::Json => {
+            let (s, _) = arrow_json::reader::infer_json_schema(std::io::Cursor::new(bytes), None)
+                .map_err(|e| unreadable(&e))?;
+            s
+        }
+        FileFormat::Csv => {
+            let mut f = arrow_csv::reader::Format::default()
+                .with_header(csv.header)
+                .with_delimiter(csv.delimiter)
+                .with_quote(csv.quote);
+            if let Some(e) = csv.escape {
+                f = f.with_escape(e);
+            }
+            if let Some(c) = csv.comment {
+                f = f.with_comment(c);
+            }
+            let (s, _) = f
+                .infer_schema(std::io::Cursor::new(bytes), None)
+                .map_err(|e| unreadable(&e))?;
+            s
+        }
+        FileFormat::Parquet => {
+            return Ok(crate::parquet_file::parquet_schema(path, bytes.clone())?
+                .as_ref()
+                .clone());
+        }
+    };
+    if infer_types {
+        Ok(schema)
+    } else {
+        Ok(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| stringify_field(f))
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
+/// Infer one schema from sample files (path, whole content), merged in order.
+pub fn infer_schema(
+    format: FileFormat,
+    csv: &CsvFormat,
+    samples: &[(String, Bytes)],
+    infer_types: bool,
+) -> Result<Schema, FormatError> {
+    let mut merged = Fields::empty();
+    for (path, bytes) in samples {
+        let s = file_schema(format, csv, path, bytes, infer_types)?;
+        merged = merge_fields(&merged, s.fields());
+    }
+    if merged.is_empty() {
+        return Err(FormatError::Inference {
+            reason: format!(
+                "the {} sampled file(s) hold no columns; give the stream an explicit `schema`",
+                samples.len()
+            ),
+        });
+    }
+    Ok(Schema::new(
+        merged
+            .iter()
+            .map(|f| {
+                // Columns seen only as JSON null have no type yet: strings hold anything.
+                if f.data_type() == &DataType::Null {
+                    Field::new(f.name(), DataType::Utf8, true)
+                } else {
+                    f.as_ref().clone()
+                }
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_inference_defaults_to_strings_and_widens_when_typed() {
+        let a = (
+            String::from("a.json"),
+            Bytes::from_static(b"{\"id\":1,\"x\":{\"y\":2}}\n"),
+        );
+        let b = (
+            String::from("b.json"),
+            Bytes::from_static(b"{\"id\":1.5,\"z\":true}\n"),
+        );
+        let s = infer_schema(
+            FileFormat::Json,
+            &CsvFormat::default(),
+            &[a.clone(), b.clone()],
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            landfall_core::ddl::schema_to_ddl(&s),
+            "id STRING, x STRUCT<y: STRING>, z STRING"
+        );
+        let s = infer_schema(FileFormat::Json, &CsvFormat::default(), &[a, b], true).unwrap();
+        assert_eq!(
+            landfall_core::ddl::schema_to_ddl(&s),
+            "id DOUBLE, x STRUCT<y: BIGINT>, z BOOLEAN"
+        );
+    }
+
+    #[test]
+    fn empty_sample_is_a_clear_error() {
+        let e = infer_schema(FileFormat::Json, &CsvFormat::default(), &[], false).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("give the stream an explicit `schema`")
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! A plain directory of Parquet files, committed by manifest.
+//!
+//! An attempt writes its files under `_landfall/staging/<stream>/`, which Spark, DuckDB
+//! (`*/*.parquet` globs) and Hive-style readers skip because of the leading underscore. The
+//! commit is the manifest `_landfall/manifests/<stream>/<batch id, 20 digits>.json`, written
+//! with put-if-absent: whoever writes it first decides the batch's files, once. Publication then
+//! copies each staged file to its final name and deletes the staged copy; recovery repeats it
+//! (idempotent) for a manifest whose publication was interrupted.
+//!
+//! Readers that use the manifests never see a row twice or a partial batch. Readers that only
+//! glob the directory never see a row twice either (a staged file is invisible to them until
+//! its manifest exists); while a publication is in flight or interrupted they may see part of
+//! a batch until recovery completes it.
+
+use crate::error::SinkError;
+use crate::writer::PartitionedWriter;
+use arrow_schema::SchemaRef;
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use landfall_core::seams::{SeamResult, StagedHook};
+use landfall_core::{BatchWriter, Committer, StagedFile};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    stream: String,
+    batch_id: u64,
+    committed_at: chrono::DateTime<chrono::Utc>,
+    files: Vec<ManifestFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ManifestFile {
+    path: String,
+    staged: String,
+    size: u64,
+    rows: u64,
+    partition_values: Vec<(String, Option<String>)>,
+}
+
+pub struct ParquetDirCommitter {
+    stream: String,
+    uri: String,
+    store: Arc<dyn ObjectStore>,
+    target_file_size: u64,
+    layout: std::sync::Mutex<Option<(SchemaRef, Vec<String>)>>,
+}
+
+/// Delete paths relative to the store root; a missing file is not an error.
+pub(crate) async fn delete_all(
+    location: &str,
+    store: &dyn ObjectStore,
+    paths: &[String],
+) -> Result<u64, SinkError> {
+    let mut removed = 0;
+    for p in paths {
+        let path = Path::parse(p).map_err(|e| SinkError::Io {
+            location: location.to_string(),
+            op: "delete",
+            reason: e.to_string(),
+        })?;
+        match store.delete(&path).await {
+            Ok(()) => removed += 1,
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => {
+                return Err(SinkError::Io {
+                    location: location.to_string(),
+                    op: "delete",
+                    reason: format!("{p}: {e}"),
+                });
+            }
+        }
+    }
+    Ok(removed)
+}
+
+impl ParquetDirCommitter {
+    pub fn new(
+        stream: &str,
+        uri: &str,
+        options: HashMap<String, String>,
+        target_file_size: u64,
+    ) -> Result<Self, SinkError> {
+        Ok(ParquetDirCommitter {
+            stream: stream.to_string(),
+            uri: uri.to_string(),
+            store: crate::table_store(uri, &options)?,
+            target_file_size,
+            layout: std::sync::Mutex::new(None),
+        })
+    }
+
+    fn staging_prefix(&self) -> String {
+        format!("_landfall/staging/{}/", self.stream)
+    }
+
+    fn manifest_dir(&self) -> String {
+        format!("_landfall/manifests/{}", self.stream)
+    }
+
+    fn manifest_path(&self, batch_id: u64) -> Path {
+        Path::from(format!("{}/{batch_id:020}.json", self.manifest_dir()))
+    }
+
+    fn io(&self, op: &'static str, e: impl ToString) -> SinkError {
+        SinkError::Io {
+            location: self.uri.clone(),
+            op,
+            reason: e.to_string(),
+        }
+    }
+
+    async fn read_manifest(&self, batch_id: u64) -> Result<Option<Manifest>, SinkError> {
+        match self.store.get(&self.manifest_path(batch_id)).await {
+            Ok(r) => {
+                let bytes = r.bytes().await.map_err(|e| self.io("read manifest", e))?;
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| self.io("parse manifest", e))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.io("read manifest", e)),
+        }
+    }
+
+    /// Copy staged files to their final names and drop the staged copies.
+    async fn publish(&self, m: &Manifest) -> Result<(), SinkError> {
+        for f in &m.files {
+            let final_path = Path::parse(&f.path).map_err(|e| self.io("publish", e))?;
+            let staged = Path::parse(&f.staged).map_err(|e| self.io("publish", e))?;
+            if self.store.head(&final_path).await.is_err() {
+                self.store
+                    .copy(&staged, &final_path)
+                    .await
+                    .map_err(|e| self.io("publish", format!("{} -> {}: {e}", f.staged, f.path)))?;
+            }
+            match self.store.delete(&staged).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.io("delete staged file", e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Committer for ParquetDirCommitter {
+    fn location(&self) -> String {
+        self.uri.clone()
+    }
+
+    async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
+        *self.layout.lock().expect("layout lock") = Some((schema, partition_by.to_vec()));
+        Ok(())
+    }
+
+    async fn last_committed(&self) -> SeamResult<Option<u64>> {
+        let prefix = Path::from(self.manifest_dir());
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| self.io("list manifests", e))?;
+        Ok(metas
+            .iter()
+            .filter_map(|m| {
+                m.location
+                    .filename()?
+                    .strip_suffix(".json")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max())
+    }
+
+    async fn writer(
+        &self,
+        batch_id: u64,
+        attempt: u32,
+        on_new_file: StagedHook,
+    ) -> SeamResult<Box<dyn BatchWriter>> {
+        let (schema, partition_by) = self
+            .layout
+            .lock()
+            .expect("layout lock")
+            .clone()
+            .ok_or_else(|| self.io("write", "prepare() was not called"))?;
+        Ok(Box::new(PartitionedWriter::new(
+            self.uri.clone(),
+            self.store.clone(),
+            batch_id,
+            attempt,
+            self.staging_prefix(),
+            &schema,
+            partition_by,
+            self.target_file_size,
+            on_new_file,
+        )))
+    }
+
+    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64> {
+        let prefix = self.staging_prefix();
+        let manifest = Manifest {
+            stream: self.stream.clone(),
+            batch_id,
+            committed_at: chrono::Utc::now(),
+            files: files
+                .iter()
+                .map(|f| ManifestFile {
+                    path: f.path.strip_prefix(&prefix).unwrap_or(&f.path).to_string(),
+                    staged: f.path.clone(),
+                    size: f.size,
+                    rows: f.rows,
+                    partition_values: f.partition_values.clone(),
+                })
+                .collect(),
+        };
+        let body = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(&self.manifest_path(batch_id), body.into(), opts)
+            .await
+        {
+            Ok(_) => self.publish(&manifest).await?,
+            // An earlier attempt committed this batch: its manifest decides.
+            Err(object_store::Error::AlreadyExists { .. }) => self.complete(batch_id).await?,
+            Err(e) => {
+                return Err(SinkError::Commit {
+                    location: self.uri.clone(),
+                    batch_id,
+                    reason: e.to_string(),
+                }
+                .into());
+            }
+        }
+        Ok(batch_id as i64)
+    }
+
+    async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {
+        Ok(delete_all(&self.uri, self.store.as_ref(), paths).await?)
+    }
+
+    async fn table_version(&self) -> SeamResult<Option<i64>> {
+        Ok(self.last_committed().await?.map(|v| v as i64))
+    }
+
+    async fn complete(&self, batch_id: u64) -> SeamResult<()> {
+        if let Some(m) = self.read_manifest(batch_id).await? {
+            self.publish(&m).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,529 @@
+//! The ledger logic, over any [`Kv`].
+//!
+//! Key layout (all in one keyspace, see docs/state-layout.md):
+//! - `f/<file key>`           -> [`FileRecord`] (JSON)
+//! - `p/<seq, 20 digits>`      -> file key: the pending queue, in discovery order
+//! - `x/<modified ms, 20 digits>/<file key>` -> empty: expiry index for `max_file_age`
+//! - `b/<batch id, 20 digits>` -> [`BatchPlan`] (JSON)
+//! - `s/<version, 10 digits>`  -> stream schema (Arrow schema JSON)
+//! - `m/cursor`, `m/seq`, `m/last_batch`, `m/open_batch`, `m/stats`
+//!
+//! Every public method reads, then writes all its changes in one atomic write. A mutex
+//! serialises the read-modify-write cycles of one process; RocksDB's directory lock keeps a
+//! second process out.
+
+use crate::error::StateError;
+use crate::kv::{Kv, KvOp};
+use chrono::{DateTime, Utc};
+use landfall_core::seams::SeamResult;
+use landfall_core::{
+    BatchLimits, BatchPlan, CommitReceipt, FileKey, FileMeta, FileRecord, FileState, StateStore,
+    StreamSummary,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+const CURSOR: &[u8] = b"m/cursor";
+const SEQ: &[u8] = b"m/seq";
+const LAST_BATCH: &[u8] = b"m/last_batch";
+const OPEN_BATCH: &[u8] = b"m/open_batch";
+const STATS: &[u8] = b"m/stats";
+
+fn file_key(k: &FileKey) -> Vec<u8> {
+    format!("f/{}", k.0).into_bytes()
+}
+fn pending_key(seq: u64) -> Vec<u8> {
+    format!("p/{seq:020}").into_bytes()
+}
+fn expiry_key(meta: &FileMeta, k: &FileKey) -> Vec<u8> {
+    format!("x/{:020}/{}", meta.modified.timestamp_millis().max(0), k.0).into_bytes()
+}
+fn batch_key(id: u64) -> Vec<u8> {
+    format!("b/{id:020}").into_bytes()
+}
+fn schema_key(v: u32) -> Vec<u8> {
+    format!("s/{v:010}").into_bytes()
+}
+
+/// Running counters, kept in step with every transition so summaries need no scan.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct Stats {
+    counts: BTreeMap<String, u64>,
+    pending_bytes: u64,
+    committed_batches: u64,
+    committed_rows: u64,
+    committed_bytes: u64,
+    committed_files: u64,
+}
+
+impl Stats {
+    fn moved(&mut self, from: Option<FileState>, to: Option<FileState>) {
+        if let Some(f) = from {
+            let c = self.counts.entry(f.as_str().to_string()).or_default();
+            *c = c.saturating_sub(1);
+        }
+        if let Some(t) = to {
+            *self.counts.entry(t.as_str().to_string()).or_default() += 1;
+        }
+    }
+}
+
+pub struct Ledger<K: Kv> {
+    stream: String,
+    kv: K,
+    lock: Mutex<()>,
+}
+
+impl<K: Kv> Ledger<K> {
+    pub fn new(stream: &str, kv: K) -> Self {
+        Ledger {
+            stream: stream.to_string(),
+            kv,
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    fn backend(&self, op: &'static str) -> impl Fn(String) -> StateError + '_ {
+        move |reason| StateError::Backend {
+            stream: self.stream.clone(),
+            op,
+            reason,
+        }
+    }
+
+    fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &[u8]) -> Result<Option<T>, StateError> {
+        match self.kv.get(key).map_err(self.backend("read"))? {
+            None => Ok(None),
+            Some(raw) => serde_json::from_slice(&raw)
+                .map(Some)
+                .map_err(|e| StateError::Corrupt {
+                    stream: self.stream.clone(),
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    fn get_u64(&self, key: &[u8]) -> Result<Option<u64>, StateError> {
+        self.get_json(key)
+    }
+
+    fn put_json<T: Serialize>(key: Vec<u8>, value: &T) -> KvOp {
+        KvOp::Put(
+            key,
+            serde_json::to_vec(value).expect("state records serialise"),
+        )
+    }
+
+    fn stats(&self) -> Result<Stats, StateError> {
+        Ok(self.get_json(STATS)?.unwrap_or_default())
+    }
+
+    fn write(&self, ops: Vec<KvOp>) -> Result<(), StateError> {
+        self.kv.write(ops).map_err(self.backend("write"))
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn load_batch(&self, batch_id: u64) -> Result<BatchPlan, StateError> {
+        self.get_json(&batch_key(batch_id))?
+            .ok_or(StateError::UnknownBatch {
+                stream: self.stream.clone(),
+                batch_id,
+            })
+    }
+
+    fn admit_inner(
+        &self,
+        files: &[(FileKey, FileMeta)],
+        cursor: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<u64, StateError> {
+        let _g = self.guard();
+        let mut seq = self.get_u64(SEQ)?.unwrap_or(0);
+        let mut stats = self.stats()?;
+        let mut ops = Vec::new();
+        let mut seen = HashSet::new();
+        let mut admitted = 0;
+        for (key, meta) in files {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let fk = file_key(key);
+            if self.kv.get(&fk).map_err(self.backend("read"))?.is_some() {
+                continue;
+            }
+            seq += 1;
+            let rec = FileRecord::discovered(key.clone(), meta.clone(), seq, now);
+            ops.push(Self::put_json(fk, &rec));
+            ops.push(KvOp::Put(pending_key(seq), key.0.clone().into_bytes()));
+            ops.push(KvOp::Put(expiry_key(meta, key), Vec::new()));
+            stats.moved(None, Some(FileState::Discovered));
+            stats.pending_bytes += meta.size;
+            admitted += 1;
+        }
+        let cursor_changed = match cursor {
+            Some(c) => {
+                self.kv
+                    .get(CURSOR)
+                    .map_err(self.backend("read"))?
+                    .as_deref()
+                    != Some(c.as_bytes())
+            }
+            None => false,
+        };
+        if admitted == 0 && !cursor_changed {
+            return Ok(0);
+        }
+        if let Some(c) = cursor {
+            ops.push(KvOp::Put(CURSOR.to_vec(), c.as_bytes().to_vec()));
+        }
+        ops.push(Self::put_json(SEQ.to_vec(), &seq));
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)?;
+        Ok(admitted)
+    }
+
+    fn plan_inner(
+        &self,
+        limits: BatchLimits,
+        schema_version: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Option<BatchPlan>, StateError> {
+        let _g = self.guard();
+        if let Some(open) = self.get_u64(OPEN_BATCH)? {
+            return Err(StateError::BatchOpen {
+                stream: self.stream.clone(),
+                batch_id: open,
+            });
+        }
+        let mut picked: Vec<(Vec<u8>, FileRecord)> = Vec::new();
+        let mut orphans: Vec<Vec<u8>> = Vec::new();
+        let mut bytes = 0u64;
+        let mut scan_err = None;
+        self.kv
+            .scan(b"p/", b"p/", &mut |pk, fk| {
+                let key = FileKey(String::from_utf8_lossy(fk).into_owned());
+                match self.get_json::<FileRecord>(&file_key(&key)) {
+                    Ok(Some(rec)) if rec.state == FileState::Discovered => {
+                        if !limits.admits(picked.len(), bytes, rec.meta.size) {
+                            return false;
+                        }
+                        bytes += rec.meta.size;
+                        picked.push((pk.to_vec(), rec));
+                        true
+                    }
+                    Ok(_) => {
+                        // A queue entry whose record moved on or expired: drop it.
+                        orphans.push(pk.to_vec());
+                        true
+                    }
+                    Err(e) => {
+                        scan_err = Some(e);
+                        false
+                    }
+                }
+            })
+            .map_err(self.backend("scan pending"))?;
+        if let Some(e) = scan_err {
+            return Err(e);
+        }
+        let mut ops: Vec<KvOp> = orphans.into_iter().map(KvOp::Delete).collect();
+        if picked.is_empty() {
+            if !ops.is_empty() {
+                self.write(ops)?;
+            }
+            return Ok(None);
+        }
+        let batch_id = self.get_u64(LAST_BATCH)?.map_or(0, |b| b + 1);
+        let mut stats = self.stats()?;
+        let mut files = Vec::with_capacity(picked.len());
+        for (pk, mut rec) in picked {
+            ops.push(KvOp::Delete(pk));
+            rec.state = FileState::InBatch;
+            rec.batch_id = Some(batch_id);
+            rec.processed_time = Some(now);
+            stats.moved(Some(FileState::Discovered), Some(FileState::InBatch));
+            stats.pending_bytes = stats.pending_bytes.saturating_sub(rec.meta.size);
+            files.push((rec.key.clone(), rec.meta.clone()));
+            ops.push(Self::put_json(file_key(&rec.key), &rec));
+        }
+        let plan = BatchPlan {
+            batch_id,
+            files,
+            schema_version,
+            planned_at: now,
+            attempts: 0,
+            staged: Vec::new(),
+            committed: None,
+        };
+        ops.push(Self::put_json(batch_key(batch_id), &plan));
+        ops.push(Self::put_json(LAST_BATCH.to_vec(), &batch_id));
+        ops.push(Self::put_json(OPEN_BATCH.to_vec(), &batch_id));
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)?;
+        Ok(Some(plan))
+    }
+
+    fn update_plan(
+        &self,
+        batch_id: u64,
+        f: impl FnOnce(&mut BatchPlan),
+    ) -> Result<BatchPlan, StateError> {
+        let _g = self.guard();
+        let mut plan = self.load_batch(batch_id)?;
+        f(&mut plan);
+        self.write(vec![Self::put_json(batch_key(batch_id), &plan)])?;
+        Ok(plan)
+    }
+
+    fn committed_inner(&self, batch_id: u64, receipt: CommitReceipt) -> Result<(), StateError> {
+        let _g = self.guard();
+        let mut plan = self.load_batch(batch_id)?;
+        if plan.committed.is_some() {
+            return Ok(());
+        }
+        let mut stats = self.stats()?;
+        let mut ops = Vec::new();
+        for (key, _) in &plan.files {
+            let fk = file_key(key);
+            if let Some(mut rec) = self.get_json::<FileRecord>(&fk)? {
+                stats.moved(Some(rec.state), Some(FileState::Committed));
+                rec.state = FileState::Committed;
+                rec.commit_time = Some(receipt.committed_at);
+                rec.table_version = Some(receipt.table_version);
+                ops.push(Self::put_json(fk, &rec));
+            }
+        }
+        stats.committed_batches += 1;
+        stats.committed_rows += receipt.rows;
+        stats.committed_bytes += plan.total_bytes();
+        stats.committed_files += plan.files.len() as u64;
+        plan.committed = Some(receipt);
+        ops.push(Self::put_json(batch_key(batch_id), &plan));
+        if self.get_u64(OPEN_BATCH)? == Some(batch_id) {
+            ops.push(KvOp::Delete(OPEN_BATCH.to_vec()));
+        }
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)
+    }
+
+    fn files_inner(&self, state: Option<FileState>) -> Result<Vec<FileRecord>, StateError> {
+        let mut out = Vec::new();
+        let mut err = None;
+        self.kv
+            .scan(
+                b"f/",
+                b"f/",
+                &mut |k, v| match serde_json::from_slice::<FileRecord>(v) {
+                    Ok(rec) => {
+                        if state.is_none_or(|s| s == rec.state) {
+                            out.push(rec);
+                        }
+                        true
+                    }
+                    Err(e) => {
+                        err = Some(StateError::Corrupt {
+                            stream: self.stream.clone(),
+                            key: String::from_utf8_lossy(k).into_owned(),
+                            reason: e.to_string(),
+                        });
+                        false
+                    }
+                },
+            )
+            .map_err(self.backend("scan files"))?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        out.sort_by_key(|r| r.seq);
+        Ok(out)
+    }
+
+    fn expire_inner(&self, cutoff: DateTime<Utc>) -> Result<u64, StateError> {
+        let _g = self.guard();
+        let end = format!("x/{:020}", cutoff.timestamp_millis().max(0));
+        let mut index = Vec::new();
+        self.kv
+            .scan(b"x/", b"x/", &mut |k, _| {
+                if k >= end.as_bytes() {
+                    return false;
+                }
+                index.push(k.to_vec());
+                true
+            })
+            .map_err(self.backend("scan expiry index"))?;
+        let mut stats = self.stats()?;
+        let mut ops = Vec::new();
+        let mut expired = 0;
+        for ik in index {
+            let text = String::from_utf8_lossy(&ik).into_owned();
+            // x/<20 digits>/<key>
+            let key = FileKey(text[23..].to_string());
+            match self.get_json::<FileRecord>(&file_key(&key))? {
+                Some(rec) if rec.state.is_terminal() => {
+                    stats.moved(Some(rec.state), None);
+                    ops.push(KvOp::Delete(file_key(&key)));
+                    ops.push(KvOp::Delete(ik));
+                    expired += 1;
+                }
+                Some(_) => {}
+                None => ops.push(KvOp::Delete(ik)),
+            }
+        }
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)?;
+        Ok(expired)
+    }
+}
+
+impl<K: Kv> StateStore for Ledger<K> {
+    fn admit(
+        &self,
+        files: &[(FileKey, FileMeta)],
+        cursor: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> SeamResult<u64> {
+        Ok(self.admit_inner(files, cursor, now)?)
+    }
+
+    fn cursor(&self) -> SeamResult<Option<String>> {
+        let raw = self.kv.get(CURSOR).map_err(self.backend("read"))?;
+        Ok(raw.map(|r| String::from_utf8_lossy(&r).into_owned()))
+    }
+
+    fn is_new(&self) -> SeamResult<bool> {
+        Ok(self.get_u64(SEQ)?.is_none())
+    }
+
+    fn open_batch(&self) -> SeamResult<Option<BatchPlan>> {
+        match self.get_u64(OPEN_BATCH)? {
+            Some(id) => Ok(Some(self.load_batch(id)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn plan_batch(
+        &self,
+        limits: BatchLimits,
+        schema_version: u32,
+        now: DateTime<Utc>,
+    ) -> SeamResult<Option<BatchPlan>> {
+        Ok(self.plan_inner(limits, schema_version, now)?)
+    }
+
+    fn start_attempt(&self, batch_id: u64) -> SeamResult<BatchPlan> {
+        Ok(self.update_plan(batch_id, |p| p.attempts += 1)?)
+    }
+
+    fn record_staged(&self, batch_id: u64, path: &str) -> SeamResult<()> {
+        self.update_plan(batch_id, |p| p.staged.push(path.to_string()))?;
+        Ok(())
+    }
+
+    fn record_committed(&self, batch_id: u64, receipt: CommitReceipt) -> SeamResult<()> {
+        Ok(self.committed_inner(batch_id, receipt)?)
+    }
+
+    fn batch(&self, batch_id: u64) -> SeamResult<Option<BatchPlan>> {
+        Ok(self.get_json(&batch_key(batch_id))?)
+    }
+
+    fn files(&self, state: Option<FileState>) -> SeamResult<Vec<FileRecord>> {
+        Ok(self.files_inner(state)?)
+    }
+
+    fn summary(&self) -> SeamResult<StreamSummary> {
+        let stats = self.stats()?;
+        let last_batch = match self.get_u64(LAST_BATCH)? {
+            Some(id) => self.get_json(&batch_key(id))?,
+            None => None,
+        };
+        let files_by_state = FileState::ALL
+            .into_iter()
+            .map(|s| (s, stats.counts.get(s.as_str()).copied().unwrap_or(0)))
+            .collect();
+        Ok(StreamSummary {
+            pending_files: stats
+                .counts
+                .get(FileState::Discovered.as_str())
+                .copied()
+                .unwrap_or(0),
+            pending_bytes: stats.pending_bytes,
+            files_by_state,
+            last_batch,
+            committed_batches: stats.committed_batches,
+            committed_rows: stats.committed_rows,
+            committed_bytes: stats.committed_bytes,
+            committed_files: stats.committed_files,
+        })
+    }
+
+    fn expire(&self, cutoff: DateTime<Utc>) -> SeamResult<u64> {
+        Ok(self.expire_inner(cutoff)?)
+    }
+
+    fn schema(&self, version: u32) -> SeamResult<Option<String>> {
+        let raw = self
+            .kv
+            .get(&schema_key(version))
+            .map_err(self.backend("read"))?;
+        Ok(raw.map(|r| String::from_utf8_lossy(&r).into_owned()))
+    }
+
+    fn latest_schema_version(&self) -> SeamResult<Option<u32>> {
+        let mut latest = None;
+        self.kv
+            .scan(b"s/", b"s/", &mut |k, _| {
+                latest = std::str::from_utf8(&k[2..])
+                    .ok()
+                    .and_then(|s| s.parse().ok());
+                true
+            })
+            .map_err(self.backend("scan schemas"))?;
+        Ok(latest)
+    }
+
+    fn put_schema(&self, version: u32, schema_json: &str) -> SeamResult<()> {
+        let _g = self.guard();
+        Ok(self.write(vec![KvOp::Put(
+            schema_key(version),
+            schema_json.as_bytes().to_vec(),
+        )])?)
+    }
+
+    fn meta(&self, name: &str) -> SeamResult<Option<String>> {
+        let raw = self
+            .kv
+            .get(format!("m/user/{name}").as_bytes())
+            .map_err(self.backend("read"))?;
+        Ok(raw.map(|r| String::from_utf8_lossy(&r).into_owned()))
+    }
+
+    fn set_meta(&self, name: &str, value: &str) -> SeamResult<()> {
+        let _g = self.guard();
+        Ok(self.write(vec![KvOp::Put(
+            format!("m/user/{name}").into_bytes(),
+            value.as_bytes().to_vec(),
+        )])?)
+    }
+
+    fn ensure_batch_floor(&self, next: u64) -> SeamResult<()> {
+        let _g = self.guard();
+        let last = self.get_u64(LAST_BATCH)?;
+        if next > 0 && last.is_none_or(|l| l + 1 < next) {
+            self.write(vec![Self::put_json(LAST_BATCH.to_vec(), &(next - 1))])?;
+        }
+        Ok(())
+    }
+}
