@@ -22,6 +22,11 @@ pub fn open_rocks(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateErro
     Ok(Ledger::new(stream, RocksKv::open(dir)?))
 }
 
+/// Open a stream's ledger read-only (works while the daemon holds it).
+pub fn open_rocks_read_only(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateError> {
+    Ok(Ledger::new(stream, RocksKv::open_read_only(dir)?))
+}
+
 /// An in-memory ledger for tests.
 pub fn memory(stream: &str) -> Ledger<MemoryKv> {
     Ledger::new(stream, MemoryKv::default())

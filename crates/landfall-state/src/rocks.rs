@@ -37,6 +37,20 @@ impl RocksKv {
         })?;
         Ok(RocksKv { db })
     }
+
+    /// Open without taking the directory lock, for inspection while a daemon runs. Writes fail.
+    pub fn open_read_only(dir: &Path) -> Result<Self, StateError> {
+        if !dir.join("CURRENT").exists() {
+            return Err(StateError::Backend {
+                stream: dir.display().to_string(),
+                op: "open",
+                reason: "no state here yet (the stream has never run)".into(),
+            });
+        }
+        let db = DB::open_for_read_only(&Options::default(), dir, false)
+            .map_err(|e| StateError::Open { dir: dir.to_path_buf(), source: e })?;
+        Ok(RocksKv { db })
+    }
 }
 
 impl Kv for RocksKv {

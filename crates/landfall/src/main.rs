@@ -1,2 +1,8 @@
-//! landfall
-fn main() {}
+//! The `landfall` binary: argument parsing and wiring only; the work is in the libraries.
+
+mod cli;
+mod report;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,167 @@
+//! Commands: `run`, `check`, `state`, `streams`.
+
+use crate::report;
+use clap::{Parser, Subcommand, ValueEnum};
+use landfall_config::{LogFormat, ValidatedConfig};
+use landfall_core::FileState;
+use landfall_engine::{RunOptions, run_streams};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "landfall", version, about = "Exactly-once file ingestion into Delta Lake and Parquet tables")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every configured stream until SIGTERM/SIGINT (or until drained with --available-now).
+    Run {
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        /// Drain every stream in rate-limited batches, then exit (non-zero if a stream failed).
+        #[arg(long)]
+        available_now: bool,
+        /// Run only this stream (repeatable).
+        #[arg(long = "stream")]
+        streams: Vec<String>,
+    },
+    /// Validate the configuration without running anything.
+    Check {
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+    },
+    /// Print the per-file state of a stream.
+    State {
+        stream: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+        /// Only files in this state (discovered, in_batch, committed, archived, skipped_corrupt,
+        /// skipped_missing, failed).
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// List the streams with their backlog and last batch.
+    Streams {
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+fn load(config: &PathBuf) -> Result<ValidatedConfig, ExitCode> {
+    landfall_config::load(config).map_err(|e| {
+        eprintln!("error: {}: {e}", config.display());
+        ExitCode::from(2)
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,buoyant_kernel=warn,buoyant_kernel::snapshot::builder=off,delta_kernel=warn,deltalake_core=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => match load(&config) {
+            Ok(cfg) => {
+                println!("{}: ok ({} stream(s): {})", config.display(), cfg.streams.len(), cfg.streams.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "));
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Run { config, available_now, streams } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            for s in &streams {
+                if cfg.stream(s).is_none() {
+                    eprintln!("error: stream `{s}` is not defined in {}", config.display());
+                    return ExitCode::from(2);
+                }
+            }
+            init_logging(cfg.server.log_format);
+            run(cfg, RunOptions { available_now, only: streams })
+        }
+        Command::State { stream, config, format, state } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let Some(spec) = cfg.stream(&stream) else {
+                eprintln!("error: stream `{stream}` is not defined in {}", config.display());
+                return ExitCode::from(2);
+            };
+            let filter = match state.as_deref().map(|s| FileState::parse(s).ok_or(s)) {
+                None => None,
+                Some(Ok(s)) => Some(s),
+                Some(Err(bad)) => {
+                    let all: Vec<_> = FileState::ALL.iter().map(|s| s.as_str()).collect();
+                    eprintln!("error: --state `{bad}` is not a state (one of: {})", all.join(", "));
+                    return ExitCode::from(2);
+                }
+            };
+            report::print_state(spec, filter, format)
+        }
+        Command::Streams { config, format } => match load(&config) {
+            Ok(cfg) => report::print_streams(&cfg, format),
+            Err(code) => code,
+        },
+    }
+}
+
+fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutdown requested; finishing the batches in flight");
+            let _ = tx.send(true);
+        });
+        let outcomes = run_streams(&cfg, opts, rx).await;
+        report::print_run_summary(&outcomes);
+        if outcomes.iter().any(|o| o.error.is_some()) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

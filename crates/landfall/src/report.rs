@@ -1,0 +1,163 @@
+//! What the commands print: the run summary, `landfall state` and `landfall streams`.
+
+use crate::cli::OutputFormat;
+use chrono::{DateTime, SecondsFormat, Utc};
+use landfall_config::{StreamSpec, ValidatedConfig};
+use landfall_core::{FileRecord, FileState, StateStore};
+use landfall_engine::StreamOutcome;
+use std::process::ExitCode;
+
+fn ts(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)).unwrap_or_default()
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// Print rows as an aligned table, JSON objects or CSV.
+fn print_rows(header: &[&str], rows: &[Vec<String>], format: OutputFormat) {
+    match format {
+        OutputFormat::Table => {
+            let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+            for r in rows {
+                for (i, c) in r.iter().enumerate() {
+                    width[i] = width[i].max(c.len());
+                }
+            }
+            let line = |cells: Vec<&str>| {
+                cells.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = width[i])).collect::<Vec<_>>().join("  ").trim_end().to_string()
+            };
+            println!("{}", line(header.to_vec()));
+            for r in rows {
+                println!("{}", line(r.iter().map(String::as_str).collect()));
+            }
+        }
+        OutputFormat::Json => {
+            let arr: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| {
+                    let obj: serde_json::Map<String, serde_json::Value> = header
+                        .iter()
+                        .zip(r)
+                        .map(|(h, v)| (h.to_string(), if v.is_empty() { serde_json::Value::Null } else { serde_json::Value::String(v.clone()) }))
+                        .collect();
+                    serde_json::Value::Object(obj)
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&arr).expect("json"));
+        }
+        OutputFormat::Csv => {
+            let esc = |s: &str| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() };
+            println!("{}", header.join(","));
+            for r in rows {
+                println!("{}", r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
+            }
+        }
+    }
+}
+
+fn file_row(r: &FileRecord) -> Vec<String> {
+    vec![
+        r.meta.path.clone(),
+        r.meta.size.to_string(),
+        ts(Some(r.meta.modified)),
+        ts(Some(r.discovery_time)),
+        ts(r.processed_time),
+        ts(r.commit_time),
+        ts(r.archive_time),
+        r.state.ingestion_state().unwrap_or("").to_string(),
+        r.state.as_str().to_string(),
+        r.batch_id.map(|b| b.to_string()).unwrap_or_default(),
+        r.table_version.map(|v| v.to_string()).unwrap_or_default(),
+    ]
+}
+
+pub fn print_state(spec: &StreamSpec, filter: Option<FileState>, format: OutputFormat) -> ExitCode {
+    let ledger = match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: stream `{}`: {e}", spec.name);
+            return ExitCode::FAILURE;
+        }
+    };
+    match ledger.files(filter) {
+        Ok(files) => {
+            let header = [
+                "path", "size", "create_time", "discovery_time", "processed_time", "commit_time", "archive_time",
+                "ingestion_state", "state", "batch_id", "table_version",
+            ];
+            let rows: Vec<_> = files.iter().map(file_row).collect();
+            print_rows(&header, &rows, format);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
+    let header = ["stream", "source", "table", "pending_files", "pending_bytes", "committed_files", "last_batch", "last_batch_files", "last_batch_state", "last_commit_time"];
+    let mut rows = Vec::new();
+    for spec in &cfg.streams {
+        let mut row = vec![spec.name.clone(), spec.source.url.to_string(), spec.sink.location.as_table_uri()];
+        match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir).and_then(|l| Ok(l.summary())) {
+            Ok(Ok(s)) => {
+                row.push(s.pending_files.to_string());
+                row.push(s.pending_bytes.to_string());
+                row.push(s.committed_files.to_string());
+                match &s.last_batch {
+                    Some(b) => {
+                        row.push(b.batch_id.to_string());
+                        row.push(b.files.len().to_string());
+                        row.push(if b.committed.is_some() { "committed" } else { "open" }.to_string());
+                        row.push(ts(b.committed.as_ref().map(|c| c.committed_at)));
+                    }
+                    None => row.extend(["", "", "", ""].map(String::from)),
+                }
+            }
+            _ => row.extend(["", "", "", "", "", "never run", ""].map(String::from)),
+        }
+        rows.push(row);
+    }
+    print_rows(&header, &rows, format);
+    ExitCode::SUCCESS
+}
+
+pub fn print_run_summary(outcomes: &[StreamOutcome]) {
+    println!();
+    println!("landfall run summary");
+    for o in outcomes {
+        let status = match &o.error {
+            None => "ok".to_string(),
+            Some(e) => format!("FAILED: {e}"),
+        };
+        println!("  stream {}: {status}", o.stream);
+        println!(
+            "    this run:  {} file(s), {} row(s), {} in {} batch(es)",
+            o.files_this_run,
+            o.rows_this_run,
+            human_bytes(o.bytes_this_run),
+            o.batches_this_run
+        );
+        if let Some(s) = &o.summary {
+            println!(
+                "    all time:  {} file(s), {} row(s), {} committed; {} pending",
+                s.committed_files,
+                s.committed_rows,
+                human_bytes(s.committed_bytes),
+                s.pending_files
+            );
+        }
+        println!("    table:     {} (version {})", o.table, o.table_version.map(|v| v.to_string()).unwrap_or_else(|| "none".into()));
+    }
+}
