@@ -1,0 +1,102 @@
+//! Helpers shared by the integration tests: run the real binary on a config, write NDJSON
+//! inputs with known rows, and check tables with the independent Python reader
+//! (tests/verify/verify_table.py: DuckDB log replay + the deltalake package).
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_landfall")
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Run `landfall <args>` and return its output (not asserting success).
+pub fn landfall(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).env("LANDFALL_LOG", "info").output().expect("landfall runs")
+}
+
+pub fn text(o: &Output) -> String {
+    format!("--- stdout\n{}\n--- stderr\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// `landfall run --available-now` that must succeed.
+pub fn drain(config: &Path) -> Output {
+    let o = landfall(&["run", "--config", config.to_str().unwrap(), "--available-now"]);
+    assert!(o.status.success(), "landfall run failed:\n{}", text(&o));
+    o
+}
+
+/// One NDJSON line with a known id.
+pub fn row(id: u64) -> String {
+    format!("{{\"id\":{id},\"name\":\"n{id}\",\"amount\":{}.5,\"tag\":\"t{}\"}}\n", id % 1000, id % 7)
+}
+
+/// Write file `name` under `dir` holding rows `ids`.
+pub fn write_rows(dir: &Path, name: &str, ids: impl Iterator<Item = u64>) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let body: String = ids.map(row).collect();
+    let tmp = path.with_extension("tmp-writing");
+    std::fs::write(&tmp, body).unwrap();
+    std::fs::rename(tmp, path).unwrap();
+}
+
+/// Rows of the table as the independent reader sees them.
+pub fn verify(kind: &str, table: &Path, stream: Option<&str>) -> Value {
+    let script = repo_root().join("tests/verify/verify_table.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).arg(kind).arg(table);
+    if let Some(s) = stream {
+        cmd.args(["--stream", s]);
+    }
+    let o = cmd.output().expect("python3 runs");
+    assert!(o.status.success(), "independent verification failed:\n{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("verifier prints JSON")
+}
+
+/// The sorted values of integer column `col`.
+pub fn ids(v: &Value, col: &str) -> Vec<u64> {
+    let mut out: Vec<u64> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[col].as_str().unwrap_or_else(|| panic!("no {col} in {r}")).parse().unwrap())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Assert `got` is exactly `0..n` style `expected`: reports lost and duplicated ids.
+pub fn assert_exactly(got: &[u64], expected: &[u64]) {
+    use std::collections::BTreeMap;
+    let mut counts: BTreeMap<u64, i64> = BTreeMap::new();
+    for id in expected {
+        *counts.entry(*id).or_default() -= 1;
+    }
+    for id in got {
+        *counts.entry(*id).or_default() += 1;
+    }
+    let lost: Vec<_> = counts.iter().filter(|(_, c)| **c < 0).map(|(k, _)| *k).take(20).collect();
+    let dup: Vec<_> = counts.iter().filter(|(_, c)| **c > 0).map(|(k, _)| *k).take(20).collect();
+    assert!(lost.is_empty() && dup.is_empty(), "rows lost (first 20): {lost:?}; rows duplicated or unexpected (first 20): {dup:?}; got {} rows, expected {}", got.len(), expected.len());
+}
+
+/// The Delta table's latest version, read from the log directory.
+pub fn delta_version(table: &Path) -> i64 {
+    std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json")?.parse::<i64>().ok())
+        .max()
+        .unwrap_or(-1)
+}
+
+pub fn write_config(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("landfall.toml");
+    std::fs::write(&p, body).unwrap();
+    p
+}
