@@ -1,0 +1,131 @@
+//! Validation: each rule's message, checked word for word.
+
+use landfall_config::{ConfigError, Trigger, load_str};
+
+fn errors(toml: &str) -> Vec<String> {
+    match load_str(toml, "test.toml") {
+        Err(ConfigError::Invalid(errs)) => errs.iter().map(|e| e.to_string()).collect(),
+        Err(other) => vec![other.to_string()],
+        Ok(_) => vec![],
+    }
+}
+
+#[test]
+fn a_minimal_stream_gets_the_auto_loader_defaults() {
+    let cfg = load_str("[streams.s]\nsource = \"/data/in\"\nformat = \"json\"\nsink.path = \"/data/out\"\n", "t").unwrap();
+    let s = &cfg.streams[0];
+    assert_eq!(s.limits.max_files, 1000);
+    assert_eq!(s.limits.max_bytes, None);
+    assert!(s.include_existing_files && !s.allow_overwrites && !s.infer_column_types);
+    assert_eq!(s.trigger, Trigger::Continuous);
+    assert_eq!(s.state_dir, std::path::Path::new(".landfall/state/s"));
+    assert_eq!(s.sink.target_file_size, 128 << 20);
+}
+
+#[test]
+fn state_directories_are_private_and_outside_tables() {
+    let errs = errors(
+        r#"
+[streams.a]
+source = "/in/a"
+format = "json"
+state_dir = "/st/shared"
+sink.path = "/out/a"
+
+[streams.b]
+source = "/in/b"
+format = "json"
+state_dir = "/st/shared"
+sink.path = "/out/b"
+
+[streams.c]
+source = "/in/c"
+format = "json"
+state_dir = "/out/a/_state"
+sink.path = "/out/c"
+"#,
+    );
+    assert_eq!(
+        errs,
+        vec![
+            "streams.b.state_dir: /st/shared is also the state directory of stream `a`; two streams sharing one corrupt each other",
+            "streams.c.state_dir: /out/a/_state lies inside the table /out/a of stream `a`; keep state outside tables",
+        ]
+    );
+}
+
+#[test]
+fn cross_field_rules() {
+    let errs = errors(
+        r#"
+[streams.a]
+source = "/data"
+format = "csv"
+schema = "id BIGINT"
+source_store = "nope"
+modified_after = "2025-01-02T00:00:00Z"
+modified_before = "2025-01-01T00:00:00Z"
+max_bytes_per_trigger = "10 gallons"
+csv.sep = ";;"
+trigger = { processing_time = "1m", available_now = true }
+sink = { path = "/data/table", partition_by = ["region", "region"] }
+"#,
+    );
+    assert_eq!(
+        errs,
+        vec![
+            "streams.a.source_store: store `nope` is not defined (defined: none)",
+            "streams.a.sink.partition_by: column `region` is listed twice",
+            "streams.a.sink.partition_by: column `region` is not in the schema or partition_columns",
+            "streams.a.sink.partition_by: column `region` is not in the schema or partition_columns",
+            "streams.a.trigger: processing_time and available_now are mutually exclusive",
+            "streams.a.max_bytes_per_trigger: `10 gallons` has an unknown unit `gallons` (use b, k, m, g or t)",
+            "streams.a.modified_before: must be later than modified_after",
+            "streams.a.csv.sep: `;;` must be exactly one ASCII character",
+        ]
+    );
+    let errs = errors("[streams.a]\nsource = \"/data\"\nformat = \"json\"\nsink.path = \"/data/table\"\n");
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].starts_with("streams.a.sink.path: the table file:///data/table/ and the source file:///data/ overlap"), "{errs:?}");
+    assert_eq!(errors(""), vec!["streams: no stream is defined (add a [streams.<name>] table)"]);
+    assert_eq!(
+        errors("[server]\nlisten = \"nowhere\"\n[streams.\"bad name\"]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\n"),
+        vec![
+            "server.listen: `nowhere` is not a socket address (e.g. 127.0.0.1:8686)",
+            "streams.bad name: stream names may use only letters, digits, `_`, `-` and `.` (at most 100)",
+        ]
+    );
+}
+
+#[test]
+fn unknown_keys_and_bad_schemas_are_named() {
+    let e = load_str("[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nsink.partitionBy = []\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("unknown field `partitionBy`"), "{e}");
+    let errs = errors("[streams.a]\nsource = \"/a\"\nformat = \"json\"\nschema = \"id BIGNT\"\nsink.path = \"/b\"\n");
+    assert_eq!(errs, vec!["streams.a.schema: schema DDL at character 3: unknown type `BIGNT`"]);
+}
+
+#[test]
+fn stores_resolve_into_object_store_options() {
+    let cfg = load_str(
+        r#"
+[stores.lake]
+endpoint = "http://127.0.0.1:5000"
+region = "us-east-1"
+access_key_id = "k"
+secret_access_key = "s"
+allow_http = true
+
+[streams.a]
+source = "s3://landing/a"
+source_store = "lake"
+format = "json"
+sink = { path = "s3://lake/a", store = "lake" }
+"#,
+        "t",
+    )
+    .unwrap();
+    let s = &cfg.streams[0];
+    assert_eq!(s.source_options.0["aws_endpoint"], "http://127.0.0.1:5000");
+    assert_eq!(s.sink.options.0["allow_http"], "true");
+}

@@ -1,0 +1,91 @@
+//! Bad input never crashes the daemon or another stream: a corrupt file fails its own stream's
+//! batch with the path in the error; an invalid config exits non-zero naming the key.
+
+mod common;
+use common::*;
+
+#[test]
+fn corrupt_file_fails_only_its_stream_and_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_rows(&root.join("good"), "a.json", 0..10);
+    write_rows(&root.join("bad"), "a.json", 0..3);
+    std::fs::write(root.join("bad/broken.json"), "{\"id\": 1, \"name\": \"x\"\n{not json at all}\n").unwrap();
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[streams.good]
+source = "{root}/good"
+format = "json"
+schema = "id BIGINT, name STRING"
+sink.path = "{root}/good_table"
+
+[streams.bad]
+source = "{root}/bad"
+format = "json"
+schema = "id BIGINT, name STRING"
+sink.path = "{root}/bad_table"
+"#,
+            root = root.display()
+        ),
+    );
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert_eq!(o.status.code(), Some(1), "a failed stream makes --available-now exit 1:\n{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("stream bad: FAILED"), "{out}");
+    assert!(out.contains("broken.json: malformed JSON"), "the error names the file: {out}");
+    assert!(out.contains("stream good: ok"), "{out}");
+    assert_exactly(&ids(&verify("delta", &root.join("good_table"), None), "id"), &(0..10).collect::<Vec<_>>());
+    // Nothing of the failed batch is visible, and its staged files were removed.
+    let bad_files: Vec<_> = std::fs::read_dir(root.join("bad_table")).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "parquet")).collect();
+    assert!(bad_files.is_empty(), "no orphaned data files: {bad_files:?}");
+
+    // Once the file is fixed, the same batch (same files) runs again and lands.
+    std::fs::write(root.join("bad/broken.json"), "{\"id\": 100, \"name\": \"fixed\"}\n").unwrap();
+    drain(&cfg);
+    assert_exactly(&ids(&verify("delta", &root.join("bad_table"), None), "id"), &[0, 1, 2, 100]);
+}
+
+#[test]
+fn invalid_config_names_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = write_config(
+        root,
+        r#"
+[streams.a]
+source = "ftp://x/y"
+format = "avro"
+max_files_per_trigger = 0
+max_file_age = "3d"
+trigger.processing_time = "10 parsecs"
+sink.path = "/tmp/t"
+"#,
+    );
+    let o = landfall(&["check", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for expected in [
+        "streams.a.source: unsupported scheme `ftp://`",
+        "streams.a.format: format `avro` is not supported yet (supported: json, csv, parquet)",
+        "streams.a.max_files_per_trigger: must be at least 1",
+        "streams.a.max_file_age: `3d` is shorter than the minimum of 14 days",
+        "streams.a.trigger.processing_time: `10 parsecs` is not a duration",
+    ] {
+        assert!(err.contains(expected), "missing `{expected}` in:\n{err}");
+    }
+
+    let cfg = write_config(root, "[streams.a]\nsource = \"/x\"\nformat = \"json\"\nsink.path = \"/t\"\nmax_file_per_trigger = 3\n");
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown field `max_file_per_trigger`"), "{err}");
+
+    let cfg = write_config(root, "[streams.a]\nsource = \"${LANDFALL_TEST_SURELY_UNSET}\"\n");
+    let o = landfall(&["check", "--config", cfg.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 2: environment variable `LANDFALL_TEST_SURELY_UNSET` is not set"));
+}
