@@ -144,6 +144,10 @@ def main():
     a = ap.parse_args()
     rows = verify_delta(a.root) if a.kind == "delta" else verify_parquet(a.root, a.stream)
     json.dump({"rows": len(rows), "data": rows}, sys.stdout)
+    sys.stdout.flush()
+    # Skip interpreter teardown: duckdb and deltalake native threads sometimes abort there
+    # ("terminate called without an active exception") after all work is done.
+    os._exit(0)
 
 
 if __name__ == "__main__":

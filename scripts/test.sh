@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs libclang, the Python verification tools and
+# Azurite, starts moto server and Azurite on loopback, and runs every test (unit, integration
+# against the emulators, the exactly-once crash test) in a debug build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_system_packages
+ensure_test_tools
+start_emulators
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
