@@ -72,7 +72,12 @@ impl Location {
     /// The local directory, for `file://` locations.
     pub fn local_path(&self) -> Option<std::path::PathBuf> {
         (self.kind == StoreKind::Local)
-            .then(|| self.url.to_file_path().ok().map(|p| p.components().collect()))
+            .then(|| {
+                self.url
+                    .to_file_path()
+                    .ok()
+                    .map(|p| p.components().collect())
+            })
             .flatten()
     }
 

@@ -12,7 +12,11 @@ fn errors(toml: &str) -> Vec<String> {
 
 #[test]
 fn a_minimal_stream_gets_the_auto_loader_defaults() {
-    let cfg = load_str("[streams.s]\nsource = \"/data/in\"\nformat = \"json\"\nsink.path = \"/data/out\"\n", "t").unwrap();
+    let cfg = load_str(
+        "[streams.s]\nsource = \"/data/in\"\nformat = \"json\"\nsink.path = \"/data/out\"\n",
+        "t",
+    )
+    .unwrap();
     let s = &cfg.streams[0];
     assert_eq!(s.limits.max_files, 1000);
     assert_eq!(s.limits.max_bytes, None);
@@ -84,12 +88,18 @@ sink = { path = "/data/table", partition_by = ["region", "region"] }
             "streams.a.csv.sep: `;;` must be exactly one ASCII character",
         ]
     );
-    let errs = errors("[streams.a]\nsource = \"/data\"\nformat = \"json\"\nsink.path = \"/data/table\"\n");
+    let errs =
+        errors("[streams.a]\nsource = \"/data\"\nformat = \"json\"\nsink.path = \"/data/table\"\n");
     assert_eq!(errs.len(), 1);
     assert!(errs[0].starts_with("streams.a.sink.path: the table file:///data/table/ and the source file:///data/ overlap"), "{errs:?}");
-    assert_eq!(errors(""), vec!["streams: no stream is defined (add a [streams.<name>] table)"]);
     assert_eq!(
-        errors("[server]\nlisten = \"nowhere\"\n[streams.\"bad name\"]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\n"),
+        errors(""),
+        vec!["streams: no stream is defined (add a [streams.<name>] table)"]
+    );
+    assert_eq!(
+        errors(
+            "[server]\nlisten = \"nowhere\"\n[streams.\"bad name\"]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\n"
+        ),
         vec![
             "server.listen: `nowhere` is not a socket address (e.g. 127.0.0.1:8686)",
             "streams.bad name: stream names may use only letters, digits, `_`, `-` and `.` (at most 100)",
@@ -101,8 +111,13 @@ sink = { path = "/data/table", partition_by = ["region", "region"] }
 fn unknown_keys_and_bad_schemas_are_named() {
     let e = load_str("[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nsink.partitionBy = []\n", "x.toml").unwrap_err();
     assert!(e.to_string().contains("unknown field `partitionBy`"), "{e}");
-    let errs = errors("[streams.a]\nsource = \"/a\"\nformat = \"json\"\nschema = \"id BIGNT\"\nsink.path = \"/b\"\n");
-    assert_eq!(errs, vec!["streams.a.schema: schema DDL at character 3: unknown type `BIGNT`"]);
+    let errs = errors(
+        "[streams.a]\nsource = \"/a\"\nformat = \"json\"\nschema = \"id BIGNT\"\nsink.path = \"/b\"\n",
+    );
+    assert_eq!(
+        errs,
+        vec!["streams.a.schema: schema DDL at character 3: unknown type `BIGNT`"]
+    );
 }
 
 #[test]

@@ -47,8 +47,12 @@ impl RocksKv {
                 reason: "no state here yet (the stream has never run)".into(),
             });
         }
-        let db = DB::open_for_read_only(&Options::default(), dir, false)
-            .map_err(|e| StateError::Open { dir: dir.to_path_buf(), source: e })?;
+        let db = DB::open_for_read_only(&Options::default(), dir, false).map_err(|e| {
+            StateError::Open {
+                dir: dir.to_path_buf(),
+                source: e,
+            }
+        })?;
         Ok(RocksKv { db })
     }
 }

@@ -9,7 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "landfall", version, about = "Exactly-once file ingestion into Delta Lake and Parquet tables")]
+#[command(
+    name = "landfall",
+    version,
+    about = "Exactly-once file ingestion into Delta Lake and Parquet tables"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -71,7 +75,9 @@ fn load(config: &PathBuf) -> Result<ValidatedConfig, ExitCode> {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,buoyant_kernel=warn,buoyant_kernel::snapshot::builder=off,delta_kernel=warn,deltalake_core=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -83,12 +89,25 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Check { config } => match load(&config) {
             Ok(cfg) => {
-                println!("{}: ok ({} stream(s): {})", config.display(), cfg.streams.len(), cfg.streams.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "));
+                println!(
+                    "{}: ok ({} stream(s): {})",
+                    config.display(),
+                    cfg.streams.len(),
+                    cfg.streams
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
                 ExitCode::SUCCESS
             }
             Err(code) => code,
         },
-        Command::Run { config, available_now, streams } => {
+        Command::Run {
+            config,
+            available_now,
+            streams,
+        } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
@@ -100,15 +119,29 @@ pub fn main() -> ExitCode {
                 }
             }
             init_logging(cfg.server.log_format);
-            run(cfg, RunOptions { available_now, only: streams })
+            run(
+                cfg,
+                RunOptions {
+                    available_now,
+                    only: streams,
+                },
+            )
         }
-        Command::State { stream, config, format, state } => {
+        Command::State {
+            stream,
+            config,
+            format,
+            state,
+        } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             let Some(spec) = cfg.stream(&stream) else {
-                eprintln!("error: stream `{stream}` is not defined in {}", config.display());
+                eprintln!(
+                    "error: stream `{stream}` is not defined in {}",
+                    config.display()
+                );
                 return ExitCode::from(2);
             };
             let filter = match state.as_deref().map(|s| FileState::parse(s).ok_or(s)) {
@@ -116,7 +149,10 @@ pub fn main() -> ExitCode {
                 Some(Ok(s)) => Some(s),
                 Some(Err(bad)) => {
                     let all: Vec<_> = FileState::ALL.iter().map(|s| s.as_str()).collect();
-                    eprintln!("error: --state `{bad}` is not a state (one of: {})", all.join(", "));
+                    eprintln!(
+                        "error: --state `{bad}` is not a state (one of: {})",
+                        all.join(", ")
+                    );
                     return ExitCode::from(2);
                 }
             };
@@ -130,7 +166,10 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -146,7 +185,11 @@ fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
         });
         let outcomes = run_streams(&cfg, opts, rx).await;
         report::print_run_summary(&outcomes);
-        if outcomes.iter().any(|o| o.error.is_some()) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        if outcomes.iter().any(|o| o.error.is_some()) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
     })
 }
 

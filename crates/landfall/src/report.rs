@@ -8,7 +8,8 @@ use landfall_engine::StreamOutcome;
 use std::process::ExitCode;
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
-    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)).unwrap_or_default()
+    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default()
 }
 
 fn human_bytes(b: u64) -> String {
@@ -19,7 +20,11 @@ fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// Print rows as an aligned table, JSON objects or CSV.
@@ -33,7 +38,14 @@ fn print_rows(header: &[&str], rows: &[Vec<String>], format: OutputFormat) {
                 }
             }
             let line = |cells: Vec<&str>| {
-                cells.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = width[i])).collect::<Vec<_>>().join("  ").trim_end().to_string()
+                cells
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c:<w$}", w = width[i]))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+                    .trim_end()
+                    .to_string()
             };
             println!("{}", line(header.to_vec()));
             for r in rows {
@@ -47,7 +59,16 @@ fn print_rows(header: &[&str], rows: &[Vec<String>], format: OutputFormat) {
                     let obj: serde_json::Map<String, serde_json::Value> = header
                         .iter()
                         .zip(r)
-                        .map(|(h, v)| (h.to_string(), if v.is_empty() { serde_json::Value::Null } else { serde_json::Value::String(v.clone()) }))
+                        .map(|(h, v)| {
+                            (
+                                h.to_string(),
+                                if v.is_empty() {
+                                    serde_json::Value::Null
+                                } else {
+                                    serde_json::Value::String(v.clone())
+                                },
+                            )
+                        })
                         .collect();
                     serde_json::Value::Object(obj)
                 })
@@ -55,7 +76,13 @@ fn print_rows(header: &[&str], rows: &[Vec<String>], format: OutputFormat) {
             println!("{}", serde_json::to_string_pretty(&arr).expect("json"));
         }
         OutputFormat::Csv => {
-            let esc = |s: &str| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() };
+            let esc = |s: &str| {
+                if s.contains([',', '"', '\n']) {
+                    format!("\"{}\"", s.replace('"', "\"\""))
+                } else {
+                    s.to_string()
+                }
+            };
             println!("{}", header.join(","));
             for r in rows {
                 println!("{}", r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
@@ -91,8 +118,17 @@ pub fn print_state(spec: &StreamSpec, filter: Option<FileState>, format: OutputF
     match ledger.files(filter) {
         Ok(files) => {
             let header = [
-                "path", "size", "create_time", "discovery_time", "processed_time", "commit_time", "archive_time",
-                "ingestion_state", "state", "batch_id", "table_version",
+                "path",
+                "size",
+                "create_time",
+                "discovery_time",
+                "processed_time",
+                "commit_time",
+                "archive_time",
+                "ingestion_state",
+                "state",
+                "batch_id",
+                "table_version",
             ];
             let rows: Vec<_> = files.iter().map(file_row).collect();
             print_rows(&header, &rows, format);
@@ -106,11 +142,28 @@ pub fn print_state(spec: &StreamSpec, filter: Option<FileState>, format: OutputF
 }
 
 pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
-    let header = ["stream", "source", "table", "pending_files", "pending_bytes", "committed_files", "last_batch", "last_batch_files", "last_batch_state", "last_commit_time"];
+    let header = [
+        "stream",
+        "source",
+        "table",
+        "pending_files",
+        "pending_bytes",
+        "committed_files",
+        "last_batch",
+        "last_batch_files",
+        "last_batch_state",
+        "last_commit_time",
+    ];
     let mut rows = Vec::new();
     for spec in &cfg.streams {
-        let mut row = vec![spec.name.clone(), spec.source.url.to_string(), spec.sink.location.as_table_uri()];
-        match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir).and_then(|l| Ok(l.summary())) {
+        let mut row = vec![
+            spec.name.clone(),
+            spec.source.url.to_string(),
+            spec.sink.location.as_table_uri(),
+        ];
+        match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
+            .and_then(|l| Ok(l.summary()))
+        {
             Ok(Ok(s)) => {
                 row.push(s.pending_files.to_string());
                 row.push(s.pending_bytes.to_string());
@@ -119,7 +172,14 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
                     Some(b) => {
                         row.push(b.batch_id.to_string());
                         row.push(b.files.len().to_string());
-                        row.push(if b.committed.is_some() { "committed" } else { "open" }.to_string());
+                        row.push(
+                            if b.committed.is_some() {
+                                "committed"
+                            } else {
+                                "open"
+                            }
+                            .to_string(),
+                        );
                         row.push(ts(b.committed.as_ref().map(|c| c.committed_at)));
                     }
                     None => row.extend(["", "", "", ""].map(String::from)),
@@ -158,6 +218,12 @@ pub fn print_run_summary(outcomes: &[StreamOutcome]) {
                 s.pending_files
             );
         }
-        println!("    table:     {} (version {})", o.table, o.table_version.map(|v| v.to_string()).unwrap_or_else(|| "none".into()));
+        println!(
+            "    table:     {} (version {})",
+            o.table,
+            o.table_version
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "none".into())
+        );
     }
 }

@@ -10,7 +10,11 @@ fn corrupt_file_fails_only_its_stream_and_names_the_path() {
     let root = dir.path();
     write_rows(&root.join("good"), "a.json", 0..10);
     write_rows(&root.join("bad"), "a.json", 0..3);
-    std::fs::write(root.join("bad/broken.json"), "{\"id\": 1, \"name\": \"x\"\n{not json at all}\n").unwrap();
+    std::fs::write(
+        root.join("bad/broken.json"),
+        "{\"id\": 1, \"name\": \"x\"\n{not json at all}\n",
+    )
+    .unwrap();
     let cfg = write_config(
         root,
         &format!(
@@ -34,20 +38,45 @@ sink.path = "{root}/bad_table"
         ),
     );
     let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
-    assert_eq!(o.status.code(), Some(1), "a failed stream makes --available-now exit 1:\n{}", text(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a failed stream makes --available-now exit 1:\n{}",
+        text(&o)
+    );
     let out = text(&o);
     assert!(out.contains("stream bad: FAILED"), "{out}");
-    assert!(out.contains("broken.json: malformed JSON"), "the error names the file: {out}");
+    assert!(
+        out.contains("broken.json: malformed JSON"),
+        "the error names the file: {out}"
+    );
     assert!(out.contains("stream good: ok"), "{out}");
-    assert_exactly(&ids(&verify("delta", &root.join("good_table"), None), "id"), &(0..10).collect::<Vec<_>>());
+    assert_exactly(
+        &ids(&verify("delta", &root.join("good_table"), None), "id"),
+        &(0..10).collect::<Vec<_>>(),
+    );
     // Nothing of the failed batch is visible, and its staged files were removed.
-    let bad_files: Vec<_> = std::fs::read_dir(root.join("bad_table")).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "parquet")).collect();
-    assert!(bad_files.is_empty(), "no orphaned data files: {bad_files:?}");
+    let bad_files: Vec<_> = std::fs::read_dir(root.join("bad_table"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    assert!(
+        bad_files.is_empty(),
+        "no orphaned data files: {bad_files:?}"
+    );
 
     // Once the file is fixed, the same batch (same files) runs again and lands.
-    std::fs::write(root.join("bad/broken.json"), "{\"id\": 100, \"name\": \"fixed\"}\n").unwrap();
+    std::fs::write(
+        root.join("bad/broken.json"),
+        "{\"id\": 100, \"name\": \"fixed\"}\n",
+    )
+    .unwrap();
     drain(&cfg);
-    assert_exactly(&ids(&verify("delta", &root.join("bad_table"), None), "id"), &[0, 1, 2, 100]);
+    assert_exactly(
+        &ids(&verify("delta", &root.join("bad_table"), None), "id"),
+        &[0, 1, 2, 100],
+    );
 }
 
 #[test]
@@ -79,13 +108,25 @@ sink.path = "/tmp/t"
         assert!(err.contains(expected), "missing `{expected}` in:\n{err}");
     }
 
-    let cfg = write_config(root, "[streams.a]\nsource = \"/x\"\nformat = \"json\"\nsink.path = \"/t\"\nmax_file_per_trigger = 3\n");
+    let cfg = write_config(
+        root,
+        "[streams.a]\nsource = \"/x\"\nformat = \"json\"\nsink.path = \"/t\"\nmax_file_per_trigger = 3\n",
+    );
     let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("unknown field `max_file_per_trigger`"), "{err}");
+    assert!(
+        err.contains("unknown field `max_file_per_trigger`"),
+        "{err}"
+    );
 
-    let cfg = write_config(root, "[streams.a]\nsource = \"${LANDFALL_TEST_SURELY_UNSET}\"\n");
+    let cfg = write_config(
+        root,
+        "[streams.a]\nsource = \"${LANDFALL_TEST_SURELY_UNSET}\"\n",
+    );
     let o = landfall(&["check", "--config", cfg.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("line 2: environment variable `LANDFALL_TEST_SURELY_UNSET` is not set"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("line 2: environment variable `LANDFALL_TEST_SURELY_UNSET` is not set")
+    );
 }

@@ -12,17 +12,30 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn unique() -> String {
-    format!("run-{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+    format!(
+        "run-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
 }
 
 fn store(url: &str, opts: &BTreeMap<&str, &str>) -> Arc<dyn ObjectStore> {
-    let (s, _) = object_store::parse_url_opts(&url::Url::parse(url).unwrap(), opts.iter().map(|(k, v)| (*k, *v))).unwrap();
+    let (s, _) = object_store::parse_url_opts(
+        &url::Url::parse(url).unwrap(),
+        opts.iter().map(|(k, v)| (*k, *v)),
+    )
+    .unwrap();
     Arc::from(s)
 }
 
 async fn upload(s: &Arc<dyn ObjectStore>, path: &str, ids: std::ops::Range<u64>) {
     let body: String = ids.map(row).collect();
-    s.put(&ObjPath::from(path), body.into_bytes().into()).await.unwrap();
+    s.put(&ObjPath::from(path), body.into_bytes().into())
+        .await
+        .unwrap();
 }
 
 async fn download(s: &Arc<dyn ObjectStore>, prefix: &str, to: &std::path::Path) {
@@ -30,7 +43,12 @@ async fn download(s: &Arc<dyn ObjectStore>, prefix: &str, to: &std::path::Path) 
     let metas: Vec<_> = s.list(Some(&p)).try_collect().await.unwrap();
     assert!(!metas.is_empty(), "nothing under {prefix}");
     for m in metas {
-        let rel = m.location.as_ref().strip_prefix(prefix).unwrap().trim_start_matches('/');
+        let rel = m
+            .location
+            .as_ref()
+            .strip_prefix(prefix)
+            .unwrap()
+            .trim_start_matches('/');
         let dest = to.join(rel);
         std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
         let bytes = s.get(&m.location).await.unwrap().bytes().await.unwrap();
@@ -43,7 +61,12 @@ async fn roundtrip(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &st
     let run = unique();
     let s = store(scheme_root, &opts);
     for f in 0..6u64 {
-        upload(&s, &format!("{run}/landing/part={}/f{f}.json", f % 2), f * 10..f * 10 + 10).await;
+        upload(
+            &s,
+            &format!("{run}/landing/part={}/f{f}.json", f % 2),
+            f * 10..f * 10 + 10,
+        )
+        .await;
     }
     upload(&s, &format!("{run}/landing/_SUCCESS"), 0..0).await;
     let dir = tempfile::tempdir().unwrap();
@@ -75,23 +98,40 @@ partition_by = ["part"]
         ),
     );
     let out = drain(&cfg);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("this run:  6 file(s), 60 row(s)"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this run:  6 file(s), 60 row(s)"),
+        "{}",
+        text(&out)
+    );
     let first = root.join("copy1");
     download(&s, &format!("{run}/table"), &first).await;
     let v = verify("delta", &first, None);
     assert_exactly(&ids(&v, "id"), &(0..60).collect::<Vec<_>>());
-    let r = v["data"].as_array().unwrap().iter().find(|r| r["id"] == "15").unwrap();
+    let r = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "15")
+        .unwrap();
     assert_eq!(r["part"], "1");
     let version = delta_version(&first);
     assert_eq!(version, 2, "create + 2 batches");
 
     let out = drain(&cfg);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("this run:  0 file(s)"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this run:  0 file(s)"),
+        "{}",
+        text(&out)
+    );
     upload(&s, &format!("{run}/landing/part=0/g.json"), 100..103).await;
     drain(&cfg);
     let second = root.join("copy2");
     download(&s, &format!("{run}/table"), &second).await;
-    assert_eq!(delta_version(&second), 3, "one more commit for the one new file, none for the re-run");
+    assert_eq!(
+        delta_version(&second),
+        3,
+        "one more commit for the one new file, none for the re-run"
+    );
     let mut expected: Vec<u64> = (0..60).collect();
     expected.extend(100..103);
     assert_exactly(&ids(&verify("delta", &second, None), "id"), &expected);
@@ -121,6 +161,14 @@ async fn azure_blob_on_azurite_to_delta_on_azurite() {
         Ok("1"),
         "LANDFALL_TEST_AZURITE is not set: run the suite with scripts/test.sh, which starts Azurite"
     );
-    let opts = BTreeMap::from([("azure_storage_use_emulator", "true"), ("allow_http", "true")]);
-    roundtrip("az://landfall-test", "use_emulator = true\nallow_http = true", opts).await;
+    let opts = BTreeMap::from([
+        ("azure_storage_use_emulator", "true"),
+        ("allow_http", "true"),
+    ]);
+    roundtrip(
+        "az://landfall-test",
+        "use_emulator = true\nallow_http = true",
+        opts,
+    )
+    .await;
 }

@@ -12,13 +12,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % bound
     }
 }
@@ -28,7 +34,13 @@ fn no_row_lost_or_duplicated_across_kills() {
     let files = env_or("LANDFALL_CRASH_FILES", 2000);
     let kills_wanted = env_or("LANDFALL_CRASH_KILLS", 30);
     let rows_per_file = 5;
-    let seed = env_or("LANDFALL_CRASH_SEED", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+    let seed = env_or(
+        "LANDFALL_CRASH_SEED",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    );
     eprintln!("crash test: files={files} kills={kills_wanted} seed={seed}");
     let mut rng = Lcg(seed);
     let dir = tempfile::tempdir().unwrap();
@@ -64,7 +76,11 @@ target_file_size = "64k"
                 break;
             }
             let f = *written;
-            write_rows(&landing.join(format!("d{:02}", f % 16)), &format!("f{f:06}.json"), f * rows_per_file..(f + 1) * rows_per_file);
+            write_rows(
+                &landing.join(format!("d{:02}", f % 16)),
+                &format!("f{f:06}.json"),
+                f * rows_per_file..(f + 1) * rows_per_file,
+            );
             *written += 1;
         }
     };
@@ -76,7 +92,10 @@ target_file_size = "64k"
     let mut round = 0u64;
     while kills < kills_wanted {
         round += 1;
-        assert!(started.elapsed() < Duration::from_secs(600), "crash loop took too long ({kills} kills)");
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "crash loop took too long ({kills} kills)"
+        );
         let failpoints = match rng.next(4) {
             0 => "after_commit=0.9",
             1 => "after_stage=0.3,after_commit=0.2",
@@ -107,19 +126,29 @@ target_file_size = "64k"
         }
         let mut err = String::new();
         use std::io::Read;
-        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
         if err.contains("failpoint after_commit: aborting") {
             commit_record_kills += 1;
         }
         match exited {
             None => kills += 1,
             Some(st) if !st.success() && err.contains("failpoint") => kills += 1,
-            Some(st) => panic!("round {round}: the daemon exited by itself ({st}) without a failpoint:\n{err}"),
+            Some(st) => panic!(
+                "round {round}: the daemon exited by itself ({st}) without a failpoint:\n{err}"
+            ),
         }
         write_more(files / (kills_wanted * 2) + 1, &mut written);
     }
     write_more(files, &mut written);
-    eprintln!("crash test: {kills} kills ({commit_record_kills} between commit and record) in {round} rounds, {:?}", started.elapsed());
+    eprintln!(
+        "crash test: {kills} kills ({commit_record_kills} between commit and record) in {round} rounds, {:?}",
+        started.elapsed()
+    );
 
     let out = drain(&cfg);
     let summary = String::from_utf8_lossy(&out.stdout);
@@ -127,10 +156,20 @@ target_file_size = "64k"
     let expected: Vec<u64> = (0..files * rows_per_file).collect();
     let v = verify("delta", &root.join("table"), None);
     assert_exactly(&ids(&v, "id"), &expected);
-    assert!(commit_record_kills > 0, "no kill landed between the Delta commit and the state record (seed {seed}); the test did not exercise that window");
+    assert!(
+        commit_record_kills > 0,
+        "no kill landed between the Delta commit and the state record (seed {seed}); the test did not exercise that window"
+    );
 
     // Every file is recorded as ingested exactly once, and no data file is orphaned.
-    let o = landfall(&["state", "crashy", "--config", cfg.to_str().unwrap(), "--format", "json"]);
+    let o = landfall(&[
+        "state",
+        "crashy",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len() as u64, files);
@@ -139,7 +178,10 @@ target_file_size = "64k"
     assert_eq!(referenced, files * rows_per_file);
     let on_disk = count_parquet(&root.join("table"));
     let in_log = live_files(&root.join("table"));
-    assert_eq!(on_disk, in_log, "data files on disk that the table does not reference (orphans)");
+    assert_eq!(
+        on_disk, in_log,
+        "data files on disk that the table does not reference (orphans)"
+    );
 }
 
 fn count_parquet(p: &std::path::Path) -> usize {
@@ -157,7 +199,12 @@ fn count_parquet(p: &std::path::Path) -> usize {
 
 fn live_files(table: &std::path::Path) -> usize {
     let mut live = std::collections::HashSet::new();
-    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log")).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
     commits.sort();
     for c in commits {
         for line in std::fs::read_to_string(c).unwrap().lines() {

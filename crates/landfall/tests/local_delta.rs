@@ -33,20 +33,32 @@ fn ingests_once_then_only_new_files() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     for f in 0..7u64 {
-        write_rows(&root.join("landing"), &format!("f{f:03}.json"), f * 10..f * 10 + 10);
+        write_rows(
+            &root.join("landing"),
+            &format!("f{f:03}.json"),
+            f * 10..f * 10 + 10,
+        );
     }
     // A hidden file and a temp marker are not data.
     std::fs::write(root.join("landing/_SUCCESS"), "").unwrap();
     let cfg = config(root, "");
     let out = drain(&cfg);
     let summary = String::from_utf8_lossy(&out.stdout);
-    assert!(summary.contains("this run:  7 file(s), 70 row(s)"), "{summary}");
+    assert!(
+        summary.contains("this run:  7 file(s), 70 row(s)"),
+        "{summary}"
+    );
     let table = root.join("table");
     let v = verify("delta", &table, None);
     assert_exactly(&ids(&v, "id"), &(0..70).collect::<Vec<_>>());
     // 7 files in batches of at most 3: 3 commits after the create.
     assert_eq!(delta_version(&table), 3);
-    let row7 = v["data"].as_array().unwrap().iter().find(|r| r["id"] == "7").unwrap();
+    let row7 = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "7")
+        .unwrap();
     assert_eq!(row7["name"], "n7");
     assert_eq!(row7["amount"], "7.5");
 
@@ -59,7 +71,11 @@ fn ingests_once_then_only_new_files() {
     write_rows(&root.join("landing"), "g000.json", 100..105);
     write_rows(&root.join("landing"), "sub/g001.json", 105..110);
     let out = drain(&cfg);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("this run:  2 file(s), 10 row(s)"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this run:  2 file(s), 10 row(s)"),
+        "{}",
+        text(&out)
+    );
     let mut expected: Vec<u64> = (0..70).collect();
     expected.extend(100..110);
     assert_exactly(&ids(&verify("delta", &table, None), "id"), &expected);
@@ -71,15 +87,44 @@ fn ingests_once_then_only_new_files() {
     assert_exactly(&ids(&verify("delta", &table, None), "id"), &expected);
 
     // The state lists every file with its lifecycle.
-    let o = landfall(&["state", "events", "--config", cfg.to_str().unwrap(), "--format", "json"]);
+    let o = landfall(&[
+        "state",
+        "events",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 9);
-    assert!(rows.iter().all(|r| r["ingestion_state"] == "INGESTED" && r["commit_time"].is_string() && r["batch_id"].is_string()));
-    let o = landfall(&["state", "events", "--config", cfg.to_str().unwrap(), "--state", "discovered", "--format", "csv"]);
-    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "only the header: nothing pending");
-    let o = landfall(&["state", "events", "--config", cfg.to_str().unwrap(), "--state", "bogus"]);
+    assert!(rows.iter().all(|r| r["ingestion_state"] == "INGESTED"
+        && r["commit_time"].is_string()
+        && r["batch_id"].is_string()));
+    let o = landfall(&[
+        "state",
+        "events",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--state",
+        "discovered",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().count(),
+        1,
+        "only the header: nothing pending"
+    );
+    let o = landfall(&[
+        "state",
+        "events",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--state",
+        "bogus",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--state `bogus` is not a state"));
     let o = landfall(&["streams", "--config", cfg.to_str().unwrap()]);
@@ -99,7 +144,10 @@ fn overwrites_are_ingested_again_with_allow_overwrites() {
     drain(&cfg);
     let mut expected: Vec<u64> = (0..5).collect();
     expected.extend(10..13);
-    assert_exactly(&ids(&verify("delta", &root.join("table"), None), "id"), &expected);
+    assert_exactly(
+        &ids(&verify("delta", &root.join("table"), None), "id"),
+        &expected,
+    );
 }
 
 #[test]
@@ -129,8 +177,19 @@ partition_by = ["date"]
     drain(&cfg);
     let v = verify("delta", &root.join("table"), None);
     assert_exactly(&ids(&v, "id"), &(0..10).collect::<Vec<_>>());
-    let r = v["data"].as_array().unwrap().iter().find(|r| r["id"] == "5").unwrap();
+    let r = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "5")
+        .unwrap();
     assert_eq!(r["date"], "2026-01-02", "partition value from the path");
-    assert_eq!(r["amount"], "5.5", "strings by default (infer_column_types = false)");
-    assert!(root.join("table/date=2026-01-02").is_dir(), "the table is partitioned on disk");
+    assert_eq!(
+        r["amount"], "5.5",
+        "strings by default (infer_column_types = false)"
+    );
+    assert!(
+        root.join("table/date=2026-01-02").is_dir(),
+        "the table is partitioned on disk"
+    );
 }

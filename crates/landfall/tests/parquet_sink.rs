@@ -8,7 +8,11 @@ fn parquet_directory_with_manifests() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     for f in 0..5u64 {
-        write_rows(&root.join("landing"), &format!("f{f}.json"), f * 20..f * 20 + 20);
+        write_rows(
+            &root.join("landing"),
+            &format!("f{f}.json"),
+            f * 20..f * 20 + 20,
+        );
     }
     let cfg = write_config(
         root,
@@ -35,10 +39,15 @@ partition_by = ["tag"]
     drain(&cfg);
     let v = verify("parquet", &root.join("out"), Some("pq"));
     assert_exactly(&ids(&v, "id"), &(0..100).collect::<Vec<_>>());
-    let manifests = std::fs::read_dir(root.join("out/_landfall/manifests/pq")).unwrap().count();
+    let manifests = std::fs::read_dir(root.join("out/_landfall/manifests/pq"))
+        .unwrap()
+        .count();
     assert_eq!(manifests, 3, "5 files in batches of 2");
     let staged = walk(&root.join("out/_landfall/staging"));
-    assert!(staged.is_empty(), "staged copies are removed after publication: {staged:?}");
+    assert!(
+        staged.is_empty(),
+        "staged copies are removed after publication: {staged:?}"
+    );
 }
 
 fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {

@@ -12,28 +12,48 @@ pub fn bin() -> &'static str {
 }
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Run `landfall <args>` and return its output (not asserting success).
 pub fn landfall(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).env("LANDFALL_LOG", "info").output().expect("landfall runs")
+    Command::new(bin())
+        .args(args)
+        .env("LANDFALL_LOG", "info")
+        .output()
+        .expect("landfall runs")
 }
 
 pub fn text(o: &Output) -> String {
-    format!("--- stdout\n{}\n--- stderr\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// `landfall run --available-now` that must succeed.
 pub fn drain(config: &Path) -> Output {
-    let o = landfall(&["run", "--config", config.to_str().unwrap(), "--available-now"]);
+    let o = landfall(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--available-now",
+    ]);
     assert!(o.status.success(), "landfall run failed:\n{}", text(&o));
     o
 }
 
 /// One NDJSON line with a known id.
 pub fn row(id: u64) -> String {
-    format!("{{\"id\":{id},\"name\":\"n{id}\",\"amount\":{}.5,\"tag\":\"t{}\"}}\n", id % 1000, id % 7)
+    format!(
+        "{{\"id\":{id},\"name\":\"n{id}\",\"amount\":{}.5,\"tag\":\"t{}\"}}\n",
+        id % 1000,
+        id % 7
+    )
 }
 
 /// Write file `name` under `dir` holding rows `ids`.
@@ -55,7 +75,11 @@ pub fn verify(kind: &str, table: &Path, stream: Option<&str>) -> Value {
         cmd.args(["--stream", s]);
     }
     let o = cmd.output().expect("python3 runs");
-    assert!(o.status.success(), "independent verification failed:\n{}", text(&o));
+    assert!(
+        o.status.success(),
+        "independent verification failed:\n{}",
+        text(&o)
+    );
     serde_json::from_slice(&o.stdout).expect("verifier prints JSON")
 }
 
@@ -65,7 +89,13 @@ pub fn ids(v: &Value, col: &str) -> Vec<u64> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r[col].as_str().unwrap_or_else(|| panic!("no {col} in {r}")).parse().unwrap())
+        .map(|r| {
+            r[col]
+                .as_str()
+                .unwrap_or_else(|| panic!("no {col} in {r}"))
+                .parse()
+                .unwrap()
+        })
         .collect();
     out.sort_unstable();
     out
@@ -81,16 +111,38 @@ pub fn assert_exactly(got: &[u64], expected: &[u64]) {
     for id in got {
         *counts.entry(*id).or_default() += 1;
     }
-    let lost: Vec<_> = counts.iter().filter(|(_, c)| **c < 0).map(|(k, _)| *k).take(20).collect();
-    let dup: Vec<_> = counts.iter().filter(|(_, c)| **c > 0).map(|(k, _)| *k).take(20).collect();
-    assert!(lost.is_empty() && dup.is_empty(), "rows lost (first 20): {lost:?}; rows duplicated or unexpected (first 20): {dup:?}; got {} rows, expected {}", got.len(), expected.len());
+    let lost: Vec<_> = counts
+        .iter()
+        .filter(|(_, c)| **c < 0)
+        .map(|(k, _)| *k)
+        .take(20)
+        .collect();
+    let dup: Vec<_> = counts
+        .iter()
+        .filter(|(_, c)| **c > 0)
+        .map(|(k, _)| *k)
+        .take(20)
+        .collect();
+    assert!(
+        lost.is_empty() && dup.is_empty(),
+        "rows lost (first 20): {lost:?}; rows duplicated or unexpected (first 20): {dup:?}; got {} rows, expected {}",
+        got.len(),
+        expected.len()
+    );
 }
 
 /// The Delta table's latest version, read from the log directory.
 pub fn delta_version(table: &Path) -> i64 {
     std::fs::read_dir(table.join("_delta_log"))
         .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json")?.parse::<i64>().ok())
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")?
+                .parse::<i64>()
+                .ok()
+        })
         .max()
         .unwrap_or(-1)
 }
