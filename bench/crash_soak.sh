@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# A longer exactly-once crash run than CI's: 20,000 files, 200 kills (override with the env).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+LANDFALL_CRASH_FILES="${LANDFALL_CRASH_FILES:-20000}" LANDFALL_CRASH_KILLS="${LANDFALL_CRASH_KILLS:-200}" \
+  cargo test -p landfall --test exactly_once_crash -- --nocapture
