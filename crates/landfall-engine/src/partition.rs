@@ -5,11 +5,11 @@ use arrow::compute::{cast, take_record_batch};
 use arrow_schema::{ArrowError, DataType};
 use std::collections::HashMap;
 
+/// Partition values (in `partition_by` order; `None` is null) and the rows that have them.
+pub type PartitionedRows = Vec<(Vec<Option<String>>, RecordBatch)>;
+
 /// Group the rows of `batch` by the string form of `columns`, keeping first-seen order.
-pub fn split(
-    batch: &RecordBatch,
-    columns: &[String],
-) -> Result<Vec<(Vec<Option<String>>, RecordBatch)>, ArrowError> {
+pub fn split(batch: &RecordBatch, columns: &[String]) -> Result<PartitionedRows, ArrowError> {
     if columns.is_empty() {
         return Ok(vec![(Vec::new(), batch.clone())]);
     }

@@ -5,6 +5,7 @@
 //! - `p/<seq, 20 digits>`      -> file key: the pending queue, in discovery order
 //! - `x/<modified ms, 20 digits>/<file key>` -> empty: expiry index for `max_file_age`
 //! - `b/<batch id, 20 digits>` -> [`BatchPlan`] (JSON)
+//! - `t/<batch id, 20 digits>/<path>` -> empty: data files staged by the batch's attempts
 //! - `s/<version, 10 digits>`  -> stream schema (Arrow schema JSON)
 //! - `m/cursor`, `m/seq`, `m/last_batch`, `m/open_batch`, `m/stats`
 //!
@@ -41,6 +42,11 @@ fn expiry_key(meta: &FileMeta, k: &FileKey) -> Vec<u8> {
 }
 fn batch_key(id: u64) -> Vec<u8> {
     format!("b/{id:020}").into_bytes()
+}
+/// Staged data files of a batch live beside the plan, one key each, so recording one is a
+/// small write rather than a rewrite of a plan that may list thousands of files.
+fn staged_prefix(id: u64) -> Vec<u8> {
+    format!("t/{id:020}/").into_bytes()
 }
 fn schema_key(v: u32) -> Vec<u8> {
     format!("s/{v:010}").into_bytes()
@@ -133,11 +139,33 @@ impl<K: Kv> Ledger<K> {
     }
 
     fn load_batch(&self, batch_id: u64) -> Result<BatchPlan, StateError> {
-        self.get_json(&batch_key(batch_id))?
-            .ok_or(StateError::UnknownBatch {
-                stream: self.stream.clone(),
-                batch_id,
+        let mut plan: BatchPlan =
+            self.get_json(&batch_key(batch_id))?
+                .ok_or(StateError::UnknownBatch {
+                    stream: self.stream.clone(),
+                    batch_id,
+                })?;
+        plan.staged = self.staged(batch_id)?;
+        Ok(plan)
+    }
+
+    fn staged(&self, batch_id: u64) -> Result<Vec<String>, StateError> {
+        let prefix = staged_prefix(batch_id);
+        let mut out = Vec::new();
+        self.kv
+            .scan(&prefix, &prefix, &mut |k, _| {
+                out.push(String::from_utf8_lossy(&k[prefix.len()..]).into_owned());
+                true
             })
+            .map_err(self.backend("scan staged files"))?;
+        Ok(out)
+    }
+
+    /// Write a plan back; its `staged` list lives under its own keys, not in the plan record.
+    fn put_plan(plan: &BatchPlan) -> KvOp {
+        let mut stored = plan.clone();
+        stored.staged.clear();
+        Self::put_json(batch_key(plan.batch_id), &stored)
     }
 
     fn admit_inner(
@@ -280,7 +308,7 @@ impl<K: Kv> Ledger<K> {
         let _g = self.guard();
         let mut plan = self.load_batch(batch_id)?;
         f(&mut plan);
-        self.write(vec![Self::put_json(batch_key(batch_id), &plan)])?;
+        self.write(vec![Self::put_plan(&plan)])?;
         Ok(plan)
     }
 
@@ -307,7 +335,7 @@ impl<K: Kv> Ledger<K> {
         stats.committed_bytes += plan.total_bytes();
         stats.committed_files += plan.files.len() as u64;
         plan.committed = Some(receipt);
-        ops.push(Self::put_json(batch_key(batch_id), &plan));
+        ops.push(Self::put_plan(&plan));
         if self.get_u64(OPEN_BATCH)? == Some(batch_id) {
             ops.push(KvOp::Delete(OPEN_BATCH.to_vec()));
         }
@@ -427,8 +455,9 @@ impl<K: Kv> StateStore for Ledger<K> {
     }
 
     fn record_staged(&self, batch_id: u64, path: &str) -> SeamResult<()> {
-        self.update_plan(batch_id, |p| p.staged.push(path.to_string()))?;
-        Ok(())
+        let mut key = staged_prefix(batch_id);
+        key.extend_from_slice(path.as_bytes());
+        Ok(self.write(vec![KvOp::Put(key, Vec::new())])?)
     }
 
     fn record_committed(&self, batch_id: u64, receipt: CommitReceipt) -> SeamResult<()> {
@@ -436,7 +465,11 @@ impl<K: Kv> StateStore for Ledger<K> {
     }
 
     fn batch(&self, batch_id: u64) -> SeamResult<Option<BatchPlan>> {
-        Ok(self.get_json(&batch_key(batch_id))?)
+        match self.load_batch(batch_id) {
+            Ok(p) => Ok(Some(p)),
+            Err(StateError::UnknownBatch { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn files(&self, state: Option<FileState>) -> SeamResult<Vec<FileRecord>> {

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use landfall_config::{LogFormat, ValidatedConfig};
 use landfall_core::FileState;
 use landfall_engine::{RunOptions, run_streams};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -65,7 +65,7 @@ pub enum OutputFormat {
     Csv,
 }
 
-fn load(config: &PathBuf) -> Result<ValidatedConfig, ExitCode> {
+fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     landfall_config::load(config).map_err(|e| {
         eprintln!("error: {}: {e}", config.display());
         ExitCode::from(2)

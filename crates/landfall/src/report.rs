@@ -161,8 +161,7 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
             spec.source.url.to_string(),
             spec.sink.location.as_table_uri(),
         ];
-        match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
-            .and_then(|l| Ok(l.summary()))
+        match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir).map(|l| l.summary())
         {
             Ok(Ok(s)) => {
                 row.push(s.pending_files.to_string());

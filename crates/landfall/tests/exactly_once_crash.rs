@@ -70,7 +70,7 @@ target_file_size = "64k"
     );
     // Half the files land before the first start, the rest while the daemon crashes and restarts.
     let mut written = 0u64;
-    let mut write_more = |n: u64, written: &mut u64| {
+    let write_more = |n: u64, written: &mut u64| {
         for _ in 0..n {
             if *written >= files {
                 break;
@@ -122,8 +122,8 @@ target_file_size = "64k"
         }
         if exited.is_none() {
             child.kill().unwrap(); // SIGKILL
-            child.wait().unwrap();
         }
+        child.wait().unwrap();
         let mut err = String::new();
         use std::io::Read;
         child
