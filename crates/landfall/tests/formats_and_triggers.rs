@@ -1,0 +1,191 @@
+//! CSV (each file read by its own header) and Parquet input, `include_existing_files = false`,
+//! and a continuous daemon that finishes its batch and exits cleanly on SIGTERM.
+
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn csv_by_header_then_parquet_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("csv")).unwrap();
+    std::fs::write(
+        root.join("csv/a.csv"),
+        "id,name,amount\n1,alpha,1.5\n2,\"beta, quoted\",2.5\n",
+    )
+    .unwrap();
+    // Another column order, an extra column and a missing one, no trailing newline.
+    std::fs::write(root.join("csv/b.csv"), "extra,amount,id\nx,3.5,3\ny,4.5,4").unwrap();
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[streams.csv]
+source = "{root}/csv"
+format = "csv"
+schema = "id BIGINT, name STRING, amount DOUBLE"
+sink = {{ format = "parquet", path = "{root}/csv_out" }}
+
+[streams.from_parquet]
+source = "{root}/csv_out"
+format = "parquet"
+path_glob_filter = "*.parquet"
+sink.path = "{root}/delta"
+"#,
+            root = root.display()
+        ),
+    );
+    let o = landfall(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--available-now",
+        "--stream",
+        "csv",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = verify("parquet", &root.join("csv_out"), Some("csv"));
+    assert_exactly(&ids(&v, "id"), &[1, 2, 3, 4]);
+    let rows = v["data"].as_array().unwrap();
+    let two = rows.iter().find(|r| r["id"] == "2").unwrap();
+    assert_eq!(two["name"], "beta, quoted");
+    let four = rows.iter().find(|r| r["id"] == "4").unwrap();
+    assert_eq!(
+        (four["amount"].as_str(), four["name"].as_str()),
+        (Some("4.5"), None)
+    );
+
+    // The Parquet files just written become the input of a Parquet stream (schema from the files).
+    let o = landfall(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--available-now",
+        "--stream",
+        "from_parquet",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = verify("delta", &root.join("delta"), None);
+    assert_exactly(&ids(&v, "id"), &[1, 2, 3, 4]);
+}
+
+#[test]
+fn existing_files_can_be_skipped_at_first_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_rows(&root.join("landing"), "old.json", 0..5);
+    std::thread::sleep(Duration::from_millis(50));
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[streams.fresh]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT, name STRING"
+include_existing_files = false
+sink.path = "{root}/table"
+"#,
+            root = root.display()
+        ),
+    );
+    let out = drain(&cfg);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this run:  0 file(s)"),
+        "{}",
+        text(&out)
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    write_rows(&root.join("landing"), "new.json", 10..13);
+    drain(&cfg);
+    assert_exactly(
+        &ids(&verify("delta", &root.join("table"), None), "id"),
+        &[10, 11, 12],
+    );
+}
+
+#[test]
+fn continuous_run_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for f in 0..30u64 {
+        write_rows(
+            &root.join("landing"),
+            &format!("f{f:03}.json"),
+            f * 10..f * 10 + 10,
+        );
+    }
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[streams.live]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT, name STRING"
+max_files_per_trigger = 5
+poll_interval = "100ms"
+sink.path = "{root}/table"
+"#,
+            root = root.display()
+        ),
+    );
+    let child = Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until everything present is committed, then add more and wait again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delta_version(&root.join("table")) < 6 {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not ingest the files in time"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    write_rows(&root.join("landing"), "late.json", 1000..1005);
+    while delta_version(&root.join("table")) < 7 {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not pick up a new file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = Instant::now();
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "SIGTERM must end the run with exit 0:\n{}",
+        text(&out)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shutdown requested"));
+    let mut expected: Vec<u64> = (0..300).collect();
+    expected.extend(1000..1005);
+    assert_exactly(
+        &ids(&verify("delta", &root.join("table"), None), "id"),
+        &expected,
+    );
+}
