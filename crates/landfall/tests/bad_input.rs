@@ -15,13 +15,9 @@ fn corrupt_file_fails_only_its_stream_and_names_the_path() {
         "{\"id\": 1, \"name\": \"x\"\n{not json at all}\n",
     )
     .unwrap();
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.good]
 source = "{root}/good"
 format = "json"
@@ -34,8 +30,6 @@ format = "json"
 schema = "id BIGINT, name STRING"
 sink.path = "{root}/bad_table"
 "#,
-            root = root.display()
-        ),
     );
     let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
     assert_eq!(

@@ -46,13 +46,9 @@ fn no_row_lost_or_duplicated_across_kills() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let landing = root.join("landing");
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.crashy]
 source = "{root}/landing"
 format = "json"
@@ -65,8 +61,6 @@ path = "{root}/table"
 partition_by = ["tag"]
 target_file_size = "64k"
 "#,
-            root = root.display()
-        ),
     );
     // Half the files land before the first start, the rest while the daemon crashes and restarts.
     let mut written = 0u64;

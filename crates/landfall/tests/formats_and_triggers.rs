@@ -18,18 +18,14 @@ fn csv_by_header_then_parquet_input() {
     .unwrap();
     // Another column order, an extra column and a missing one, no trailing newline.
     std::fs::write(root.join("csv/b.csv"), "extra,amount,id\nx,3.5,3\ny,4.5,4").unwrap();
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.csv]
 source = "{root}/csv"
 format = "csv"
 schema = "id BIGINT, name STRING, amount DOUBLE"
-sink = {{ format = "parquet", path = "{root}/csv_out" }}
+sink = { format = "parquet", path = "{root}/csv_out" }
 
 [streams.from_parquet]
 source = "{root}/csv_out"
@@ -37,8 +33,6 @@ format = "parquet"
 path_glob_filter = "*.parquet"
 sink.path = "{root}/delta"
 "#,
-            root = root.display()
-        ),
     );
     let o = landfall(&[
         "run",
@@ -80,13 +74,9 @@ fn existing_files_can_be_skipped_at_first_start() {
     let root = dir.path();
     write_rows(&root.join("landing"), "old.json", 0..5);
     std::thread::sleep(Duration::from_millis(50));
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.fresh]
 source = "{root}/landing"
 format = "json"
@@ -94,8 +84,6 @@ schema = "id BIGINT, name STRING"
 include_existing_files = false
 sink.path = "{root}/table"
 "#,
-            root = root.display()
-        ),
     );
     let out = drain(&cfg);
     assert!(
@@ -123,13 +111,9 @@ fn continuous_run_stops_cleanly_on_sigterm() {
             f * 10..f * 10 + 10,
         );
     }
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.live]
 source = "{root}/landing"
 format = "json"
@@ -138,8 +122,6 @@ max_files_per_trigger = 5
 poll_interval = "100ms"
 sink.path = "{root}/table"
 "#,
-            root = root.display()
-        ),
     );
     let child = Command::new(bin())
         .args(["run", "--config", cfg.to_str().unwrap()])

@@ -6,13 +6,9 @@ mod common;
 use common::*;
 
 fn config(root: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    write_config(
+    config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        &r#"
 [streams.events]
 source = "{root}/landing"
 format = "json"
@@ -22,9 +18,8 @@ max_files_per_trigger = 3
 
 [streams.events.sink]
 path = "{root}/table"
-"#,
-            root = root.display()
-        ),
+"#
+        .replace("{extra}", extra),
     )
 }
 
@@ -156,13 +151,9 @@ fn hive_partitions_and_inferred_string_schema() {
     let root = dir.path();
     write_rows(&root.join("landing/date=2026-01-01"), "a.json", 0..4);
     write_rows(&root.join("landing/date=2026-01-02"), "b.json", 4..10);
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.inferred]
 source = "{root}/landing"
 format = "json"
@@ -171,8 +162,6 @@ format = "json"
 path = "{root}/table"
 partition_by = ["date"]
 "#,
-            root = root.display()
-        ),
     );
     drain(&cfg);
     let v = verify("delta", &root.join("table"), None);

@@ -14,13 +14,9 @@ fn parquet_directory_with_manifests() {
             f * 20..f * 20 + 20,
         );
     }
-    let cfg = write_config(
+    let cfg = config_in(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{root}/state"
-
+        r#"
 [streams.pq]
 source = "{root}/landing"
 format = "json"
@@ -32,8 +28,6 @@ format = "parquet"
 path = "{root}/out"
 partition_by = ["tag"]
 "#,
-            root = root.display()
-        ),
     );
     drain(&cfg);
     drain(&cfg);

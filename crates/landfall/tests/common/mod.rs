@@ -153,3 +153,10 @@ pub fn write_config(dir: &Path, body: &str) -> PathBuf {
     std::fs::write(&p, body).unwrap();
     p
 }
+
+/// Write a config whose `[server]` section keeps state under `root`; `{root}` in `streams` is
+/// replaced by the directory.
+pub fn config_in(root: &Path, streams: &str) -> PathBuf {
+    let body = format!("[server]\nstate_dir = \"{{root}}/state\"\n{streams}");
+    write_config(root, &body.replace("{root}", &root.display().to_string()))
+}
