@@ -9,8 +9,10 @@ use crate::events::StreamEvents;
 use crate::failpoint;
 use crate::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
+use bytes::Bytes;
 use chrono::Utc;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use landfall_config::{StreamSpec, Trigger};
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{
@@ -252,8 +254,17 @@ impl StreamWorker {
         let mut writer = self.committer.writer(batch_id, plan.attempts, hook).await?;
         let mut rows = 0u64;
         let written: SeamResult<Vec<_>> = async {
-            for (_, meta) in &plan.files {
-                rows += self.ingest_file(meta, writer.as_mut()).await?;
+            // Fetch ahead of the decoder, in plan order: on object stores the GET latency of
+            // small files would otherwise dominate.
+            let store = self.store().clone();
+            let metas: Vec<FileMeta> = plan.files.iter().map(|(_, m)| m.clone()).collect();
+            let mut fetched = futures::stream::iter(metas)
+                .map(move |meta| fetch(store.clone(), meta))
+                .buffered(PREFETCH_FILES)
+                .boxed();
+            while let Some(next) = fetched.next().await {
+                let (meta, body) = next?;
+                rows += self.ingest_file(&meta, body, writer.as_mut()).await?;
             }
             writer.finish().await
         }
@@ -312,10 +323,11 @@ impl StreamWorker {
         Ok(())
     }
 
-    /// Read, decode and write one file. Returns its row count.
+    /// Decode one fetched file and write its rows. Returns its row count.
     async fn ingest_file(
         &self,
         meta: &FileMeta,
+        mut body: BoxStream<'static, SeamResult<Bytes>>,
         writer: &mut dyn landfall_core::BatchWriter,
     ) -> SeamResult<u64> {
         let schema = self
@@ -329,15 +341,6 @@ impl StreamWorker {
         };
         let mut decoder =
             landfall_formats::decoder(format, &meta.path, schema.decoded.clone(), &opts)?;
-        let path =
-            Path::parse(&meta.path).map_err(|e| SeamError::fatal(format!("{}: {e}", meta.path)))?;
-        let result = self.store().get(&path).await.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => SeamError::fatal(format!(
-                "{}: the file was discovered but no longer exists (it was deleted or moved before it was read)",
-                meta.path
-            )),
-            other => SeamError::retryable(format!("{}: read failed: {other}", meta.path)),
-        })?;
         let relative = relative_path(self.discovery.prefix(), &meta.path);
         let hive = hive_partitions(relative);
         let constants: Vec<_> = schema
@@ -353,18 +356,12 @@ impl StreamWorker {
             })
             .collect();
         let mut rows = 0u64;
-        let mut stream = result.into_stream();
         let mut pending = Vec::new();
         loop {
-            let chunk = stream.next().await;
+            let chunk = body.next().await;
             let done = chunk.is_none();
             match chunk {
-                Some(c) => {
-                    let c = c.map_err(|e| {
-                        SeamError::retryable(format!("{}: read failed: {e}", meta.path))
-                    })?;
-                    pending.extend(decoder.push(c)?);
-                }
+                Some(c) => pending.extend(decoder.push(c?)?),
                 None => pending.extend(decoder.finish()?),
             }
             for b in pending.drain(..) {
@@ -382,6 +379,41 @@ impl StreamWorker {
         }
         Ok(rows)
     }
+}
+
+/// Files up to this size are read whole by the prefetcher; larger ones are streamed in chunks
+/// so memory stays bounded.
+const FETCH_WHOLE_BELOW: u64 = 8 << 20;
+/// Files fetched ahead of the decoder (bounded memory: at most this many small files).
+const PREFETCH_FILES: usize = 16;
+
+/// Open one file for reading: small files are read whole (so several can be in flight), large
+/// ones become a stream of chunks.
+async fn fetch(
+    store: Arc<dyn ObjectStore>,
+    meta: FileMeta,
+) -> SeamResult<(FileMeta, BoxStream<'static, SeamResult<Bytes>>)> {
+    let path =
+        Path::parse(&meta.path).map_err(|e| SeamError::fatal(format!("{}: {e}", meta.path)))?;
+    let read_err = |e: object_store::Error| match e {
+        object_store::Error::NotFound { .. } => SeamError::fatal(format!(
+            "{}: the file was discovered but no longer exists (it was deleted or moved before it was read)",
+            meta.path
+        )),
+        other => SeamError::retryable(format!("{}: read failed: {other}", meta.path)),
+    };
+    let result = store.get(&path).await.map_err(read_err)?;
+    let body = if meta.size < FETCH_WHOLE_BELOW {
+        let bytes = result.bytes().await.map_err(read_err)?;
+        futures::stream::once(async move { Ok(bytes) }).boxed()
+    } else {
+        let p = meta.path.clone();
+        result
+            .into_stream()
+            .map(move |c| c.map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}"))))
+            .boxed()
+    };
+    Ok((meta, body))
 }
 
 /// Sleep for `d` unless shutdown comes first. True when shutting down.
