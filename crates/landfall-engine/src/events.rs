@@ -59,6 +59,10 @@ impl StreamEvents {
         tracing::debug!(stream = %self.stream, batch_id = plan.batch_id, files = plan.files.len(), bytes = plan.total_bytes(), "batch planned");
     }
 
+    pub fn file_decoded(&self, batch_id: u64, path: &str, rows: u64) {
+        tracing::debug!(stream = %self.stream, batch_id, path, rows, "file decoded");
+    }
+
     pub fn batch_committed(&self, plan: &BatchPlan, receipt: &CommitReceipt, took: Duration) {
         add(&self.counters.batches_committed, 1);
         add(&self.counters.rows_committed, receipt.rows);

@@ -264,7 +264,9 @@ impl StreamWorker {
                 .boxed();
             while let Some(next) = fetched.next().await {
                 let (meta, body) = next?;
-                rows += self.ingest_file(&meta, body, writer.as_mut()).await?;
+                let n = self.ingest_file(&meta, body, writer.as_mut()).await?;
+                self.events.file_decoded(batch_id, &meta.path, n);
+                rows += n;
             }
             writer.finish().await
         }

@@ -31,7 +31,7 @@ impl Lcg {
 
 #[test]
 fn no_row_lost_or_duplicated_across_kills() {
-    let files = env_or("LANDFALL_CRASH_FILES", 2000);
+    let files = env_or("LANDFALL_CRASH_FILES", 3000);
     let kills_wanted = env_or("LANDFALL_CRASH_KILLS", 30);
     let rows_per_file = 5;
     let seed = env_or(
