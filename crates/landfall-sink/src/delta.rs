@@ -9,7 +9,7 @@
 //! the txn.
 
 use crate::error::SinkError;
-use crate::writer::PartitionedWriter;
+use crate::writer::TableLayout;
 use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use deltalake::kernel::engine::arrow_conversion::{TryFromArrow, TryIntoArrow};
@@ -26,10 +26,8 @@ pub struct DeltaCommitter {
     stream: String,
     uri: String,
     options: HashMap<String, String>,
-    target_file_size: u64,
     table: Mutex<Option<DeltaTable>>,
-    /// The stream schema and partitioning, set by `prepare`.
-    layout: std::sync::Mutex<Option<(SchemaRef, Vec<String>)>>,
+    layout: TableLayout,
 }
 
 impl DeltaCommitter {
@@ -44,9 +42,8 @@ impl DeltaCommitter {
             stream: stream.to_string(),
             uri: uri.to_string(),
             options,
-            target_file_size,
             table: Mutex::new(None),
-            layout: std::sync::Mutex::new(None),
+            layout: TableLayout::new(uri, target_file_size),
         }
     }
 
@@ -187,18 +184,6 @@ impl DeltaCommitter {
         Ok(())
     }
 
-    fn layout(&self) -> Result<(SchemaRef, Vec<String>), SinkError> {
-        self.layout
-            .lock()
-            .expect("layout lock")
-            .clone()
-            .ok_or_else(|| SinkError::Io {
-                location: self.uri.clone(),
-                op: "write",
-                reason: "prepare() was not called".into(),
-            })
-    }
-
     fn add_action(file: &StagedFile, now_ms: i64) -> Action {
         Action::Add(Add {
             path: file.path.clone(),
@@ -234,7 +219,7 @@ impl Committer for DeltaCommitter {
         };
         self.check_compatible(&table, &schema, partition_by)?;
         *guard = Some(table);
-        *self.layout.lock().expect("layout lock") = Some((schema, partition_by.to_vec()));
+        self.layout.set(schema, partition_by);
         Ok(())
     }
 
@@ -252,23 +237,18 @@ impl Committer for DeltaCommitter {
         attempt: u32,
         on_new_file: StagedHook,
     ) -> SeamResult<Box<dyn BatchWriter>> {
-        let (schema, partition_by) = self.layout()?;
         let store = crate::table_store(&self.uri, &self.options)?;
-        Ok(Box::new(PartitionedWriter::new(
-            self.uri.clone(),
+        Ok(Box::new(self.layout.writer(
             store,
             batch_id,
             attempt,
             String::new(),
-            &schema,
-            partition_by,
-            self.target_file_size,
             on_new_file,
-        )))
+        )?))
     }
 
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64> {
-        let (_, partition_by) = self.layout()?;
+        let partition_by = self.layout.partition_by()?;
         let mut guard = self.refreshed().await?;
         let table = guard.as_mut().ok_or_else(|| SinkError::Commit {
             location: self.uri.clone(),

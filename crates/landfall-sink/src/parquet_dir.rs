@@ -13,7 +13,7 @@
 //! a batch until recovery completes it.
 
 use crate::error::SinkError;
-use crate::writer::PartitionedWriter;
+use crate::writer::TableLayout;
 use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use futures::TryStreamExt;
@@ -46,8 +46,7 @@ pub struct ParquetDirCommitter {
     stream: String,
     uri: String,
     store: Arc<dyn ObjectStore>,
-    target_file_size: u64,
-    layout: std::sync::Mutex<Option<(SchemaRef, Vec<String>)>>,
+    layout: TableLayout,
 }
 
 /// Delete paths relative to the store root; a missing file is not an error.
@@ -89,8 +88,7 @@ impl ParquetDirCommitter {
             stream: stream.to_string(),
             uri: uri.to_string(),
             store: crate::table_store(uri, &options)?,
-            target_file_size,
-            layout: std::sync::Mutex::new(None),
+            layout: TableLayout::new(uri, target_file_size),
         })
     }
 
@@ -154,7 +152,7 @@ impl Committer for ParquetDirCommitter {
     }
 
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
-        *self.layout.lock().expect("layout lock") = Some((schema, partition_by.to_vec()));
+        self.layout.set(schema, partition_by);
         Ok(())
     }
 
@@ -184,23 +182,13 @@ impl Committer for ParquetDirCommitter {
         attempt: u32,
         on_new_file: StagedHook,
     ) -> SeamResult<Box<dyn BatchWriter>> {
-        let (schema, partition_by) = self
-            .layout
-            .lock()
-            .expect("layout lock")
-            .clone()
-            .ok_or_else(|| self.io("write", "prepare() was not called"))?;
-        Ok(Box::new(PartitionedWriter::new(
-            self.uri.clone(),
+        Ok(Box::new(self.layout.writer(
             self.store.clone(),
             batch_id,
             attempt,
             self.staging_prefix(),
-            &schema,
-            partition_by,
-            self.target_file_size,
             on_new_file,
-        )))
+        )?))
     }
 
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64> {

@@ -52,6 +52,68 @@ pub fn partition_dir(columns: &[String], values: &[Option<String>]) -> String {
         .collect()
 }
 
+/// What every data file of a table shares: its location, schema and partitioning (known once
+/// `Committer::prepare` ran) and the size at which files roll.
+#[derive(Debug)]
+pub struct TableLayout {
+    location: String,
+    target_file_size: u64,
+    shape: std::sync::Mutex<Option<(SchemaRef, Vec<String>)>>,
+}
+
+impl TableLayout {
+    pub fn new(location: &str, target_file_size: u64) -> Self {
+        TableLayout {
+            location: location.to_string(),
+            target_file_size,
+            shape: std::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn set(&self, schema: SchemaRef, partition_by: &[String]) {
+        *self.shape.lock().expect("layout lock") = Some((schema, partition_by.to_vec()));
+    }
+
+    fn shape(&self) -> Result<(SchemaRef, Vec<String>), SinkError> {
+        self.shape
+            .lock()
+            .expect("layout lock")
+            .clone()
+            .ok_or_else(|| SinkError::Io {
+                location: self.location.clone(),
+                op: "write",
+                reason: "prepare() was not called".into(),
+            })
+    }
+
+    pub fn partition_by(&self) -> Result<Vec<String>, SinkError> {
+        Ok(self.shape()?.1)
+    }
+
+    /// A writer for one attempt of one batch, writing under `prefix` in `store`.
+    pub fn writer(
+        &self,
+        store: Arc<dyn ObjectStore>,
+        batch_id: u64,
+        attempt: u32,
+        prefix: String,
+        on_new_file: StagedHook,
+    ) -> Result<PartitionedWriter, SinkError> {
+        let (schema, partition_by) = self.shape()?;
+        Ok(PartitionedWriter::new(
+            self.location.clone(),
+            store,
+            batch_id,
+            attempt,
+            prefix,
+            &schema,
+            partition_by,
+            self.target_file_size,
+            on_new_file,
+        ))
+    }
+}
+
 struct OpenFile {
     path: String,
     writer: AsyncArrowWriter<BufWriter>,
@@ -79,7 +141,7 @@ pub struct PartitionedWriter {
 
 impl PartitionedWriter {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    fn new(
         location: String,
         store: Arc<dyn ObjectStore>,
         batch_id: u64,
