@@ -88,7 +88,7 @@ pub struct StoreConfig {
 /// Input file format. Only json, csv and parquet decode today; the others are recognised so
 /// the error says "not supported yet" instead of "unknown".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "String")]
 pub enum Format {
     Json,
     Csv,
@@ -100,7 +100,32 @@ pub enum Format {
     Xml,
 }
 
+impl TryFrom<String> for Format {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Format::ALL.iter().map(|f| f.as_str()).collect();
+                format!("`{s}` is not a format (one of: {})", names.join(", "))
+            })
+    }
+}
+
 impl Format {
+    pub const ALL: [Format; 8] = [
+        Format::Json,
+        Format::Csv,
+        Format::Parquet,
+        Format::Avro,
+        Format::Orc,
+        Format::Text,
+        Format::BinaryFile,
+        Format::Xml,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Json => "json",

@@ -144,3 +144,16 @@ sink = { path = "s3://lake/a", store = "lake" }
     assert_eq!(s.source_options.0["aws_endpoint"], "http://127.0.0.1:5000");
     assert_eq!(s.sink.options.0["allow_http"], "true");
 }
+
+#[test]
+fn an_unknown_format_lists_the_formats() {
+    let e = load_str(
+        "[streams.a]\nsource = \"/a\"\nformat = \"jsn\"\nsink.path = \"/b\"\n",
+        "x.toml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "x.toml: `jsn` is not a format (one of: json, csv, parquet, avro, orc, text, binary_file, xml) for key `streams.a.format`"
+    );
+}

@@ -67,7 +67,11 @@ pub enum OutputFormat {
 
 fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     landfall_config::load(config).map_err(|e| {
-        eprintln!("error: {}: {e}", config.display());
+        match e {
+            // Parse errors already name the file.
+            landfall_config::ConfigError::Parse { .. } => eprintln!("error: {e}"),
+            _ => eprintln!("error: {}: {e}", config.display()),
+        }
         ExitCode::from(2)
     })
 }
