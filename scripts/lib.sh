@@ -11,7 +11,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 # libclang for RocksDB's bindgen.
 ensure_system_packages() {
-  if ! ldconfig -p 2>/dev/null | grep -q "libclang"; then
+  if ! dpkg -s libclang1-14 libclang-common-14-dev >/dev/null 2>&1; then
     echo "installing libclang (RocksDB bindings)..." >&2
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends libclang1-14 libclang-common-14-dev >/dev/null
