@@ -198,16 +198,21 @@ impl StreamWorker {
         {
             self.run_batch(plan).await?;
         }
-        let mut first_round = true;
+        let mut last_listing = Instant::now();
         loop {
             if *shutdown.borrow() {
                 return Ok(RunEnd::Stopped);
             }
             let round = Instant::now();
-            if !first_round && !self.available_now {
+            // While a backlog is pending, list at most once per poll interval: each LIST of a
+            // large prefix costs time and money, and the backlog is already known.
+            let backlog = self.state.summary()?.pending_files > 0;
+            if !self.available_now
+                && (!backlog || last_listing.elapsed() >= self.spec.poll_interval)
+            {
                 candidates = self.discover().await?;
+                last_listing = Instant::now();
             }
-            first_round = false;
             self.expire()?;
             if !self.ensure_schema(&candidates).await? {
                 if wait(&mut shutdown, self.spec.poll_interval).await {
