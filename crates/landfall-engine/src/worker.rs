@@ -7,21 +7,18 @@
 
 use crate::events::StreamEvents;
 use crate::failpoint;
+use crate::pipeline::{self, DecodeJob, Decoded};
 use crate::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
-use bytes::Bytes;
 use chrono::Utc;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use landfall_config::{StreamSpec, Trigger};
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{
     BatchPlan, CommitReceipt, Committer, Discovery, FileMeta, SeamError, StateStore,
 };
-use landfall_discovery::{ListingDiscovery, hive_partitions, relative_path};
-use landfall_formats::{DecodeOptions, with_constant_columns};
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use landfall_discovery::ListingDiscovery;
+use landfall_formats::DecodeOptions;
+use object_store::ObjectStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -259,19 +256,31 @@ impl StreamWorker {
         let mut writer = self.committer.writer(batch_id, plan.attempts, hook).await?;
         let mut rows = 0u64;
         let written: SeamResult<Vec<_>> = async {
-            // Fetch ahead of the decoder, in plan order: on object stores the GET latency of
-            // small files would otherwise dominate.
-            let store = self.store().clone();
+            // Fetching and decoding run in their own task, ahead of the writer: decoding one
+            // file overlaps encoding the previous one, and object-store latency overlaps both.
+            let job = DecodeJob {
+                format: schema::file_format(self.spec.format)?,
+                options: DecodeOptions {
+                    csv: schema::csv_format(&self.spec),
+                    ..Default::default()
+                },
+                schema: self
+                    .schema
+                    .clone()
+                    .expect("schema resolved before planning"),
+                partition_by: self.spec.sink.partition_by.clone(),
+                prefix: self.discovery.prefix().clone(),
+            };
             let metas: Vec<FileMeta> = plan.files.iter().map(|(_, m)| m.clone()).collect();
-            let mut fetched = futures::stream::iter(metas)
-                .map(move |meta| fetch(store.clone(), meta))
-                .buffered(PREFETCH_FILES)
-                .boxed();
-            while let Some(next) = fetched.next().await {
-                let (meta, body) = next?;
-                let n = self.ingest_file(&meta, body, writer.as_mut()).await?;
-                self.events.file_decoded(batch_id, &meta.path, n);
-                rows += n;
+            let mut decoded = pipeline::spawn(job, self.store().clone(), metas);
+            while let Some(item) = decoded.recv().await {
+                match item? {
+                    Decoded::Rows(values, part) => writer.write(&values, part).await?,
+                    Decoded::FileDone { path, rows: n } => {
+                        self.events.file_decoded(batch_id, &path, n);
+                        rows += n;
+                    }
+                }
             }
             writer.finish().await
         }
@@ -329,98 +338,6 @@ impl StreamWorker {
             .batch_committed(&plan, &receipt, started.elapsed());
         Ok(())
     }
-
-    /// Decode one fetched file and write its rows. Returns its row count.
-    async fn ingest_file(
-        &self,
-        meta: &FileMeta,
-        mut body: BoxStream<'static, SeamResult<Bytes>>,
-        writer: &mut dyn landfall_core::BatchWriter,
-    ) -> SeamResult<u64> {
-        let schema = self
-            .schema
-            .as_ref()
-            .expect("schema resolved before planning");
-        let format = schema::file_format(self.spec.format)?;
-        let opts = DecodeOptions {
-            csv: schema::csv_format(&self.spec),
-            ..Default::default()
-        };
-        let mut decoder =
-            landfall_formats::decoder(format, &meta.path, schema.decoded.clone(), &opts)?;
-        let relative = relative_path(self.discovery.prefix(), &meta.path);
-        let hive = hive_partitions(relative);
-        let constants: Vec<_> = schema
-            .path_columns
-            .iter()
-            .map(|f| {
-                (
-                    f.clone(),
-                    hive.iter()
-                        .find(|(k, _)| k == f.name())
-                        .and_then(|(_, v)| v.clone()),
-                )
-            })
-            .collect();
-        let mut rows = 0u64;
-        let mut pending = Vec::new();
-        loop {
-            let chunk = body.next().await;
-            let done = chunk.is_none();
-            match chunk {
-                Some(c) => pending.extend(decoder.push(c?)?),
-                None => pending.extend(decoder.finish()?),
-            }
-            for b in pending.drain(..) {
-                let b = with_constant_columns(&meta.path, b, &constants, &schema.table)?;
-                rows += b.num_rows() as u64;
-                let parts = crate::partition::split(&b, &self.spec.sink.partition_by)
-                    .map_err(|e| SeamError::fatal(format!("{}: partitioning: {e}", meta.path)))?;
-                for (values, part) in parts {
-                    writer.write(&values, part).await?;
-                }
-            }
-            if done {
-                break;
-            }
-        }
-        Ok(rows)
-    }
-}
-
-/// Files up to this size are read whole by the prefetcher; larger ones are streamed in chunks
-/// so memory stays bounded.
-const FETCH_WHOLE_BELOW: u64 = 8 << 20;
-/// Files fetched ahead of the decoder (bounded memory: at most this many small files).
-const PREFETCH_FILES: usize = 16;
-
-/// Open one file for reading: small files are read whole (so several can be in flight), large
-/// ones become a stream of chunks.
-async fn fetch(
-    store: Arc<dyn ObjectStore>,
-    meta: FileMeta,
-) -> SeamResult<(FileMeta, BoxStream<'static, SeamResult<Bytes>>)> {
-    let path =
-        Path::parse(&meta.path).map_err(|e| SeamError::fatal(format!("{}: {e}", meta.path)))?;
-    let read_err = |e: object_store::Error| match e {
-        object_store::Error::NotFound { .. } => SeamError::fatal(format!(
-            "{}: the file was discovered but no longer exists (it was deleted or moved before it was read)",
-            meta.path
-        )),
-        other => SeamError::retryable(format!("{}: read failed: {other}", meta.path)),
-    };
-    let result = store.get(&path).await.map_err(read_err)?;
-    let body = if meta.size < FETCH_WHOLE_BELOW {
-        let bytes = result.bytes().await.map_err(read_err)?;
-        futures::stream::once(async move { Ok(bytes) }).boxed()
-    } else {
-        let p = meta.path.clone();
-        result
-            .into_stream()
-            .map(move |c| c.map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}"))))
-            .boxed()
-    };
-    Ok((meta, body))
 }
 
 /// Sleep for `d` unless shutdown comes first. True when shutting down.
