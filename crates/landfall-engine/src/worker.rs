@@ -273,14 +273,25 @@ impl StreamWorker {
             };
             let metas: Vec<FileMeta> = plan.files.iter().map(|(_, m)| m.clone()).collect();
             let mut decoded = pipeline::spawn(job, self.store().clone(), metas);
+            let mut files_done = 0usize;
             while let Some(item) = decoded.recv().await {
                 match item? {
                     Decoded::Rows(values, part) => writer.write(&values, part).await?,
                     Decoded::FileDone { path, rows: n } => {
                         self.events.file_decoded(batch_id, &path, n);
                         rows += n;
+                        files_done += 1;
                     }
                 }
+            }
+            // The channel also closes if the read task died (a panic): never commit a batch
+            // that did not read every one of its files.
+            if files_done != plan.files.len() {
+                return Err(SeamError::retryable(format!(
+                    "stream `{}`: batch {batch_id}: the read side stopped after {files_done} of {} files",
+                    self.spec.name,
+                    plan.files.len()
+                )));
             }
             writer.finish().await
         }
