@@ -115,7 +115,8 @@ impl CsvDecoder {
             })?;
             self.offset += used as u64;
             rest = &rest[used..];
-            if used == 0 || inner.capacity() == 0 {
+            // As for JSON: flush only when `decode` stopped early because the batch is full.
+            if !rest.is_empty() {
                 self.flush(out)?;
             }
         }
@@ -172,5 +173,52 @@ impl landfall_core::Decoder for CsvDecoder {
         inner.decode(&[]).map_err(|e| self.malformed(e))?;
         self.flush(&mut out)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::{DataType, Field, Schema};
+    use landfall_core::Decoder;
+    use std::sync::Arc;
+
+    #[test]
+    fn chunk_boundaries_anywhere() {
+        let mut input = String::from("id,s\n");
+        for i in 0..7 {
+            input.push_str(&format!("{i},\"v{i}, x\"\n"));
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let opts = DecodeOptions {
+            batch_size: 2,
+            ..Default::default()
+        };
+        for cut in 0..=input.len() {
+            let mut d = CsvDecoder::new("t.csv", schema.clone(), &opts);
+            let mut batches = d
+                .push(Bytes::copy_from_slice(&input.as_bytes()[..cut]))
+                .unwrap();
+            batches.extend(
+                d.push(Bytes::copy_from_slice(&input.as_bytes()[cut..]))
+                    .unwrap(),
+            );
+            batches.extend(d.finish().unwrap());
+            let ids: Vec<i64> = batches
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<arrow::array::Int64Array>()
+                        .unwrap()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            assert_eq!(ids, (0..7).collect::<Vec<_>>(), "cut at byte {cut}");
+        }
     }
 }
