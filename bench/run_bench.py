@@ -17,7 +17,9 @@ def sh(args):
 
 
 def measure(cmd):
-    out = subprocess.run([sys.executable, os.path.join(HERE, "measure.py")] + cmd, check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, os.path.join(HERE, "measure.py")] + cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"benchmark command failed: {' '.join(cmd)}\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)
 
 
@@ -62,7 +64,7 @@ def run_shape(name, files, rows, pad, work, binary):
     duck_sql = f"COPY (SELECT * FROM read_json_auto('{landing}/*.json')) TO '{out}/duck.parquet' (FORMAT parquet)"
     dk = measure([sys.executable, "-c", f"import duckdb; duckdb.sql({duck_sql!r})"])
     # The landfall table must hold every row (independent check).
-    v = subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "verify", "verify_table.py"), "delta", f"{out}/delta"], capture_output=True, text=True, check=True)
+    v = subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "verify", "verify_table.py"), "delta", f"{out}/delta", "--count-only"], capture_output=True, text=True, check=True)
     got = json.loads(v.stdout)["rows"]
     if got != total_rows:
         sys.exit(f"{name}: landfall table has {got} rows, expected {total_rows}")

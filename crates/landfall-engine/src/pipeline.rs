@@ -41,6 +41,17 @@ pub enum Decoded {
     FileDone { path: String, rows: u64 },
 }
 
+/// Files up to this size are decoded whole in their own task, several at once (one per core,
+/// plus one); larger files are decoded as a stream of chunks, one at a time.
+const DECODE_WHOLE_BELOW: u64 = 16 << 20;
+
+/// What a file's read step produced: all its rows (decoded in parallel), or a file too large to
+/// hold, to be decoded chunk by chunk in order.
+enum FileRead {
+    Whole(Vec<Decoded>),
+    Large(FileMeta),
+}
+
 /// Start reading `files` in order; the receiver yields their rows, then closes. The first error
 /// is sent and ends the task; dropping the receiver stops it.
 pub fn spawn(
@@ -49,14 +60,27 @@ pub fn spawn(
     files: Vec<FileMeta>,
 ) -> mpsc::Receiver<SeamResult<Decoded>> {
     let (tx, rx) = mpsc::channel(DECODED_AHEAD);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     tokio::spawn(async move {
-        let mut fetched = futures::stream::iter(files)
-            .map(move |meta| fetch(store.clone(), meta))
-            .buffered(PREFETCH_FILES)
+        let (job2, store2) = (job.clone(), store.clone());
+        let mut reads = futures::stream::iter(files)
+            .map(move |meta| read_file(job2.clone(), store2.clone(), meta))
+            .buffered(PREFETCH_FILES.min(cores * 4).max(2))
             .boxed();
-        while let Some(next) = fetched.next().await {
+        while let Some(next) = reads.next().await {
             let result = match next {
-                Ok((meta, body)) => decode_file(&job, &meta, body, &tx).await,
+                Ok(FileRead::Whole(items)) => {
+                    for item in items {
+                        if tx.send(Ok(item)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(())
+                }
+                Ok(FileRead::Large(meta)) => match fetch(store.clone(), meta).await {
+                    Ok((meta, body)) => stream_file(&job, &meta, body, &tx).await,
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
@@ -71,59 +95,120 @@ pub fn spawn(
     rx
 }
 
-/// Decode one file and send its partitions. Errors carry the path.
-async fn decode_file(
+/// Fetch and decode a small file in a task of its own (so files decode in parallel); leave a
+/// large one to `stream_file`.
+async fn read_file(
+    job: DecodeJob,
+    store: Arc<dyn ObjectStore>,
+    meta: FileMeta,
+) -> SeamResult<FileRead> {
+    if meta.size >= DECODE_WHOLE_BELOW {
+        return Ok(FileRead::Large(meta));
+    }
+    let path = meta.path.clone();
+    let task = tokio::spawn(async move {
+        let (meta, mut body) = fetch(store, meta).await?;
+        let mut file = FileDecoder::new(&job, &meta)?;
+        let mut out = Vec::new();
+        while let Some(chunk) = body.next().await {
+            out.extend(file.feed(&job, Some(chunk?))?);
+        }
+        out.extend(file.feed(&job, None)?);
+        Ok(FileRead::Whole(out))
+    });
+    task.await
+        .map_err(|e| SeamError::retryable(format!("{path}: decoding task failed: {e}")))?
+}
+
+/// Decode a large file chunk by chunk, sending its partitions as they come.
+async fn stream_file(
     job: &DecodeJob,
     meta: &FileMeta,
     mut body: BoxStream<'static, SeamResult<Bytes>>,
     tx: &mpsc::Sender<SeamResult<Decoded>>,
 ) -> SeamResult<()> {
-    let schema = &job.schema;
-    let mut decoder =
-        landfall_formats::decoder(job.format, &meta.path, schema.decoded.clone(), &job.options)?;
-    let hive = hive_partitions(relative_path(&job.prefix, &meta.path));
-    let constants: Vec<_> = schema
-        .path_columns
-        .iter()
-        .map(|f| {
-            (
-                f.clone(),
-                hive.iter()
-                    .find(|(k, _)| k == f.name())
-                    .and_then(|(_, v)| v.clone()),
-            )
-        })
-        .collect();
-    let mut rows = 0u64;
+    let mut file = FileDecoder::new(job, meta)?;
     loop {
-        let chunk = body.next().await;
-        let done = chunk.is_none();
-        let batches = match chunk {
-            Some(c) => decoder.push(c?)?,
-            None => decoder.finish()?,
+        let chunk = match body.next().await {
+            Some(c) => Some(c?),
+            None => None,
         };
-        for b in batches {
-            let b = with_constant_columns(&meta.path, b, &constants, &schema.table)?;
-            rows += b.num_rows() as u64;
-            let parts = crate::partition::split(&b, &job.partition_by)
-                .map_err(|e| SeamError::fatal(format!("{}: partitioning: {e}", meta.path)))?;
-            for (values, part) in parts {
-                if tx.send(Ok(Decoded::Rows(values, part))).await.is_err() {
-                    return Ok(());
-                }
+        let done = chunk.is_none();
+        for item in file.feed(job, chunk)? {
+            if tx.send(Ok(item)).await.is_err() {
+                return Ok(());
             }
         }
         if done {
-            break;
+            return Ok(());
         }
     }
-    let _ = tx
-        .send(Ok(Decoded::FileDone {
+}
+
+/// One file being decoded: its decoder, its path partition values, and its row count.
+struct FileDecoder {
+    path: String,
+    decoder: Box<dyn landfall_core::Decoder>,
+    constants: Vec<(arrow_schema::FieldRef, Option<String>)>,
+    rows: u64,
+}
+
+impl FileDecoder {
+    fn new(job: &DecodeJob, meta: &FileMeta) -> SeamResult<Self> {
+        let schema = &job.schema;
+        let decoder = landfall_formats::decoder(
+            job.format,
+            &meta.path,
+            schema.decoded.clone(),
+            &job.options,
+        )?;
+        let hive = hive_partitions(relative_path(&job.prefix, &meta.path));
+        let constants = schema
+            .path_columns
+            .iter()
+            .map(|f| {
+                (
+                    f.clone(),
+                    hive.iter()
+                        .find(|(k, _)| k == f.name())
+                        .and_then(|(_, v)| v.clone()),
+                )
+            })
+            .collect();
+        Ok(FileDecoder {
             path: meta.path.clone(),
-            rows,
-        }))
-        .await;
-    Ok(())
+            decoder,
+            constants,
+            rows: 0,
+        })
+    }
+
+    /// Decode a chunk (`None`: the end of the file) into partitions; at the end, `FileDone`.
+    fn feed(&mut self, job: &DecodeJob, chunk: Option<Bytes>) -> SeamResult<Vec<Decoded>> {
+        let batches = match &chunk {
+            Some(c) => self.decoder.push(c.clone())?,
+            None => self.decoder.finish()?,
+        };
+        let mut out = Vec::new();
+        for b in batches {
+            let b = with_constant_columns(&self.path, b, &self.constants, &job.schema.table)?;
+            self.rows += b.num_rows() as u64;
+            let parts = crate::partition::split(&b, &job.partition_by)
+                .map_err(|e| SeamError::fatal(format!("{}: partitioning: {e}", self.path)))?;
+            out.extend(
+                parts
+                    .into_iter()
+                    .map(|(values, part)| Decoded::Rows(values, part)),
+            );
+        }
+        if chunk.is_none() {
+            out.push(Decoded::FileDone {
+                path: self.path.clone(),
+                rows: self.rows,
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// Open one file for reading: small files are read whole (so several can be in flight), large

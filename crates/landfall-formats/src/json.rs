@@ -14,7 +14,6 @@ pub struct JsonDecoder {
     path: String,
     schema: SchemaRef,
     inner: JsonInner,
-    batch_size: usize,
     offset: u64,
 }
 
@@ -32,7 +31,6 @@ impl JsonDecoder {
             path: path.to_string(),
             schema,
             inner,
-            batch_size,
             offset: 0,
         })
     }
