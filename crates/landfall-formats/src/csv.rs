@@ -180,7 +180,6 @@ impl landfall_core::Decoder for CsvDecoder {
 mod tests {
     use super::*;
     use arrow_schema::{DataType, Field, Schema};
-    use landfall_core::Decoder;
     use std::sync::Arc;
 
     #[test]
@@ -199,14 +198,7 @@ mod tests {
         };
         for cut in 0..=input.len() {
             let mut d = CsvDecoder::new("t.csv", schema.clone(), &opts);
-            let mut batches = d
-                .push(Bytes::copy_from_slice(&input.as_bytes()[..cut]))
-                .unwrap();
-            batches.extend(
-                d.push(Bytes::copy_from_slice(&input.as_bytes()[cut..]))
-                    .unwrap(),
-            );
-            batches.extend(d.finish().unwrap());
+            let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
             let ids: Vec<i64> = batches
                 .iter()
                 .flat_map(|b| {

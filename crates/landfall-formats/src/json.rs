@@ -84,7 +84,6 @@ impl landfall_core::Decoder for JsonDecoder {
 mod tests {
     use super::*;
     use arrow_schema::{DataType, Field, Schema};
-    use landfall_core::Decoder;
     use std::sync::Arc;
 
     /// Every way of cutting the input into two chunks, with batches smaller than the input,
@@ -100,14 +99,7 @@ mod tests {
         ]));
         for cut in 0..=input.len() {
             let mut d = JsonDecoder::new("t.json", schema.clone(), 2).unwrap();
-            let mut batches = d
-                .push(Bytes::copy_from_slice(&input.as_bytes()[..cut]))
-                .unwrap();
-            batches.extend(
-                d.push(Bytes::copy_from_slice(&input.as_bytes()[cut..]))
-                    .unwrap(),
-            );
-            batches.extend(d.finish().unwrap());
+            let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
             assert_eq!(rows, 7, "cut at byte {cut}");
         }

@@ -84,3 +84,21 @@ pub fn decoder(
         )),
     })
 }
+
+/// Test helper: feed `input` to `d` in two chunks cut at byte `cut`, then finish.
+#[cfg(test)]
+pub(crate) fn decode_in_two(
+    d: &mut dyn Decoder,
+    input: &[u8],
+    cut: usize,
+) -> Vec<arrow::array::RecordBatch> {
+    let mut batches = d
+        .push(bytes::Bytes::copy_from_slice(&input[..cut]))
+        .expect("first chunk decodes");
+    batches.extend(
+        d.push(bytes::Bytes::copy_from_slice(&input[cut..]))
+            .expect("second chunk decodes"),
+    );
+    batches.extend(d.finish().expect("finish decodes"));
+    batches
+}
