@@ -196,6 +196,9 @@ impl StreamWorker {
             self.run_batch(plan).await?;
         }
         let mut last_listing = Instant::now();
+        // Whether the last round planned a batch: files may still be pending. (A round that
+        // plans nothing has drained the pending queue.)
+        let mut backlog = true;
         loop {
             if *shutdown.borrow() {
                 return Ok(RunEnd::Stopped);
@@ -203,7 +206,6 @@ impl StreamWorker {
             let round = Instant::now();
             // While a backlog is pending, list at most once per poll interval: each LIST of a
             // large prefix costs time and money, and the backlog is already known.
-            let backlog = self.state.summary()?.pending_files > 0;
             if !self.available_now
                 && (!backlog || last_listing.elapsed() >= self.spec.poll_interval)
             {
@@ -223,12 +225,14 @@ impl StreamWorker {
                 .plan_batch(self.spec.limits, version, Utc::now())?
             {
                 Some(plan) => {
+                    backlog = true;
                     self.events.batch_planned(&plan);
                     failpoint::hit("after_plan");
                     self.run_batch(plan).await?;
                 }
                 None if self.available_now => return Ok(RunEnd::Drained),
                 None => {
+                    backlog = false;
                     if wait(&mut shutdown, self.spec.poll_interval).await {
                         return Ok(RunEnd::Stopped);
                     }
