@@ -107,12 +107,7 @@ partition_by = ["part"]
     download(&s, &format!("{run}/table"), &first).await;
     let v = verify("delta", &first, None);
     assert_exactly(&ids(&v, "id"), &(0..60).collect::<Vec<_>>());
-    let r = v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == "15")
-        .unwrap();
+    let r = row_by_id(&v, 15);
     assert_eq!(r["part"], "1");
     let version = delta_version(&first);
     assert_eq!(version, 2, "create + 2 batches");

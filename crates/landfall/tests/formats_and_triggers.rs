@@ -34,36 +34,19 @@ path_glob_filter = "*.parquet"
 sink.path = "{root}/delta"
 "#,
     );
-    let o = landfall(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--available-now",
-        "--stream",
-        "csv",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    drain_stream(&cfg, "csv");
     let v = verify("parquet", &root.join("csv_out"), Some("csv"));
     assert_exactly(&ids(&v, "id"), &[1, 2, 3, 4]);
-    let rows = v["data"].as_array().unwrap();
-    let two = rows.iter().find(|r| r["id"] == "2").unwrap();
+    let two = row_by_id(&v, 2);
     assert_eq!(two["name"], "beta, quoted");
-    let four = rows.iter().find(|r| r["id"] == "4").unwrap();
+    let four = row_by_id(&v, 4);
     assert_eq!(
         (four["amount"].as_str(), four["name"].as_str()),
         (Some("4.5"), None)
     );
 
     // The Parquet files just written become the input of a Parquet stream (schema from the files).
-    let o = landfall(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--available-now",
-        "--stream",
-        "from_parquet",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    drain_stream(&cfg, "from_parquet");
     let v = verify("delta", &root.join("delta"), None);
     assert_exactly(&ids(&v, "id"), &[1, 2, 3, 4]);
 }

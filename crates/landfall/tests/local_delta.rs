@@ -48,12 +48,7 @@ fn ingests_once_then_only_new_files() {
     assert_exactly(&ids(&v, "id"), &(0..70).collect::<Vec<_>>());
     // 7 files in batches of at most 3: 3 commits after the create.
     assert_eq!(delta_version(&table), 3);
-    let row7 = v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == "7")
-        .unwrap();
+    let row7 = row_by_id(&v, 7);
     assert_eq!(row7["name"], "n7");
     assert_eq!(row7["amount"], "7.5");
 
@@ -166,12 +161,7 @@ partition_by = ["date"]
     drain(&cfg);
     let v = verify("delta", &root.join("table"), None);
     assert_exactly(&ids(&v, "id"), &(0..10).collect::<Vec<_>>());
-    let r = v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == "5")
-        .unwrap();
+    let r = row_by_id(&v, 5);
     assert_eq!(r["date"], "2026-01-02", "partition value from the path");
     assert_eq!(
         r["amount"], "5.5",

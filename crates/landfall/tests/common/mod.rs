@@ -160,3 +160,32 @@ pub fn config_in(root: &Path, streams: &str) -> PathBuf {
     let body = format!("[server]\nstate_dir = \"{{root}}/state\"\n{streams}");
     write_config(root, &body.replace("{root}", &root.display().to_string()))
 }
+
+/// The verifier's row whose `id` column is `id`.
+pub fn row_by_id(v: &Value, id: u64) -> &Value {
+    let id = id.to_string();
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("no row with id {id}"))
+}
+
+/// `landfall run --available-now --stream <stream>` that must succeed.
+pub fn drain_stream(config: &Path, stream: &str) -> Output {
+    let o = landfall(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--available-now",
+        "--stream",
+        stream,
+    ]);
+    assert!(
+        o.status.success(),
+        "landfall run --stream {stream} failed:\n{}",
+        text(&o)
+    );
+    o
+}
