@@ -136,6 +136,11 @@ pub trait StateStore: Send + Sync {
 pub trait Decoder: Send {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>>;
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>>;
+    /// Rows decoded so far that did not fit the schema in permissive mode (kept, with the
+    /// misfit values null; the rescued-data column will carry them). Counted, never dropped.
+    fn malformed_rows(&self) -> u64 {
+        0
+    }
 }
 
 /// Called with a data file's table-relative path before the file is created.
@@ -162,6 +167,9 @@ pub trait Committer: Send + Sync {
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;
     /// The highest batch id of this stream the table holds.
     async fn last_committed(&self) -> SeamResult<Option<u64>>;
+    /// The table version whose commit holds batch `batch_id` of this stream (the commit's own
+    /// version, not the latest), if the table can still tell (its log entry not yet cleaned).
+    async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>>;
     /// Start writing one attempt of a batch.
     async fn writer(
         &self,

@@ -231,6 +231,11 @@ impl Committer for DeltaCommitter {
         }
     }
 
+    async fn batch_version(&self, _batch_id: u64) -> SeamResult<Option<i64>> {
+        // Placeholder until the log scan lands (issue 5): unknown.
+        Ok(None)
+    }
+
     async fn writer(
         &self,
         batch_id: u64,

@@ -176,6 +176,14 @@ impl Committer for ParquetDirCommitter {
             .max())
     }
 
+    async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>> {
+        // A Parquet directory's "version" of a batch is the batch id, once its manifest exists.
+        Ok(self
+            .read_manifest(batch_id)
+            .await?
+            .map(|_| batch_id as i64))
+    }
+
     async fn writer(
         &self,
         batch_id: u64,
