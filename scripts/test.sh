@@ -8,6 +8,8 @@ source scripts/lib.sh
 ensure_system_packages
 ensure_test_tools
 start_emulators
+# Self-test of the independent table verifier the Rust tests rely on (fails the run on any failure).
+python3 tests/verify/test_verify_table.py
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else
