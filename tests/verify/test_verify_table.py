@@ -444,6 +444,7 @@ def checkpoint_replay_after_cleanup(tmp):
     write_deltalake(tmp, pa.table({"id": pa.array([30], pa.int64()), "name": ["c"]}), mode="append")
     log = os.path.join(tmp, "_delta_log")
     assert os.path.exists(os.path.join(log, "_last_checkpoint"))
+    assert ok("delta", tmp)["rows"] == 7, "full log: the checkpoint is cross-checked against the replay"
     for v in range(3):
         os.remove(os.path.join(log, f"{v:020d}.json"))
     v = ok("delta", tmp, "--stats", "--orphans")
@@ -499,6 +500,16 @@ def hand_checkpoint_replay_checks_later_commits(tmp):
     # ... and its live set too: re-adding a file live in the checkpoint fails.
     t.commit(5, rows_file(t, "part-2.parquet", range(20, 23)), txn("s", 5))
     fails("commit 5 adds part-2.parquet, which is already live (added at the checkpoint)", "delta", tmp)
+
+
+@case
+def checkpoint_must_agree_with_full_log(tmp):
+    t = stream_table(tmp, batches=2)
+    hand_checkpoint(t, 2, [rows_file(t, f"part-{b}.parquet", range(b * 10, b * 10 + 3)) for b in (1, 2)], txns=[("s", 2)])
+    assert ok("delta", tmp, "--stream", "s")["rows"] == 6
+    hand_checkpoint(t, 2, [rows_file(t, "part-2.parquet", range(20, 23))], txns=[("s", 2)])
+    fails("checkpoint 2 disagrees with the replayed log at version 2: live files only in the checkpoint [], "
+          "only in the log ['part-1.parquet']", "delta", tmp)
 
 
 @case

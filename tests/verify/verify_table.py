@@ -501,15 +501,37 @@ def find_checkpoint(log, names):
     return v, path
 
 
+def check_checkpoint_agrees(st, cp):
+    v = cp.version
+    only_cp, only_log = sorted(set(cp.live) - set(st.live)), sorted(set(st.live) - set(cp.live))
+    if only_cp or only_log:
+        fail(f"checkpoint {v} disagrees with the replayed log at version {v}: live files only in the "
+             f"checkpoint {only_cp[:3]}, only in the log {only_log[:3]}")
+    if cp.txn != st.txn:
+        fail(f"checkpoint {v} disagrees with the replayed log at version {v}: txn {cp.txn} vs {st.txn}")
+    if cp.metadata.get("schemaString") != st.metadata.get("schemaString"):
+        fail(f"checkpoint {v} disagrees with the replayed log at version {v}: the schema differs")
+
+
 def replay_delta_log(root, stream=None, allow_other_writers=False):
     log = os.path.join(root, "_delta_log")
     if not os.path.isdir(log):
         fail(f"{root} has no _delta_log directory")
     names = os.listdir(log)
     versions = sorted(int(m.group(1)) for m in map(COMMIT_RE.match, names) if m)
+    cross = None
     if versions and versions[0] == 0:
         start, st = 0, LogState()
         cp = None
+        # With the whole log present, a single-part checkpoint _last_checkpoint names must agree
+        # with the replay at its version (a reader that starts from it must see the same table).
+        lc = os.path.join(log, "_last_checkpoint")
+        if os.path.exists(lc):
+            with open(lc) as fh:
+                meta = json.load(fh)
+            path = os.path.join(log, f"{meta['version']:020d}.checkpoint.parquet")
+            if not meta.get("parts") and os.path.exists(path):
+                cross = (meta["version"], path)
     else:
         cp = find_checkpoint(log, names)
         if cp is None:
@@ -527,6 +549,10 @@ def replay_delta_log(root, stream=None, allow_other_writers=False):
         fail(f"{log} holds no commits")
     for v in versions:
         apply_commit(st, read_commit(os.path.join(log, f"{v:020d}.json"), v), v, stream, allow_other_writers)
+        if cross and cross[0] == v:
+            check_checkpoint_agrees(st, read_checkpoint(cross[1], v))
+    if cross and cross[0] > st.version:
+        fail(f"_last_checkpoint names version {cross[0]}, after the last commit {st.version}")
     if st.protocol is None or st.metadata is None:
         fail(f"{log}: no protocol or metaData after replay")
     conf = st.metadata.get("configuration") or {}
