@@ -563,6 +563,21 @@ def url_encoded_paths_are_not_orphans(tmp):
     assert v["orphans"] == [] and v["rows"] == 1, v
 
 
+@case
+def parquet_directory_kind_still_works(tmp):
+    t = Table(tmp)  # (its _delta_log is unused here)
+    rows_file(t, "p=a/b1.parquet", [1, 2])
+    mdir = os.path.join(tmp, "_landfall", "manifests", "pq")
+    os.makedirs(mdir)
+    with open(os.path.join(mdir, "1.json"), "w") as fh:
+        json.dump({"files": [{"path": "p=a/b1.parquet", "partition_values": [["p", "a"]]}]}, fh)
+    v = ok("parquet", tmp, "--stream", "pq")
+    assert v["rows"] == 2 and {r["p"] for r in v["data"]} == {"a"}, v
+    assert v["schema"] == {"id": "long", "name": "string", "amount": "double", "p": "string"}, v["schema"]
+    rows_file(t, "stray.parquet", [3])
+    fails("a manifest-unaware reader sees files outside the manifests: ['stray.parquet']", "parquet", tmp, "--stream", "pq")
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main():
