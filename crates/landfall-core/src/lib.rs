@@ -6,6 +6,7 @@
 //! implementation for fast unit tests beside it.
 
 pub mod ddl;
+pub mod delta_types;
 pub mod file;
 pub mod plan;
 pub mod seams;
