@@ -1,13 +1,25 @@
 //! The Delta committer: data files through [`PartitionedWriter`], then one Delta commit per
-//! batch with the Add actions and `txn { appId = stream, version = batch id }`.
+//! batch with the Add actions and `txn { appId = stream, version = batch id, lastUpdated }`.
 //!
 //! Why this is exactly-once: the txn and the Adds are one atomic log entry. Before committing,
 //! the table is refreshed and a batch whose id is already at or below the stream's txn version
-//! is not committed again. If our own earlier attempt won a race we could not see (an
-//! ambiguous network failure), deltalake's conflict check rejects the retry because the
-//! winning commit carries the same app id (`ConcurrentTransaction`), and the next refresh sees
-//! the txn.
+//! is not committed again; the version returned is then the one of the commit that holds the
+//! batch (found by scanning the log, [`crate::delta_log`]), not the table's latest. If our own
+//! earlier attempt won a race we could not see (an ambiguous network failure), deltalake's
+//! conflict check rejects the retry because the winning commit carries the same app id
+//! (`ConcurrentTransaction`, retryable), and the next refresh sees the txn.
+//!
+//! `prepare` normalises the stream schema ([`delta_normalize`]), creates the table if there is
+//! none — with no commit retries, so that of several streams racing to create it exactly one
+//! writes version 0 and the others load that table — then refuses tables it cannot write
+//! ([`crate::delta_protocol`]) or whose schema the stream does not fit ([`crate::delta_schema`]),
+//! all before any data file is written. Data files are written in the normalised schema; batches
+//! in the stream's own Arrow types are cast on the way ([`ConformingWriter`]).
+//!
+//! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
+use crate::delta_protocol::{Writability, check_writable};
+use crate::delta_schema::{ConformingWriter, check_fits};
 use crate::error::SinkError;
 use crate::writer::TableLayout;
 use arrow_schema::{Schema, SchemaRef};
@@ -17,9 +29,11 @@ use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, Add, StructType, Transaction};
 use deltalake::protocol::{DeltaOperation, OutputMode, SaveMode};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use landfall_core::delta_types::delta_normalize;
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{BatchWriter, Committer, StagedFile};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::Mutex;
 
 pub struct DeltaCommitter {
@@ -28,6 +42,8 @@ pub struct DeltaCommitter {
     options: HashMap<String, String>,
     table: Mutex<Option<DeltaTable>>,
     layout: TableLayout,
+    /// The normalised stream schema data files are written in (set by `prepare`).
+    schema: std::sync::Mutex<Option<SchemaRef>>,
 }
 
 impl DeltaCommitter {
@@ -44,6 +60,7 @@ impl DeltaCommitter {
             options,
             table: Mutex::new(None),
             layout: TableLayout::new(uri, target_file_size),
+            schema: std::sync::Mutex::new(None),
         }
     }
 
@@ -96,6 +113,9 @@ impl DeltaCommitter {
         Ok(guard)
     }
 
+    /// Create the table from the (normalised) schema, or load the one another writer created
+    /// first. No commit retries: deltalake's retry after losing the race for version 0 would
+    /// commit our protocol and metaData again as version 1 over the winner's table.
     async fn create(
         &self,
         schema: &Schema,
@@ -103,77 +123,58 @@ impl DeltaCommitter {
     ) -> Result<DeltaTable, SinkError> {
         let st = StructType::try_from_arrow(schema).map_err(|e| SinkError::Incompatible {
             location: self.uri.clone(),
-            reason: e.to_string(),
+            reason: format!("cannot be stored in Delta: {e}"),
         })?;
-        let table = deltalake::operations::create::CreateBuilder::new()
+        let created = deltalake::operations::create::CreateBuilder::new()
             .with_location(self.uri.clone())
             .with_storage_options(self.options.clone())
             .with_columns(st.fields().cloned())
             .with_partition_columns(partition_by.to_vec())
             .with_save_mode(SaveMode::Ignore)
+            .with_commit_properties(CommitProperties::default().with_max_retries(0))
             .await;
-        match table {
+        match created {
             Ok(t) => Ok(t),
-            // Another stream created it first.
-            Err(_) => self.load().await?.ok_or_else(|| SinkError::Io {
+            // Another writer created it first (or creation failed and there is no table).
+            Err(source) => self.load().await?.ok_or_else(|| SinkError::Delta {
                 location: self.uri.clone(),
-                op: "create table",
-                reason: "creation failed and no table exists".into(),
+                op: "create table".into(),
+                source: Box::new(source),
             }),
         }
     }
 
+    /// The table's schema as Arrow reads it back.
+    fn table_schema(&self, table: &DeltaTable) -> Result<Schema, SinkError> {
+        let incompatible = |reason: String| SinkError::Incompatible {
+            location: self.uri.clone(),
+            reason,
+        };
+        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
+        let parsed = snapshot
+            .metadata()
+            .parse_schema()
+            .map_err(|e| incompatible(e.to_string()))?;
+        (&parsed)
+            .try_into_arrow()
+            .map_err(|e| incompatible(format!("the table schema has no Arrow equivalent: {e}")))
+    }
+
+    /// `schema` must be normalised.
     fn check_compatible(
         &self,
         table: &DeltaTable,
         schema: &Schema,
         partition_by: &[String],
     ) -> Result<(), SinkError> {
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        let metadata = snapshot.metadata();
-        let table_schema: Schema =
-            (&metadata
-                .parse_schema()
-                .map_err(|e| SinkError::Incompatible {
-                    location: self.uri.clone(),
-                    reason: e.to_string(),
-                })?)
-                .try_into_arrow()
-                .map_err(|e| SinkError::Incompatible {
-                    location: self.uri.clone(),
-                    reason: e.to_string(),
-                })?;
         let incompatible = |reason: String| SinkError::Incompatible {
             location: self.uri.clone(),
             reason,
         };
-        for f in schema.fields() {
-            match table_schema.field_with_name(f.name()) {
-                Ok(t) if t.data_type() == f.data_type() => {}
-                Ok(t) => {
-                    return Err(incompatible(format!(
-                        "column `{}` is {} in the table but {} in the stream",
-                        f.name(),
-                        landfall_core::ddl::type_to_ddl(t.data_type()),
-                        landfall_core::ddl::type_to_ddl(f.data_type())
-                    )));
-                }
-                Err(_) => {
-                    return Err(incompatible(format!(
-                        "column `{}` is not in the table",
-                        f.name()
-                    )));
-                }
-            }
-        }
-        for t in table_schema.fields() {
-            if schema.field_with_name(t.name()).is_err() && !t.is_nullable() {
-                return Err(incompatible(format!(
-                    "NOT NULL column `{}` of the table is not produced by the stream",
-                    t.name()
-                )));
-            }
-        }
+        let table_schema = self.table_schema(table)?;
+        check_fits(schema, &table_schema).map_err(incompatible)?;
+        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
+        let metadata = snapshot.metadata();
         if metadata.partition_columns()[..] != partition_by[..] {
             return Err(incompatible(format!(
                 "the table is partitioned by {:?}, the stream by {:?}",
@@ -182,6 +183,11 @@ impl DeltaCommitter {
             )));
         }
         Ok(())
+    }
+
+    fn writability(&self, table: &DeltaTable) -> Result<Writability, SinkError> {
+        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
+        check_writable(&self.uri, snapshot)
     }
 
     fn add_action(file: &StagedFile, now_ms: i64) -> Action {
@@ -203,6 +209,30 @@ impl DeltaCommitter {
             .await
             .map_err(|e| self.open_err(e))
     }
+
+    /// The version of the commit holding `batch_id` in `table` (refreshed), if still in the log.
+    async fn find_batch(
+        &self,
+        table: &DeltaTable,
+        batch_id: u64,
+    ) -> Result<Option<i64>, SinkError> {
+        // Cheap bound first: a batch above the stream's txn version was never committed.
+        match self.txn_version(table).await? {
+            Some(v) if v >= batch_id as i64 => {}
+            _ => return Ok(None),
+        }
+        let Some(latest) = table.version() else {
+            return Ok(None);
+        };
+        crate::delta_log::find_batch_version(
+            &self.uri,
+            table.log_store().as_ref(),
+            latest as i64,
+            &self.stream,
+            batch_id as i64,
+        )
+        .await
+    }
 }
 
 #[async_trait]
@@ -212,13 +242,17 @@ impl Committer for DeltaCommitter {
     }
 
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
+        // Idempotent: the engine may already have normalised it.
+        let schema = Arc::new(delta_normalize(&schema));
         let mut guard = self.refreshed().await?;
         let table = match guard.take() {
             Some(t) => t,
             None => self.create(&schema, partition_by).await?,
         };
+        self.writability(&table)?;
         self.check_compatible(&table, &schema, partition_by)?;
         *guard = Some(table);
+        *self.schema.lock().expect("schema lock") = Some(schema.clone());
         self.layout.set(schema, partition_by);
         Ok(())
     }
@@ -231,9 +265,12 @@ impl Committer for DeltaCommitter {
         }
     }
 
-    async fn batch_version(&self, _batch_id: u64) -> SeamResult<Option<i64>> {
-        // Placeholder until the log scan lands (issue 5): unknown.
-        Ok(None)
+    async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>> {
+        let guard = self.refreshed().await?;
+        match guard.as_ref() {
+            Some(t) => Ok(self.find_batch(t, batch_id).await?),
+            None => Ok(None),
+        }
     }
 
     async fn writer(
@@ -243,13 +280,22 @@ impl Committer for DeltaCommitter {
         on_new_file: StagedHook,
     ) -> SeamResult<Box<dyn BatchWriter>> {
         let store = crate::table_store(&self.uri, &self.options)?;
-        Ok(Box::new(self.layout.writer(
-            store,
-            batch_id,
-            attempt,
-            String::new(),
-            on_new_file,
-        )?))
+        let inner =
+            Box::new(
+                self.layout
+                    .writer(store, batch_id, attempt, String::new(), on_new_file)?,
+            );
+        let schema = self.schema.lock().expect("schema lock").clone();
+        Ok(match schema {
+            Some(schema) => Box::new(ConformingWriter {
+                inner,
+                schema,
+                location: self.uri.clone(),
+                batch_id,
+            }),
+            // Unreachable: layout.writer already failed with "prepare() was not called".
+            None => inner,
+        })
     }
 
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64> {
@@ -263,13 +309,32 @@ impl Committer for DeltaCommitter {
         if let Some(v) = self.txn_version(table).await?
             && v >= batch_id as i64
         {
-            // Already landed (an earlier attempt whose outcome we did not see).
+            // Already landed (an earlier attempt whose outcome we did not see): report the
+            // commit that holds it, never commit it twice.
+            if let Some(version) = self.find_batch(table, batch_id).await? {
+                return Ok(version);
+            }
+            // Its log entry is gone (cleaned after a checkpoint): the latest version is the
+            // best the table can tell, and only feeds the receipt.
+            tracing::warn!(
+                table = %self.uri,
+                batch_id,
+                "batch already in the table but its commit is no longer in the log"
+            );
             return Ok(table.version().unwrap_or_default() as i64);
         }
+        // Features may have been enabled since prepare; refuse before committing.
+        let writability = self.writability(table)?;
         let now = chrono::Utc::now().timestamp_millis();
         let actions: Vec<Action> = files.iter().map(|f| Self::add_action(f, now)).collect();
         let props = CommitProperties::default()
-            .with_application_transaction(Transaction::new(&self.stream, batch_id as i64));
+            .with_application_transaction(Transaction::new_with_last_update(
+                &self.stream,
+                batch_id as i64,
+                Some(now),
+            ))
+            .with_create_checkpoint(writability.create_checkpoint)
+            .with_cleanup_expired_logs(writability.cleanup_expired_logs);
         let operation = if partition_by.is_empty() {
             DeltaOperation::StreamingUpdate {
                 output_mode: OutputMode::Append,
@@ -288,10 +353,10 @@ impl Committer for DeltaCommitter {
             .with_actions(actions)
             .build(Some(snapshot), table.log_store(), operation)
             .await
-            .map_err(|e| SinkError::Commit {
+            .map_err(|source| SinkError::DeltaCommit {
                 location: self.uri.clone(),
                 batch_id,
-                reason: e.to_string(),
+                source: Box::new(source),
             })?;
         let version = finalized.version();
         table

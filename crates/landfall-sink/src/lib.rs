@@ -11,6 +11,9 @@
 //!   written with put-if-absent (see docs/exactly-once.md for what manifest-unaware readers see).
 
 mod delta;
+mod delta_log;
+mod delta_protocol;
+mod delta_schema;
 mod error;
 mod parquet_dir;
 pub mod writer;

@@ -1,0 +1,259 @@
+//! Does the stream's schema fit the table's, and rows conformed to what the table stores.
+//!
+//! Contract: [`check_fits`] compares the stream schema *after* [`delta_normalize`] with the
+//! table's schema as Delta reads it back into Arrow, recursively. Types must be equal, except
+//! that the names of list element and map entry/key/value fields are ignored (writers and
+//! readers disagree on them; Delta does not store them). Nullability matters one way: a stream
+//! column (or nested field, list element, map value) that may be null cannot go into a NOT NULL
+//! one; a NOT NULL stream column into a nullable one is fine. Every stream column must exist in
+//! the table; table columns the stream lacks must be nullable. Structs are compared the same way
+//! field by field. A table created from a normalised schema therefore always fits it.
+//!
+//! [`ConformingWriter`] casts each record batch to the normalised schema before the data-file
+//! writer sees it, so the engine may hand over batches in the stream's own Arrow types.
+//!
+//! [`delta_normalize`]: landfall_core::delta_types::delta_normalize
+
+use crate::error::SinkError;
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::{CastOptions, cast_with_options};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use landfall_core::ddl::type_to_ddl;
+use landfall_core::seams::SeamResult;
+use landfall_core::{BatchWriter, StagedFile};
+
+/// Why `stream` (normalised) does not fit `table`, if it does not.
+pub(crate) fn check_fits(stream: &Schema, table: &Schema) -> Result<(), String> {
+    fits_fields("", stream.fields(), table.fields())
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
+fn fits_fields(prefix: &str, stream: &Fields, table: &Fields) -> Result<(), String> {
+    for s in stream {
+        let path = join(prefix, s.name());
+        let Some((_, t)) = table.find(s.name()) else {
+            return Err(format!("column `{path}` is not in the table"));
+        };
+        fits_field(&path, s, t)?;
+    }
+    for t in table {
+        if stream.find(t.name()).is_none() && !t.is_nullable() {
+            return Err(format!(
+                "NOT NULL column `{}` of the table is not produced by the stream",
+                join(prefix, t.name())
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn fits_field(path: &str, s: &Field, t: &Field) -> Result<(), String> {
+    if s.is_nullable() && !t.is_nullable() {
+        return Err(format!(
+            "column `{path}` may be null in the stream but is NOT NULL in the table"
+        ));
+    }
+    fits_type(path, s.data_type(), t.data_type())
+}
+
+fn map_key_value(entries: &Field) -> Option<(&Field, &Field)> {
+    match entries.data_type() {
+        DataType::Struct(kv) if kv.len() == 2 => Some((&kv[0], &kv[1])),
+        _ => None,
+    }
+}
+
+fn fits_type(path: &str, s: &DataType, t: &DataType) -> Result<(), String> {
+    match (s, t) {
+        (DataType::List(se), DataType::List(te)) => fits_field(&format!("{path}.element"), se, te),
+        (DataType::Map(se, _), DataType::Map(te, _)) => {
+            match (map_key_value(se), map_key_value(te)) {
+                (Some((sk, sv)), Some((tk, tv))) => {
+                    fits_type(&format!("{path}.key"), sk.data_type(), tk.data_type())?;
+                    fits_field(&format!("{path}.value"), sv, tv)
+                }
+                _ => Err(format!("column `{path}` is not a well-formed map")),
+            }
+        }
+        (DataType::Struct(sf), DataType::Struct(tf)) => fits_fields(path, sf, tf),
+        (a, b) if a == b => Ok(()),
+        (a, b) => Err(format!(
+            "column `{path}` is {} in the table but {} in the stream",
+            type_to_ddl(b),
+            type_to_ddl(a)
+        )),
+    }
+}
+
+/// Cast `batch` to `schema` (normalised): columns taken by name, each cast when its type
+/// differs. Lossy casts (overflow) fail instead of turning values into nulls.
+pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let col = batch
+                .column_by_name(f.name())
+                .ok_or_else(|| format!("the batch has no column `{}`", f.name()))?;
+            if col.data_type() == f.data_type() {
+                Ok(col.clone())
+            } else {
+                cast_with_options(col, f.data_type(), &options).map_err(|e| {
+                    format!(
+                        "column `{}`: cannot store {} as {}: {e}",
+                        f.name(),
+                        col.data_type(),
+                        f.data_type()
+                    )
+                })
+            }
+        })
+        .collect::<Result<Vec<ArrayRef>, String>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
+}
+
+/// A [`BatchWriter`] that conforms every batch to the table's normalised schema first.
+pub(crate) struct ConformingWriter {
+    pub inner: Box<dyn BatchWriter>,
+    pub schema: SchemaRef,
+    pub location: String,
+    pub batch_id: u64,
+}
+
+#[async_trait::async_trait]
+impl BatchWriter for ConformingWriter {
+    async fn write(
+        &mut self,
+        partition_values: &[Option<String>],
+        batch: RecordBatch,
+    ) -> SeamResult<()> {
+        let batch = conform(batch, &self.schema).map_err(|reason| SinkError::Write {
+            location: self.location.clone(),
+            batch_id: self.batch_id,
+            path: String::new(),
+            reason,
+        })?;
+        self.inner.write(partition_values, batch).await
+    }
+
+    async fn finish(self: Box<Self>) -> SeamResult<Vec<StagedFile>> {
+        self.inner.finish().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{
+        DictionaryArray, Int32Array, LargeStringArray, ListArray, StringArray,
+        TimestampNanosecondArray, UInt32Array, UInt64Array,
+    };
+    use arrow::datatypes::{Int32Type, TimeUnit};
+    use landfall_core::delta_types::delta_normalize;
+    use std::sync::Arc;
+
+    fn list(name: &str, nullable: bool) -> DataType {
+        DataType::List(Arc::new(Field::new(name, DataType::Int32, nullable)))
+    }
+
+    #[test]
+    fn list_child_names_are_ignored_nullability_is_not() {
+        let stream = Schema::new(vec![Field::new("l", list("item", true), true)]);
+        let table = Schema::new(vec![Field::new("l", list("element", true), true)]);
+        check_fits(&stream, &table).unwrap();
+        let strict = Schema::new(vec![Field::new("l", list("element", false), true)]);
+        let err = check_fits(&stream, &strict).unwrap_err();
+        assert!(err.contains("`l.element`"), "{err}");
+        let not_null = Schema::new(vec![Field::new("l", list("element", true), false)]);
+        let err = check_fits(&stream, &not_null).unwrap_err();
+        assert!(err.contains("`l` may be null"), "{err}");
+        // Not null into nullable is fine.
+        let s2 = Schema::new(vec![Field::new("l", list("x", false), false)]);
+        check_fits(&s2, &table).unwrap();
+    }
+
+    #[test]
+    fn struct_fields_are_checked_by_name() {
+        let st = |fs: Vec<Field>| DataType::Struct(fs.into());
+        let stream = Schema::new(vec![Field::new(
+            "s",
+            st(vec![Field::new("a", DataType::Int32, true)]),
+            true,
+        )]);
+        let table = Schema::new(vec![Field::new(
+            "s",
+            st(vec![
+                Field::new("a", DataType::Int64, true),
+                Field::new("b", DataType::Utf8, true),
+            ]),
+            true,
+        )]);
+        let err = check_fits(&stream, &table).unwrap_err();
+        assert!(
+            err.contains("`s.a` is BIGINT in the table but INT"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn batches_are_cast_to_the_normalised_schema() {
+        let raw = Arc::new(Schema::new(vec![
+            Field::new("u", DataType::UInt32, true),
+            Field::new("big", DataType::UInt64, true),
+            Field::new("s", DataType::LargeUtf8, true),
+            Field::new(
+                "d",
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                true,
+            ),
+            Field::new("t", DataType::Timestamp(TimeUnit::Nanosecond, None), true),
+            Field::new("l", list("item", true), true),
+        ]));
+        let dict: DictionaryArray<Int32Type> = vec!["x", "y", "x"].into_iter().collect();
+        let batch = RecordBatch::try_new(
+            raw.clone(),
+            vec![
+                Arc::new(UInt32Array::from(vec![u32::MAX, 0, 1])),
+                Arc::new(UInt64Array::from(vec![u64::MAX, 0, 1])),
+                Arc::new(LargeStringArray::from(vec!["a", "b", "c"])),
+                Arc::new(dict),
+                Arc::new(TimestampNanosecondArray::from(vec![1_000, 2_000, 3_999])),
+                Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+                    Some(vec![Some(1)]),
+                    None,
+                    Some(vec![]),
+                ])),
+            ],
+        )
+        .unwrap();
+        let target = Arc::new(delta_normalize(&raw));
+        let out = conform(batch, &target).unwrap();
+        assert_eq!(out.schema(), target);
+        let d = out
+            .column(3)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(d.value(2), "x");
+        let u = out
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>();
+        assert_eq!(u.unwrap().value(0), u32::MAX as i64);
+        let _ = Int32Array::from(vec![1]);
+    }
+}

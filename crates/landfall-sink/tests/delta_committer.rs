@@ -1,0 +1,634 @@
+//! `DeltaCommitter` against real local Delta tables: where a batch landed, ambiguous commits,
+//! the table-creation race, schemas that round-trip, tables it must refuse, and two streams
+//! appending to one table at once.
+
+use arrow::array::{
+    ArrayRef, DictionaryArray, Int32Array, Int64Array, LargeStringArray, ListArray, RecordBatch,
+    StringArray, StructArray, TimestampMillisecondArray, TimestampNanosecondArray, UInt32Array,
+};
+use arrow::datatypes::{Int32Type, TimeUnit};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use landfall_core::{Committer, SeamError, StagedFile};
+use landfall_sink::DeltaCommitter;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+fn uri(dir: &Path) -> String {
+    url::Url::from_directory_path(dir).unwrap().to_string()
+}
+
+fn committer(stream: &str, dir: &Path) -> DeltaCommitter {
+    DeltaCommitter::new(stream, &uri(dir), HashMap::new(), 64 << 20)
+}
+
+fn simple_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+fn simple_batch(ids: std::ops::Range<i64>) -> RecordBatch {
+    let names: Vec<String> = ids.clone().map(|i| format!("n{i}")).collect();
+    RecordBatch::try_new(
+        simple_schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids)),
+            Arc::new(StringArray::from(names)),
+        ],
+    )
+    .unwrap()
+}
+
+/// Write one batch attempt's data files.
+async fn stage(c: &DeltaCommitter, batch_id: u64, batch: RecordBatch) -> Vec<StagedFile> {
+    let mut w = c
+        .writer(batch_id, 1, Arc::new(|_: &str| Ok(())))
+        .await
+        .unwrap();
+    w.write(&[], batch).await.unwrap();
+    w.finish().await.unwrap()
+}
+
+/// Commit, retrying what the supervisor would retry.
+async fn commit(c: &DeltaCommitter, batch_id: u64, files: &[StagedFile]) -> i64 {
+    let mut last = None;
+    for _ in 0..10 {
+        match c.commit(batch_id, files).await {
+            Ok(v) => return v,
+            Err(e) if e.retryable => last = Some(e),
+            Err(e) => panic!("fatal commit error: {e}"),
+        }
+    }
+    panic!("commit kept failing: {last:?}")
+}
+
+/// Every commit file of the table: (version, actions).
+fn log(dir: &Path) -> Vec<(i64, Vec<serde_json::Value>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir.join("_delta_log")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().to_string();
+        let Some(v) = name
+            .strip_suffix(".json")
+            .and_then(|v| v.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let text = std::fs::read_to_string(dir.join("_delta_log").join(&name)).unwrap();
+        let actions = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        out.push((v, actions));
+    }
+    out.sort_by_key(|(v, _)| *v);
+    out
+}
+
+fn count_actions(dir: &Path, kind: &str) -> usize {
+    log(dir)
+        .iter()
+        .flat_map(|(_, a)| a)
+        .filter(|a| a.get(kind).is_some())
+        .count()
+}
+
+fn latest_version(dir: &Path) -> i64 {
+    log(dir).last().unwrap().0
+}
+
+/// The version of the commit holding `txn {stream, batch}` according to the log files.
+fn txn_commit(dir: &Path, stream: &str, batch: i64) -> Option<(i64, serde_json::Value)> {
+    log(dir).into_iter().find_map(|(v, actions)| {
+        actions.into_iter().find_map(|a| {
+            let t = a.get("txn")?;
+            (t["appId"] == stream && t["version"] == batch).then(|| (v, t.clone()))
+        })
+    })
+}
+
+#[tokio::test]
+async fn batch_version_is_the_commit_holding_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = committer("a", dir.path());
+    let b = committer("b", dir.path());
+    a.prepare(simple_schema(), &[]).await.unwrap();
+    b.prepare(simple_schema(), &[]).await.unwrap();
+    // v1 a:1, v2 b:1, v3 a:2, v4 b:2, v5 a:3
+    let mut expected = HashMap::new();
+    for (i, (c, name, batch)) in [
+        (&a, "a", 1),
+        (&b, "b", 1),
+        (&a, "a", 2),
+        (&b, "b", 2),
+        (&a, "a", 3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let files = stage(c, batch, simple_batch(0..3)).await;
+        let v = commit(c, batch, &files).await;
+        assert_eq!(v, i as i64 + 1);
+        expected.insert((name, batch), v);
+    }
+    for batch in 1..=3 {
+        assert_eq!(
+            a.batch_version(batch).await.unwrap(),
+            Some(expected[&("a", batch)]),
+            "batch {batch}"
+        );
+    }
+    assert_eq!(b.batch_version(2).await.unwrap(), Some(4));
+    assert_eq!(a.batch_version(4).await.unwrap(), None, "never committed");
+    assert_eq!(
+        committer("c", dir.path()).batch_version(1).await.unwrap(),
+        None
+    );
+
+    // Checkpoint, then clean the oldest entries: batch 1's commit is gone, later ones remain.
+    let mut table =
+        deltalake::DeltaTableBuilder::from_url(url::Url::parse(&uri(dir.path())).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+    table.load().await.unwrap();
+    deltalake::checkpoints::create_checkpoint(&table, None)
+        .await
+        .unwrap();
+    for v in 0..=1 {
+        std::fs::remove_file(dir.path().join(format!("_delta_log/{v:020}.json"))).unwrap();
+    }
+    let fresh = committer("a", dir.path());
+    assert_eq!(fresh.batch_version(1).await.unwrap(), None, "cleaned");
+    assert_eq!(fresh.batch_version(2).await.unwrap(), Some(3));
+    assert_eq!(fresh.last_committed().await.unwrap(), Some(3));
+}
+
+#[tokio::test]
+async fn an_ambiguous_commit_is_not_committed_again_and_reports_its_own_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = committer("s", dir.path());
+    first.prepare(simple_schema(), &[]).await.unwrap();
+    let files = stage(&first, 5, simple_batch(0..10)).await;
+    let landed = commit(&first, 5, &files).await;
+    assert_eq!(landed, 1);
+    // The txn carries when it was written.
+    let (_, txn) = txn_commit(dir.path(), "s", 5).unwrap();
+    assert!(
+        txn["lastUpdated"].as_i64().unwrap() > 1_600_000_000_000,
+        "{txn}"
+    );
+
+    // Another stream moves the table on.
+    let other = committer("other", dir.path());
+    other.prepare(simple_schema(), &[]).await.unwrap();
+    let f = stage(&other, 1, simple_batch(0..1)).await;
+    assert_eq!(commit(&other, 1, &f).await, 2);
+
+    // The call "failed" from the engine's point of view; a fresh process retries batch 5
+    // (a new attempt, new data files).
+    let retry = committer("s", dir.path());
+    retry.prepare(simple_schema(), &[]).await.unwrap();
+    let files2 = stage(&retry, 5, simple_batch(0..10)).await;
+    let before = log(dir.path()).len();
+    assert_eq!(retry.commit(5, &files2).await.unwrap(), landed);
+    assert_eq!(log(dir.path()).len(), before, "no second commit");
+    assert_eq!(count_actions(dir.path(), "txn"), 2);
+    assert_eq!(retry.batch_version(5).await.unwrap(), Some(landed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_creation_writes_metadata_once() {
+    const STREAMS: usize = 6;
+    for iteration in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(STREAMS));
+        let tasks: Vec<_> = (0..STREAMS)
+            .map(|i| {
+                let path = dir.path().to_path_buf();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let c = committer(&format!("stream{i}"), &path);
+                    barrier.wait().await;
+                    c.prepare(simple_schema(), &[]).await
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("iteration {iteration}: {e}"));
+        }
+        assert_eq!(
+            count_actions(dir.path(), "metaData"),
+            1,
+            "iteration {iteration}: {:?}",
+            log(dir.path())
+        );
+        assert_eq!(latest_version(dir.path()), 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_creation_with_different_schemas_fails_only_as_incompatible() {
+    for iteration in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(4));
+        let tasks: Vec<_> = (0..4)
+            .map(|i| {
+                let path = dir.path().to_path_buf();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let c = committer(&format!("stream{i}"), &path);
+                    let schema = if i % 2 == 0 {
+                        simple_schema()
+                    } else {
+                        Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, true)]))
+                    };
+                    barrier.wait().await;
+                    c.prepare(schema, &[]).await
+                })
+            })
+            .collect();
+        let mut ok = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    assert!(!e.retryable, "{e}");
+                    assert!(e.message.contains("does not fit"), "{e}");
+                    assert!(e.message.contains("`id`"), "{e}");
+                }
+            }
+        }
+        assert_eq!(
+            ok, 2,
+            "iteration {iteration}: the winner's schema and its twin"
+        );
+        assert_eq!(count_actions(dir.path(), "metaData"), 1);
+    }
+}
+
+fn awkward_schema() -> SchemaRef {
+    let nested_list = DataType::List(Arc::new(Field::new("item", DataType::UInt32, true)));
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "ts_ntz",
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            true,
+        ),
+        Field::new(
+            "ts_tz",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("+02:00".into())),
+            true,
+        ),
+        Field::new("u", DataType::UInt32, true),
+        Field::new("s", DataType::LargeUtf8, true),
+        Field::new(
+            "d",
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            true,
+        ),
+        Field::new("day", DataType::Date64, true),
+        Field::new(
+            "l",
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+            true,
+        ),
+        Field::new(
+            "st",
+            DataType::Struct(Fields::from(vec![
+                Field::new("x", DataType::Int32, false),
+                Field::new("inner", nested_list, true),
+            ])),
+            true,
+        ),
+    ]))
+}
+
+fn awkward_batch() -> RecordBatch {
+    let schema = awkward_schema();
+    let DataType::Struct(st_fields) = schema.field(7).data_type().clone() else {
+        unreachable!()
+    };
+    let inner = ListArray::new(
+        Arc::new(Field::new("item", DataType::UInt32, true)),
+        arrow::buffer::OffsetBuffer::from_lengths([1, 0]),
+        Arc::new(UInt32Array::from(vec![u32::MAX])),
+        None,
+    );
+    let st = StructArray::new(
+        st_fields,
+        vec![
+            Arc::new(Int32Array::from(vec![1, 2])) as ArrayRef,
+            Arc::new(inner),
+        ],
+        None,
+    );
+    let dict: DictionaryArray<Int32Type> = vec!["x", "y"].into_iter().collect();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(TimestampNanosecondArray::from(vec![1_000, 2_000])),
+            Arc::new(TimestampMillisecondArray::from(vec![1, 2]).with_timezone("+02:00")),
+            Arc::new(UInt32Array::from(vec![u32::MAX, 0])),
+            Arc::new(LargeStringArray::from(vec!["a", "b"])),
+            Arc::new(dict),
+            Arc::new(arrow::array::Date64Array::from(vec![86_400_000, 0])),
+            Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+                Some(vec![Some(1), None]),
+                None,
+            ])),
+            Arc::new(st),
+        ],
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_table_created_by_a_stream_accepts_it_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = committer("s", dir.path());
+    first.prepare(awkward_schema(), &[]).await.unwrap();
+    // Batches in the stream's own types are conformed to what the table stores.
+    let files = stage(&first, 1, awkward_batch()).await;
+    assert_eq!(commit(&first, 1, &files).await, 1);
+
+    let restarted = committer("s", dir.path());
+    restarted
+        .prepare(awkward_schema(), &[])
+        .await
+        .unwrap_or_else(|e| panic!("restart refused its own table: {e}"));
+    // Normalised by the engine first: the same answer.
+    restarted
+        .prepare(
+            Arc::new(landfall_core::delta_types::delta_normalize(
+                &awkward_schema(),
+            )),
+            &[],
+        )
+        .await
+        .unwrap();
+
+    // The data file holds the normalised types, unsigned values intact.
+    let path = dir.path().join(&files[0].path);
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().unwrap();
+    let u = batches[0]
+        .column_by_name("u")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    assert_eq!(u.value(0), u32::MAX as i64);
+    assert_eq!(
+        batches[0]
+            .schema()
+            .field_with_name("ts_tz")
+            .unwrap()
+            .data_type(),
+        &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_nullable_stream_column_into_a_not_null_table_column_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let strict = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    committer("owner", dir.path())
+        .prepare(strict.clone(), &[])
+        .await
+        .unwrap();
+    let err = committer("loose", dir.path())
+        .prepare(simple_schema(), &[])
+        .await
+        .unwrap_err();
+    assert!(!err.retryable);
+    assert!(err.message.contains("`id` may be null"), "{err}");
+    // Not null into not null is fine.
+    committer("also_strict", dir.path())
+        .prepare(strict, &[])
+        .await
+        .unwrap();
+}
+
+/// A table whose version 0 is written by hand: a protocol and a metaData line.
+fn hand_made_table(
+    protocol: serde_json::Value,
+    configuration: serde_json::Value,
+    id_meta: serde_json::Value,
+) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    // Column-mapped tables annotate every field.
+    let name_meta = if id_meta.get("delta.columnMapping.id").is_some() {
+        serde_json::json!({"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-2"})
+    } else {
+        serde_json::json!({})
+    };
+    let schema = serde_json::json!({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": true, "metadata": id_meta},
+        {"name": "name", "type": "string", "nullable": true, "metadata": name_meta},
+    ]});
+    let metadata = serde_json::json!({"metaData": {
+        "id": uuid::Uuid::new_v4().to_string(),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema.to_string(),
+        "partitionColumns": [],
+        "configuration": configuration,
+        "createdTime": 1_700_000_000_000i64,
+    }});
+    let commit_info = serde_json::json!({"commitInfo": {"timestamp": 1_700_000_000_000i64, "operation": "CREATE TABLE"}});
+    std::fs::create_dir(dir.path().join("_delta_log")).unwrap();
+    std::fs::write(
+        dir.path().join("_delta_log/00000000000000000000.json"),
+        format!(
+            "{commit_info}\n{}\n{metadata}\n",
+            serde_json::json!({ "protocol": protocol })
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+async fn refused(dir: &tempfile::TempDir) -> SeamError {
+    let before = log(dir.path()).len();
+    let err = committer("s", dir.path())
+        .prepare(simple_schema(), &[])
+        .await
+        .expect_err("the table must be refused");
+    eprintln!("{err}");
+    assert!(!err.retryable, "{err}");
+    assert_eq!(log(dir.path()).len(), before);
+    err
+}
+
+#[tokio::test]
+async fn tables_needing_writer_work_are_refused_before_any_data_file() {
+    use serde_json::json;
+    let cases = [
+        (
+            "checkConstraints",
+            hand_made_table(
+                json!({"minReaderVersion": 1, "minWriterVersion": 3}),
+                json!({"delta.constraints.positive_id": "id > 0"}),
+                json!({}),
+            ),
+            "positive_id",
+        ),
+        (
+            "generatedColumns",
+            hand_made_table(
+                json!({"minReaderVersion": 1, "minWriterVersion": 4}),
+                json!({}),
+                json!({"delta.generationExpression": "length(name)"}),
+            ),
+            "`id`",
+        ),
+        (
+            "columnMapping",
+            hand_made_table(
+                json!({"minReaderVersion": 2, "minWriterVersion": 5}),
+                json!({"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}),
+                json!({"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}),
+            ),
+            "physical names",
+        ),
+        (
+            "identityColumns",
+            hand_made_table(
+                json!({"minReaderVersion": 1, "minWriterVersion": 6}),
+                json!({}),
+                json!({"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": false}),
+            ),
+            "`id`",
+        ),
+        (
+            "invariants",
+            hand_made_table(
+                json!({"minReaderVersion": 1, "minWriterVersion": 2}),
+                json!({}),
+                json!({"delta.invariants": "{\"expression\":{\"expression\":\"id > 0\"}}"}),
+            ),
+            "`id`",
+        ),
+        (
+            "fancyFutureFeature",
+            hand_made_table(
+                json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "fancyFutureFeature"]}),
+                json!({}),
+                json!({}),
+            ),
+            "does not know",
+        ),
+        (
+            "rowTracking",
+            hand_made_table(
+                json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}),
+                json!({"delta.enableRowTracking": "true"}),
+                json!({}),
+            ),
+            "row id",
+        ),
+        (
+            "fancyReaderFeature",
+            hand_made_table(
+                json!({"minReaderVersion": 3, "minWriterVersion": 7,
+                       "readerFeatures": ["fancyReaderFeature"],
+                       "writerFeatures": ["fancyReaderFeature"]}),
+                json!({}),
+                json!({}),
+            ),
+            "fancyReaderFeature",
+        ),
+    ];
+    for (feature, dir, detail) in &cases {
+        let err = refused(dir).await;
+        assert!(err.message.contains(feature), "{feature}: {err}");
+        assert!(err.message.contains(detail), "{feature}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn unused_legacy_invariants_and_deletion_vectors_are_writable() {
+    use serde_json::json;
+    // Writer version 2 (every Spark table of old): invariants are in force but unused.
+    let legacy = hand_made_table(
+        json!({"minReaderVersion": 1, "minWriterVersion": 2}),
+        json!({}),
+        json!({}),
+    );
+    // Deletion vectors: a blind append adds files without vectors, which the protocol allows.
+    let dv = hand_made_table(
+        json!({"minReaderVersion": 3, "minWriterVersion": 7,
+               "readerFeatures": ["deletionVectors"],
+               "writerFeatures": ["deletionVectors", "appendOnly"]}),
+        json!({"delta.enableDeletionVectors": "true"}),
+        json!({}),
+    );
+    for dir in [legacy, dv] {
+        let c = committer("s", dir.path());
+        c.prepare(simple_schema(), &[]).await.unwrap();
+        let files = stage(&c, 1, simple_batch(0..5)).await;
+        assert_eq!(commit(&c, 1, &files).await, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_streams_append_concurrently_without_losing_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    committer("setup", dir.path())
+        .prepare(simple_schema(), &[])
+        .await
+        .unwrap();
+    let tasks: Vec<_> = ["left", "right"]
+        .into_iter()
+        .map(|stream| {
+            let path = dir.path().to_path_buf();
+            tokio::spawn(async move {
+                let c = committer(stream, &path);
+                c.prepare(simple_schema(), &[]).await.unwrap();
+                for batch in 0..10u64 {
+                    let start = batch as i64 * 100;
+                    let files = stage(&c, batch, simple_batch(start..start + 100)).await;
+                    commit(&c, batch, &files).await;
+                }
+                c.last_committed().await.unwrap()
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), Some(9));
+    }
+    assert_eq!(count_actions(dir.path(), "add"), 20);
+    assert_eq!(count_actions(dir.path(), "remove"), 0);
+    assert_eq!(latest_version(dir.path()), 20);
+    for stream in ["left", "right"] {
+        for batch in 0..10 {
+            let (v, _) = txn_commit(dir.path(), stream, batch).unwrap();
+            assert_eq!(
+                committer(stream, dir.path())
+                    .batch_version(batch as u64)
+                    .await
+                    .unwrap(),
+                Some(v)
+            );
+        }
+    }
+    let mut table =
+        deltalake::DeltaTableBuilder::from_url(url::Url::parse(&uri(dir.path())).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+    table.load().await.unwrap();
+    assert_eq!(table.get_file_uris().unwrap().count(), 20);
+}
