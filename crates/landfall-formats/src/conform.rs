@@ -1,29 +1,17 @@
 //! Conforming decoded batches to the stream schema, and adding per-file constant columns
 //! (Hive partition values from the path).
 //!
-//! Matching is by name, exact first, then ignoring ASCII case. A value that does not cast to the
-//! schema's type is an error naming the column, never a silent null: nothing is dropped.
+//! Matching is by name, exact first, then ignoring ASCII case. In [`conform`] a value that does
+//! not cast to the schema's type is an error naming the column, never a silent null. The
+//! permissive decoders use [`cast_permissive`] instead, which nulls such values and says which
+//! rows lost one (to count them malformed).
 
 use crate::error::FormatError;
-use arrow::array::{ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::util::display::FormatOptions;
-use arrow_schema::{Field, FieldRef, Schema, SchemaRef};
+use arrow_schema::{Field, FieldRef, SchemaRef};
 use std::sync::Arc;
-
-/// The field of `schema` called `name`, exact match first, then ignoring ASCII case.
-pub fn find_field<'a>(schema: &'a Schema, name: &str) -> Option<&'a FieldRef> {
-    schema
-        .fields()
-        .iter()
-        .find(|f| f.name() == name)
-        .or_else(|| {
-            schema
-                .fields()
-                .iter()
-                .find(|f| f.name().eq_ignore_ascii_case(name))
-        })
-}
 
 const STRICT: CastOptions<'static> = CastOptions {
     safe: false,
@@ -48,6 +36,43 @@ fn cast_column(
             landfall_core::ddl::type_to_ddl(field.data_type())
         ),
     })
+}
+
+const SAFE: CastOptions<'static> = CastOptions {
+    safe: true,
+    format_options: FormatOptions::new(),
+};
+
+/// Cast `col` to `field`'s type, nulling the values that do not convert. Returns the cast
+/// column and the rows whose non-null value became null. A cast arrow cannot do at all (say
+/// strings to a struct) is still an error.
+pub(crate) fn cast_permissive(
+    path: &str,
+    name: &str,
+    col: &ArrayRef,
+    field: &Field,
+) -> Result<(ArrayRef, Vec<usize>), FormatError> {
+    if col.data_type() == field.data_type() {
+        return Ok((col.clone(), Vec::new()));
+    }
+    let cast =
+        cast_with_options(col, field.data_type(), &SAFE).map_err(|e| FormatError::Column {
+            path: path.to_string(),
+            column: name.to_string(),
+            reason: format!(
+                "cannot convert {} to {}: {e}",
+                col.data_type(),
+                landfall_core::ddl::type_to_ddl(field.data_type())
+            ),
+        })?;
+    let lost = match cast.logical_nulls() {
+        None => Vec::new(),
+        Some(nulls) if nulls.null_count() == col.logical_null_count() => Vec::new(),
+        Some(nulls) => (0..col.len())
+            .filter(|&i| nulls.is_null(i) && col.is_valid(i))
+            .collect(),
+    };
+    Ok((cast, lost))
 }
 
 /// Reorder, cast and fill `batch` so it has exactly `target`'s columns.

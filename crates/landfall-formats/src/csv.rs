@@ -1,15 +1,30 @@
-//! CSV, decoded incrementally with arrow-csv. With a header (the default) each file is read by
-//! its own header: columns are matched to the stream schema by name (exact, then ignoring
-//! case), columns the schema lacks are dropped and columns the file lacks are null. Without a
-//! header, columns are taken by position.
+//! CSV, decoded incrementally. With a header (the default) each file is read by its own header:
+//! columns are matched to the stream schema by name (exact, then ignoring case), columns the
+//! schema lacks are dropped and columns the file lacks are null. Without a header, columns are
+//! taken by position. Records are split by [`crate::csv_tokenize`] (arrow-csv's dialect).
+//!
+//! Decoding is permissive (the only mode for now): a file never fails for its content.
+//!
+//! - A value that does not convert to its column's type (`abc` for INT) is null and its row is
+//!   counted malformed; so is a value that is not UTF-8.
+//! - An empty value is null and not malformed (for string columns too, unless `null_value` is
+//!   set, which then is the only null spelling for them).
+//! - A record with more fields than the header (or, without one, the schema) keeps the
+//!   declared ones and drops the rest; one with fewer gets nulls. Both count as malformed.
+//! - A last record without a newline is a row; one cut inside quotes by the end of the file is
+//!   malformed and yields no row.
+//! - Empty lines and comment lines are skipped.
+//!
+//! [`landfall_core::Decoder::malformed_rows`] counts malformed rows, and
+//! [`CsvDecoder::first_malformed`] tells where the first one starts and why.
 
-use crate::conform::{conform, find_field};
-use crate::error::FormatError;
+use crate::conform::cast_permissive;
+use crate::csv_tokenize::{Records, Tokenizer};
+use crate::error::{FormatError, MalformedRecord, Tally};
 use crate::{CsvFormat, DecodeOptions};
-use arrow::array::RecordBatch;
-use arrow_csv::reader::{Decoder as CsvInner, Format, ReaderBuilder};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use bytes::{Bytes, BytesMut};
+use arrow::array::{ArrayRef, RecordBatch, StringArray, StringBuilder, new_null_array};
+use arrow_schema::{DataType, SchemaRef};
+use bytes::Bytes;
 use landfall_core::seams::SeamResult;
 use std::sync::Arc;
 
@@ -18,199 +33,242 @@ pub struct CsvDecoder {
     schema: SchemaRef,
     format: CsvFormat,
     batch_size: usize,
-    inner: Option<CsvInner>,
-    /// Bytes held back until the header line is complete.
-    head: BytesMut,
-    offset: u64,
+    tok: Tokenizer,
+    /// Records read and not yet turned into a batch.
+    records: Records,
+    /// How records map to the schema: known from the start without a header.
+    layout: Option<Layout>,
+    tally: Tally,
+}
+
+/// How the records of one file map to the schema.
+struct Layout {
+    /// The number of fields a record should have.
+    width: usize,
+    /// For each schema field, the record field it is read from.
+    sources: Vec<Option<usize>>,
+}
+
+/// Malformed rows of one batch, and the reason for the earliest.
+struct Bad {
+    rows: Vec<bool>,
+    first: Option<(usize, String)>,
+}
+
+impl Bad {
+    fn note(&mut self, r: usize, reason: impl FnOnce() -> String) {
+        self.rows[r] = true;
+        if self.first.as_ref().is_none_or(|(i, _)| r < *i) {
+            self.first = Some((r, reason()));
+        }
+    }
 }
 
 impl CsvDecoder {
     pub fn new(path: &str, schema: SchemaRef, opts: &DecodeOptions) -> Self {
+        let layout = (!opts.csv.header).then(|| Layout {
+            width: schema.fields().len(),
+            sources: (0..schema.fields().len()).map(Some).collect(),
+        });
         CsvDecoder {
             path: path.to_string(),
             schema,
             format: opts.csv.clone(),
-            batch_size: opts.batch_size,
-            inner: None,
-            head: BytesMut::new(),
-            offset: 0,
+            batch_size: opts.batch_size.max(1),
+            tok: Tokenizer::new(&opts.csv),
+            records: Records::default(),
+            layout,
+            tally: Tally::default(),
         }
     }
 
-    fn malformed(&self, reason: impl ToString) -> FormatError {
-        FormatError::Malformed {
-            path: self.path.clone(),
-            format: "CSV",
-            offset: self.offset,
-            reason: reason.to_string(),
-        }
+    /// The first record that did not fit: where it starts and why.
+    pub fn first_malformed(&self) -> Option<&MalformedRecord> {
+        self.tally.first.as_ref()
     }
 
-    fn arrow_format(&self) -> Result<Format, FormatError> {
-        let mut f = Format::default()
-            .with_header(self.format.header)
-            .with_delimiter(self.format.delimiter)
-            .with_quote(self.format.quote);
-        if let Some(e) = self.format.escape {
-            f = f.with_escape(e);
-        }
-        if let Some(c) = self.format.comment {
-            f = f.with_comment(c);
-        }
-        if let Some(n) = &self.format.null_value {
-            let re = regex::Regex::new(&format!("^{}$", regex::escape(n)))
-                .map_err(|e| self.malformed(e))?;
-            f = f.with_null_regex(re);
-        }
-        Ok(f)
-    }
-
-    /// The schema of this file: its header names, typed as the stream schema types them.
-    fn file_schema(&self, header_line: &[u8]) -> Result<SchemaRef, FormatError> {
-        if !self.format.header {
-            return Ok(self.schema.clone());
-        }
-        let (names, _) = self
-            .arrow_format()?
-            .infer_schema(std::io::Cursor::new(header_line), Some(0))
-            .map_err(|e| self.malformed(format!("unreadable header: {e}")))?;
+    /// The layout a header gives: its names matched to the schema as [`crate::conform`] does.
+    fn layout_of(&self, header: Vec<Vec<u8>>) -> Result<Layout, FormatError> {
         let mut seen = std::collections::HashSet::new();
-        let fields: Vec<Field> = names
-            .fields()
+        let names: Vec<String> = header
             .iter()
             .enumerate()
-            .map(|(i, f)| {
-                let name = if seen.insert(f.name().clone()) {
-                    f.name().clone()
+            .map(|(i, n)| {
+                let n = String::from_utf8_lossy(n).into_owned();
+                if seen.insert(n.clone()) {
+                    n
                 } else {
                     format!("_c{i}")
-                };
-                let ty = find_field(&self.schema, &name)
-                    .map(|t| t.data_type().clone())
-                    .unwrap_or(DataType::Utf8);
-                Field::new(name, ty, true)
+                }
             })
             .collect();
-        Ok(Arc::new(Schema::new(fields)))
+        let mut sources = Vec::with_capacity(self.schema.fields().len());
+        for field in self.schema.fields() {
+            let src = names.iter().position(|n| n == field.name()).or_else(|| {
+                names
+                    .iter()
+                    .position(|n| n.eq_ignore_ascii_case(field.name()))
+            });
+            if src.is_none() && !field.is_nullable() {
+                return Err(FormatError::Column {
+                    path: self.path.clone(),
+                    column: field.name().clone(),
+                    reason: "is NOT NULL in the schema but missing from the file".into(),
+                });
+            }
+            sources.push(src);
+        }
+        Ok(Layout {
+            width: names.len(),
+            sources,
+        })
     }
 
-    fn start(&mut self, header_line: &[u8]) -> Result<(), FormatError> {
-        let schema = self.file_schema(header_line)?;
-        let mut b = ReaderBuilder::new(schema)
-            .with_batch_size(self.batch_size)
-            .with_header(self.format.header);
-        b = b.with_format(self.arrow_format()?);
-        self.inner = Some(b.build_decoder());
-        Ok(())
+    fn is_null(&self, v: &[u8], string_column: bool) -> bool {
+        match &self.format.null_value {
+            Some(n) => v == n.as_bytes() || (v.is_empty() && !string_column),
+            None => v.is_empty(),
+        }
     }
 
-    fn feed(&mut self, mut rest: &[u8], out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
-        while !rest.is_empty() {
-            let inner = self.inner.as_mut().expect("decoder started");
-            let used = inner.decode(rest).map_err(|e| FormatError::Malformed {
-                path: self.path.clone(),
-                format: "CSV",
-                offset: self.offset,
-                reason: e.to_string(),
-            })?;
-            self.offset += used as u64;
-            rest = &rest[used..];
-            // As for JSON: flush only when `decode` stopped early because the batch is full.
-            if !rest.is_empty() {
-                self.flush(out)?;
+    /// Field `j` of every record, as strings (nulls per the null rules).
+    fn strings(&self, j: usize, ty: &DataType, name: &str, bad: &mut Bad) -> StringArray {
+        let string_column = matches!(
+            ty,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+        let n = self.records.len();
+        let mut b = StringBuilder::with_capacity(n, 0);
+        for r in 0..n {
+            match self.records.field(r, j) {
+                Some(v) if !self.is_null(v, string_column) => match std::str::from_utf8(v) {
+                    Ok(s) => b.append_value(s),
+                    Err(_) => {
+                        bad.note(r, || format!("column `{name}`: not UTF-8"));
+                        b.append_null();
+                    }
+                },
+                _ => b.append_null(),
             }
         }
+        b.finish()
+    }
+
+    /// Turn the records read so far into a batch (the first one is the header if none was).
+    fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
+        if self.layout.is_none() {
+            if self.records.len() == 0 {
+                return Ok(());
+            }
+            let header = self.records.take_first();
+            self.layout = Some(self.layout_of(header)?);
+        }
+        let n = self.records.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let layout = self.layout.as_ref().expect("layout known");
+        let mut bad = Bad {
+            rows: vec![false; n],
+            first: None,
+        };
+        for r in 0..n {
+            let k = self.records.num_fields(r);
+            if k != layout.width {
+                let width = layout.width;
+                bad.note(r, || format!("expected {width} fields, found {k}"));
+            }
+        }
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(layout.sources.len());
+        for (field, src) in self.schema.fields().iter().zip(&layout.sources) {
+            let Some(j) = *src else {
+                cols.push(new_null_array(field.data_type(), n));
+                continue;
+            };
+            let strings = self.strings(j, field.data_type(), field.name(), &mut bad);
+            let strings: ArrayRef = Arc::new(strings);
+            let (col, lost) = cast_permissive(&self.path, field.name(), &strings, field)?;
+            for r in lost {
+                bad.note(r, || {
+                    let v = strings
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .map_or("", |s| s.value(r));
+                    format!(
+                        "column `{}`: {v:?} does not fit {}",
+                        field.name(),
+                        landfall_core::ddl::type_to_ddl(field.data_type())
+                    )
+                });
+            }
+            cols.push(col);
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| {
+            FormatError::Unreadable {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        let mut first = bad.first;
+        for (r, _) in bad.rows.iter().enumerate().filter(|(_, b)| **b) {
+            let at = self.records.start(r);
+            self.tally.note(|| MalformedRecord {
+                path: self.path.clone(),
+                line: at.line,
+                offset: at.offset,
+                reason: first.take().map(|(_, reason)| reason).unwrap_or_default(),
+            });
+        }
+        self.records.clear();
+        out.push(batch);
         Ok(())
     }
 
-    fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
-        let inner = self.inner.as_mut().expect("decoder started");
-        let batch = inner.flush().map_err(|e| FormatError::Malformed {
-            path: self.path.clone(),
-            format: "CSV",
-            offset: self.offset,
-            reason: e.to_string(),
-        })?;
-        if let Some(b) = batch
-            && b.num_rows() > 0
-        {
-            out.push(conform(&self.path, b, &self.schema)?);
+    fn limit(&self) -> usize {
+        // Until the header is read, stop after it.
+        if self.layout.is_none() {
+            1
+        } else {
+            self.batch_size
         }
-        Ok(())
     }
 }
 
 impl landfall_core::Decoder for CsvDecoder {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
-        if self.inner.is_none() {
-            self.head.extend_from_slice(&chunk);
-            let Some(nl) = self.head.iter().position(|&b| b == b'\n') else {
-                return Ok(out);
-            };
-            let head = std::mem::take(&mut self.head).freeze();
-            self.start(&head[..=nl])?;
-            self.feed(&head, &mut out)?;
-        } else {
-            self.feed(&chunk, &mut out)?;
+        let mut rest: &[u8] = &chunk;
+        while !rest.is_empty() {
+            let limit = self.limit();
+            let used = self.tok.feed(rest, &mut self.records, limit);
+            rest = &rest[used..];
+            if self.records.len() >= limit {
+                self.flush(&mut out)?;
+            }
         }
         Ok(out)
     }
 
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
-        if self.inner.is_none() {
-            // A file without a newline: a header alone, or one headerless record.
-            let head = std::mem::take(&mut self.head).freeze();
-            if head.is_empty() {
-                return Ok(out);
-            }
-            self.start(&head)?;
-            self.feed(&head, &mut out)?;
-        }
-        // A final record without a trailing newline is completed by an empty decode.
-        let inner = self.inner.as_mut().expect("decoder started");
-        inner.decode(&[]).map_err(|e| self.malformed(e))?;
+        let cut = self.tok.finish(&mut self.records);
         self.flush(&mut out)?;
+        if let Some(at) = cut {
+            self.tally.note(|| MalformedRecord {
+                path: self.path.clone(),
+                line: at.line,
+                offset: at.offset,
+                reason: "the file ends inside a quoted field".into(),
+            });
+        }
         Ok(out)
+    }
+
+    fn malformed_rows(&self) -> u64 {
+        self.tally.rows
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow_schema::{DataType, Field, Schema};
-    use std::sync::Arc;
-
-    #[test]
-    fn chunk_boundaries_anywhere() {
-        let mut input = String::from("id,s\n");
-        for i in 0..7 {
-            input.push_str(&format!("{i},\"v{i}, x\"\n"));
-        }
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, true),
-            Field::new("s", DataType::Utf8, true),
-        ]));
-        let opts = DecodeOptions {
-            batch_size: 2,
-            ..Default::default()
-        };
-        for cut in 0..=input.len() {
-            let mut d = CsvDecoder::new("t.csv", schema.clone(), &opts);
-            let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
-            let ids: Vec<i64> = batches
-                .iter()
-                .flat_map(|b| {
-                    b.column(0)
-                        .as_any()
-                        .downcast_ref::<arrow::array::Int64Array>()
-                        .unwrap()
-                        .values()
-                        .to_vec()
-                })
-                .collect();
-            assert_eq!(ids, (0..7).collect::<Vec<_>>(), "cut at byte {cut}");
-        }
-    }
-}
+#[path = "csv_tests.rs"]
+mod tests;

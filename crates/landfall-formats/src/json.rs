@@ -1,107 +1,284 @@
 //! Newline-delimited JSON, decoded incrementally with arrow-json. Primitive values are coerced
 //! to strings where the schema asks for strings (Auto Loader's default of string columns).
 //! Keys the schema lacks are ignored here (rescued data comes with schema evolution).
+//!
+//! Decoding is permissive (the only mode for now): a file never fails for its content.
+//!
+//! - A value that does not fit its column is null and its row is counted malformed; an object
+//!   or array in a string column is kept as its JSON text instead (not malformed). See
+//!   [`crate::json_permissive`] for the exact rules.
+//! - A record that is not JSON, not an object, or cut by the end of the file is counted
+//!   malformed and yields no row; the file's other records are still returned. A file of
+//!   garbage is therefore all malformed records and no rows (one record per line).
+//! - Empty lines are skipped. The last record needs no trailing newline.
+//!
+//! [`landfall_core::Decoder::malformed_rows`] counts malformed rows (kept or not), and
+//! [`JsonDecoder::first_malformed`] tells where the first one starts and why.
+//!
+//! Well-formed input stays on arrow-json's fast path. Only when arrow-json rejects a batch (or
+//! a chunk) are the records it held re-read by the slow path; the bytes handed to arrow-json
+//! since its last flush are kept (zero-copy slices of the chunks) for that purpose.
 
 use crate::conform::conform;
-use crate::error::FormatError;
+use crate::error::{FormatError, MalformedRecord, Tally};
+use crate::json_permissive::{Bounds, End, Fixer, Position, build, salvage};
 use arrow::array::RecordBatch;
-use arrow_json::reader::{Decoder as JsonInner, ReaderBuilder};
+use arrow_json::reader::Decoder as JsonInner;
 use arrow_schema::SchemaRef;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use landfall_core::seams::SeamResult;
 
 pub struct JsonDecoder {
     path: String,
     schema: SchemaRef,
+    batch_size: usize,
     inner: JsonInner,
-    offset: u64,
+    /// What `inner` read since its last flush: the records a failed flush must re-read.
+    pending: Vec<Bytes>,
+    /// File position of the first unresolved byte (of `pending`, else of `carry`).
+    at: Position,
+    /// A record the slow path could not finish yet (pending is then empty).
+    carry: BytesMut,
+    /// The slow path met a broken record with no newline yet: drop bytes up to the next one.
+    skip_line: bool,
+    fixer: Option<Fixer>,
+    tally: Tally,
 }
 
 impl JsonDecoder {
     pub fn new(path: &str, schema: SchemaRef, batch_size: usize) -> Result<Self, FormatError> {
-        let inner = ReaderBuilder::new(schema.clone())
-            .with_batch_size(batch_size)
-            .with_coerce_primitive(true)
-            .build_decoder()
-            .map_err(|e| FormatError::Unreadable {
-                path: path.to_string(),
-                reason: e.to_string(),
-            })?;
+        let inner = build(schema.clone(), batch_size).map_err(|e| FormatError::Unreadable {
+            path: path.to_string(),
+            reason: e.to_string(),
+        })?;
         Ok(JsonDecoder {
             path: path.to_string(),
             schema,
+            batch_size,
             inner,
-            offset: 0,
+            pending: Vec::new(),
+            at: Position { offset: 0, line: 1 },
+            carry: BytesMut::new(),
+            skip_line: false,
+            fixer: None,
+            tally: Tally::default(),
         })
+    }
+
+    /// The first record that did not fit: where it starts and why.
+    pub fn first_malformed(&self) -> Option<&MalformedRecord> {
+        self.tally.first.as_ref()
     }
 
     fn malformed(&self, reason: impl ToString) -> FormatError {
         FormatError::Malformed {
             path: self.path.clone(),
             format: "JSON",
-            offset: self.offset,
+            line: self.at.line,
+            offset: self.at.offset,
             reason: reason.to_string(),
         }
     }
 
-    fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
-        if let Some(b) = self.inner.flush().map_err(|e| self.malformed(e))? {
-            out.push(conform(&self.path, b, &self.schema)?);
+    fn fresh_inner(&mut self) -> Result<(), FormatError> {
+        self.inner = build(self.schema.clone(), self.batch_size).map_err(|e| self.malformed(e))?;
+        Ok(())
+    }
+
+    /// The pending bytes as one buffer, leaving none pending.
+    fn take_pending(&mut self) -> Bytes {
+        match self.pending.len() {
+            0 => Bytes::new(),
+            1 => self.pending.pop().expect("one pending slice"),
+            _ => {
+                let mut buf = BytesMut::new();
+                for p in self.pending.drain(..) {
+                    buf.extend_from_slice(&p);
+                }
+                buf.freeze()
+            }
+        }
+    }
+
+    /// `inner` flushed its records: they are resolved.
+    fn settle(&mut self) {
+        for p in self.pending.drain(..) {
+            self.at.offset += p.len() as u64;
+            self.at.line += p.iter().filter(|&&b| b == b'\n').count() as u64;
+        }
+    }
+
+    fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<bool, FormatError> {
+        match self.inner.flush() {
+            Ok(batch) => {
+                self.settle();
+                if let Some(b) = batch {
+                    out.push(conform(&self.path, b, &self.schema)?);
+                }
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Re-read `buf` (which starts at `self.at`) on the slow path, emit what it yields, and
+    /// return the bytes left for the fast path. `inner` is replaced: after an error its state
+    /// is unspecified, and when it held records they are all in `buf`.
+    fn salvage(
+        &mut self,
+        buf: Bytes,
+        bounds: Bounds,
+        out: &mut Vec<RecordBatch>,
+    ) -> Result<Bytes, FormatError> {
+        debug_assert!(self.pending.is_empty() && self.carry.is_empty());
+        let fixer = self
+            .fixer
+            .get_or_insert_with(|| Fixer::new(self.schema.clone()));
+        let s = salvage(fixer, &self.path, &buf, self.at, bounds);
+        self.tally.absorb(s.tally);
+        self.fresh_inner()?;
+        if !s.text.is_empty() {
+            self.emit(&s.text, out)?;
+        }
+        self.at = s.next;
+        let rest = buf.slice(s.consumed..);
+        match s.end {
+            End::Done => Ok(rest),
+            End::Carry => {
+                self.carry.extend_from_slice(&rest);
+                Ok(Bytes::new())
+            }
+            End::SkipLine => {
+                self.skip_line = true;
+                Ok(Bytes::new())
+            }
+        }
+    }
+
+    /// Decode records the slow path made to fit (they cannot fail but for a bug).
+    fn emit(&mut self, mut text: &[u8], out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
+        loop {
+            let used = self.inner.decode(text).map_err(|e| self.malformed(e))?;
+            text = &text[used..];
+            if let Some(b) = self.inner.flush().map_err(|e| self.malformed(e))? {
+                out.push(conform(&self.path, b, &self.schema)?);
+            }
+            if text.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn push_inner(
+        &mut self,
+        mut rest: Bytes,
+        out: &mut Vec<RecordBatch>,
+    ) -> Result<(), FormatError> {
+        while !rest.is_empty() {
+            if self.skip_line {
+                match rest.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        self.at.offset += i as u64 + 1;
+                        self.at.line += 1;
+                        rest = rest.slice(i + 1..);
+                        self.skip_line = false;
+                    }
+                    None => {
+                        self.at.offset += rest.len() as u64;
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            if !self.carry.is_empty() {
+                let stop_at = self.carry.len();
+                let mut buf = std::mem::take(&mut self.carry);
+                buf.extend_from_slice(&rest);
+                let bounds = Bounds {
+                    stop_at,
+                    until_bad: false,
+                    last: false,
+                };
+                rest = self.salvage(buf.freeze(), bounds, out)?;
+                continue;
+            }
+            match self.inner.decode(&rest) {
+                Ok(used) => {
+                    self.pending.push(rest.slice(..used));
+                    rest = rest.slice(used..);
+                    // `decode` stops early only when a batch is full, at a record boundary.
+                    // When it used the whole chunk, a record may be half read: flushing then
+                    // would cut it, so wait for the next chunk or `finish`.
+                    if !rest.is_empty() && !self.flush(out)? {
+                        let buf = self.take_pending();
+                        let bounds = Bounds {
+                            stop_at: buf.len(),
+                            until_bad: false,
+                            last: false,
+                        };
+                        let left = self.salvage(buf, bounds, out)?;
+                        rest = concat(&left, rest);
+                    }
+                }
+                Err(_) => {
+                    // Somewhere in `rest` (or in what is pending) arrow-json met bytes it
+                    // cannot read. Re-read the pending records and then `rest` until past a
+                    // malformed record, then go back to the fast path.
+                    let pending = self.take_pending();
+                    let bounds = Bounds {
+                        stop_at: pending.len(),
+                        until_bad: true,
+                        last: false,
+                    };
+                    rest = self.salvage(concat(&pending, rest), bounds, out)?;
+                }
+            }
         }
         Ok(())
     }
 }
 
+/// `head` then `tail`, copying only when `head` is not empty.
+fn concat(head: &[u8], tail: Bytes) -> Bytes {
+    if head.is_empty() {
+        return tail;
+    }
+    let mut joined = BytesMut::with_capacity(head.len() + tail.len());
+    joined.extend_from_slice(head);
+    joined.extend_from_slice(&tail);
+    joined.freeze()
+}
+
 impl landfall_core::Decoder for JsonDecoder {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
-        let mut rest: &[u8] = &chunk;
-        while !rest.is_empty() {
-            let used = self.inner.decode(rest).map_err(|e| self.malformed(e))?;
-            self.offset += used as u64;
-            rest = &rest[used..];
-            // `decode` stops early only when a batch is full, at a record boundary. When it used
-            // the whole chunk, a record may be half read (and counted in `len()`): flushing
-            // then would cut it, so wait for the next chunk or `finish`.
-            if !rest.is_empty() {
-                self.flush(&mut out)?;
-            }
-        }
+        self.push_inner(chunk, &mut out)?;
         Ok(out)
     }
 
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
-        self.flush(&mut out)?;
-        if self.inner.has_partial_record() {
-            return Err(self.malformed("the file ends inside a record").into());
+        let last = |stop_at| Bounds {
+            stop_at,
+            until_bad: false,
+            last: true,
+        };
+        if !self.carry.is_empty() {
+            let buf = std::mem::take(&mut self.carry).freeze();
+            self.salvage(buf.clone(), last(buf.len()), &mut out)?;
+        } else if !self.flush(&mut out)? {
+            // A record cut by the end of the file, or a misfit in the last batch.
+            let buf = self.take_pending();
+            self.salvage(buf.clone(), last(buf.len()), &mut out)?;
         }
         Ok(out)
+    }
+
+    fn malformed_rows(&self) -> u64 {
+        self.tally.rows
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow_schema::{DataType, Field, Schema};
-    use std::sync::Arc;
-
-    /// Every way of cutting the input into two chunks, with batches smaller than the input,
-    /// decodes to the same rows.
-    #[test]
-    fn chunk_boundaries_anywhere() {
-        let input: String = (0..7)
-            .map(|i| format!("{{\"id\":{i},\"s\":\"v{i} x\"}}\n"))
-            .collect();
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, true),
-            Field::new("s", DataType::Utf8, true),
-        ]));
-        for cut in 0..=input.len() {
-            let mut d = JsonDecoder::new("t.json", schema.clone(), 2).unwrap();
-            let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
-            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-            assert_eq!(rows, 7, "cut at byte {cut}");
-        }
-    }
-}
+#[path = "json_tests.rs"]
+mod tests;

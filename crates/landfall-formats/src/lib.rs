@@ -6,14 +6,18 @@
 
 mod conform;
 mod csv;
+mod csv_tokenize;
 mod error;
 mod infer;
 mod json;
+mod json_permissive;
 mod parquet_file;
 
 pub use conform::{conform, with_constant_columns};
-pub use error::FormatError;
+pub use csv::CsvDecoder;
+pub use error::{FormatError, MalformedRecord};
 pub use infer::{infer_schema, merge_widen, stringify_leaves};
+pub use json::JsonDecoder;
 
 use arrow_schema::SchemaRef;
 use landfall_core::Decoder;

@@ -1,0 +1,169 @@
+use super::*;
+use arrow::util::pretty::pretty_format_batches;
+use arrow_schema::{Field, Schema};
+use landfall_core::Decoder;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]))
+}
+
+fn opts(batch_size: usize) -> DecodeOptions {
+    DecodeOptions {
+        batch_size,
+        ..Default::default()
+    }
+}
+
+/// Decode `input` in one chunk: (the rows as a table, malformed rows, first malformed).
+fn decode(input: &str, opts: &DecodeOptions) -> (String, u64, Option<MalformedRecord>) {
+    let mut d = CsvDecoder::new("t.csv", schema(), opts);
+    let mut batches = d.push(Bytes::copy_from_slice(input.as_bytes())).unwrap();
+    batches.extend(d.finish().unwrap());
+    let table = pretty_format_batches(&batches).unwrap().to_string();
+    (table, d.malformed_rows(), d.first_malformed().cloned())
+}
+
+fn table(input: &str) -> String {
+    decode(input, &opts(1024)).0
+}
+
+#[test]
+fn chunk_boundaries_anywhere() {
+    let mut input = String::from("id,s\n");
+    for i in 0..7 {
+        input.push_str(&format!("{i},\"v{i}, x\"\n"));
+    }
+    for cut in 0..=input.len() {
+        let mut d = CsvDecoder::new("t.csv", schema(), &opts(2));
+        let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
+        let ids: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(ids, (0..7).collect::<Vec<_>>(), "cut at byte {cut}");
+        assert_eq!(d.malformed_rows(), 0);
+    }
+}
+
+/// Misfits, wrong widths and a cut last record give the same rows, count and first position
+/// wherever the chunks are cut.
+#[test]
+fn permissive_results_do_not_depend_on_chunks() {
+    let input = "ID,s\r\n1,a\r\n\r\nabc,\"b\nc\"\r\n3,c,extra\r\n4\r\n5,\"d\"\"e\"\r\n6,\"cut";
+    for batch_size in [1, 2, 1024] {
+        let (want, bad, first) = decode(input, &opts(batch_size));
+        assert_eq!(bad, 4, "abc, too wide, too narrow, cut");
+        let first = first.unwrap();
+        assert_eq!((first.line, first.offset), (4, 13), "{first}");
+        for cut in 0..=input.len() {
+            let mut d = CsvDecoder::new("t.csv", schema(), &opts(batch_size));
+            let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
+            let got = pretty_format_batches(&batches).unwrap().to_string();
+            assert_eq!(got, want, "cut at byte {cut}, batch size {batch_size}");
+            assert_eq!(d.malformed_rows(), 4, "cut at byte {cut}");
+            assert_eq!(d.first_malformed(), Some(&first), "cut at byte {cut}");
+        }
+    }
+    let want = table("id,s\n1,a\n,\"b\nc\"\n3,c\n4,\n5,\"d\"\"e\"\n");
+    assert_eq!(decode(input, &opts(2)).0, want);
+}
+
+#[test]
+fn values_that_do_not_convert_are_null_and_malformed() {
+    let (got, bad, first) = decode("id,s\n1,a\nabc,b\n99999999999999999999,c\n4,d\n", &opts(2));
+    assert_eq!(got, table("id,s\n1,a\n,b\n,c\n4,d\n"));
+    assert_eq!(bad, 2);
+    let first = first.unwrap();
+    assert_eq!((first.line, first.offset), (3, 9));
+    assert!(
+        first.reason.contains("\"abc\" does not fit BIGINT"),
+        "{first}"
+    );
+}
+
+#[test]
+fn wrong_widths_keep_the_declared_columns() {
+    let (got, bad, first) = decode("s,id\na,1,x,y\nb\n,3\n", &opts(1024));
+    assert_eq!(got, table("id,s\n1,a\n,b\n3,\n"));
+    assert_eq!(
+        bad, 2,
+        "too wide and too narrow; the empty value is just null"
+    );
+    assert_eq!(first.unwrap().reason, "expected 2 fields, found 4");
+}
+
+#[test]
+fn last_record_without_newline() {
+    let (got, bad, _) = decode("id,s\n1,a\n2,\"b\"", &opts(1024));
+    assert_eq!((got, bad), (table("id,s\n1,a\n2,b\n"), 0));
+
+    let (got, bad, first) = decode("id,s\n1,a\n2,\"b\n", &opts(1024));
+    assert_eq!((got, bad), (table("id,s\n1,a\n"), 1));
+    let first = first.unwrap();
+    assert_eq!((first.line, first.offset), (3, 9));
+    assert!(first.reason.contains("ends inside a quoted field"));
+}
+
+#[test]
+fn without_a_header_columns_go_by_position() {
+    let o = DecodeOptions {
+        csv: CsvFormat {
+            header: false,
+            ..Default::default()
+        },
+        ..opts(1024)
+    };
+    let (got, bad, first) = decode("1,a\n2\nx,b\n", &o);
+    assert_eq!(got, table("id,s\n1,a\n2,\n,b\n"));
+    assert_eq!(bad, 2);
+    assert_eq!(first.unwrap().line, 2);
+}
+
+#[test]
+fn null_value_and_empty_strings() {
+    let o = DecodeOptions {
+        csv: CsvFormat {
+            null_value: Some("NA".into()),
+            ..Default::default()
+        },
+        ..opts(1024)
+    };
+    let (_, bad, _) = decode("id,s\nNA,NA\n,\n", &o);
+    assert_eq!(bad, 0, "an empty number is null, not malformed");
+    let batches = {
+        let mut d = CsvDecoder::new("t.csv", schema(), &o);
+        let mut b = d.push(Bytes::from_static(b"id,s\nNA,NA\n,\n")).unwrap();
+        b.extend(d.finish().unwrap());
+        b
+    };
+    let s = batches[0].column(1);
+    assert!(
+        s.is_null(0) && s.is_valid(1),
+        "NA is null, an empty string is not"
+    );
+}
+
+#[test]
+fn comments_and_escapes() {
+    let o = DecodeOptions {
+        csv: CsvFormat {
+            comment: Some(b'#'),
+            escape: Some(b'\\'),
+            ..Default::default()
+        },
+        ..opts(1024)
+    };
+    let (got, bad, _) = decode("id,s\n# note\n1,\"a\\\"b\"\n", &o);
+    assert_eq!(bad, 0);
+    assert!(got.contains("a\"b"), "{got}");
+}

@@ -1,0 +1,367 @@
+//! The slow path of the JSON decoder, taken only for bytes arrow-json rejected.
+//!
+//! Records are re-read one by one with serde_json. Each is first tried as-is against the schema
+//! with arrow-json itself (so a record that fits decodes exactly as on the fast path, byte for
+//! byte); a record that does not is rewritten value by value:
+//!
+//! - an object or array in a string column becomes its JSON text, whitespace removed (as Spark
+//!   does); this alone does not make the row malformed;
+//! - structs and lists are fixed member by member, so one misfit leaf nulls only itself;
+//! - any other value arrow-json cannot convert (`"abc"` for BIGINT, an overflowing number, an
+//!   object for DOUBLE, ...) becomes null and the row is malformed.
+//!
+//! A record that is not JSON (or not an object) is malformed and yields no row; reading resumes
+//! at the next line, so a garbage line costs one record, and a record cut by the end of the file
+//! is malformed too. Fitting is decided by arrow-json (probing single values), never by a
+//! re-implementation of its conversion rules.
+
+use crate::error::{MalformedRecord, Tally};
+use arrow_json::reader::{Decoder as JsonInner, ReaderBuilder};
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A decoder as the fast path builds it: strings accept any primitive (Auto Loader's default).
+pub(crate) fn build(schema: SchemaRef, batch_size: usize) -> Result<JsonInner, ArrowError> {
+    ReaderBuilder::new(schema)
+        .with_batch_size(batch_size)
+        .with_coerce_primitive(true)
+        .build_decoder()
+}
+
+/// File position of a buffer's first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Position {
+    pub offset: u64,
+    /// 1-based line.
+    pub line: u64,
+}
+
+/// How a salvage pass ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Everything up to `consumed` is resolved; the rest can go back to the fast path.
+    Done,
+    /// The bytes from `consumed` on are an unfinished record: wait for more.
+    Carry,
+    /// The record at the end is broken and has no newline yet: skip up to the next one.
+    SkipLine,
+}
+
+pub(crate) struct Salvaged {
+    /// The surviving records, fixed to fit, as NDJSON for a fresh arrow decoder.
+    pub text: Vec<u8>,
+    pub tally: Tally,
+    pub consumed: usize,
+    /// Position of `buf[consumed]`.
+    pub next: Position,
+    pub end: End,
+}
+
+/// What a salvage pass may read.
+pub(crate) struct Bounds {
+    /// Resolve at least the records starting before this index...
+    pub stop_at: usize,
+    /// ...and, if set, go on until one record was malformed (arrow rejected bytes somewhere in
+    /// the buffer without saying where).
+    pub until_bad: bool,
+    /// The buffer ends the file: an unfinished record is malformed, not carried.
+    pub last: bool,
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+fn newlines(b: &[u8]) -> u64 {
+    b.iter().filter(|&&c| c == b'\n').count() as u64
+}
+
+/// Re-read `buf` (starting at file position `at`) record by record.
+pub(crate) fn salvage(
+    fixer: &mut Fixer,
+    path: &str,
+    buf: &[u8],
+    at: Position,
+    bounds: Bounds,
+) -> Salvaged {
+    let mut text = Vec::new();
+    let mut tally = Tally::default();
+    let mut pos = 0;
+    let mut line = at.line;
+    let mut end = End::Done;
+    loop {
+        while pos < buf.len() && is_ws(buf[pos]) {
+            line += u64::from(buf[pos] == b'\n');
+            pos += 1;
+        }
+        if pos >= buf.len() || (pos >= bounds.stop_at && (!bounds.until_bad || tally.rows > 0)) {
+            break;
+        }
+        let start = pos;
+        let here = move |reason: String| MalformedRecord {
+            path: path.to_string(),
+            line,
+            offset: at.offset + start as u64,
+            reason,
+        };
+        let mut values = serde_json::Deserializer::from_slice(&buf[start..]).into_iter();
+        match values.next() {
+            Some(Ok(raw)) => {
+                let raw: &RawValue = raw;
+                let stop = start + values.byte_offset();
+                match fixer.fix_record(raw) {
+                    Fixed::Fits => text.extend_from_slice(raw.get().as_bytes()),
+                    Fixed::Rewritten { text: t, misfit } => {
+                        text.extend_from_slice(t.as_bytes());
+                        if let Some(reason) = misfit {
+                            tally.note(|| here(reason));
+                        }
+                    }
+                    Fixed::Rejected(reason) => tally.note(|| here(reason)),
+                }
+                text.push(b'\n');
+                line += newlines(&buf[start..stop]);
+                pos = stop;
+            }
+            Some(Err(e)) if e.is_eof() && !bounds.last => {
+                end = End::Carry;
+                break;
+            }
+            Some(Err(e)) => {
+                let reason = if e.is_eof() {
+                    "the file ends inside a record".to_string()
+                } else {
+                    format!("not JSON: {e}")
+                };
+                tally.note(|| here(reason));
+                // Resynchronise on the next line: the broken record ends there at the latest.
+                match buf[start..].iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        pos = start + i + 1;
+                        line += 1;
+                    }
+                    None => {
+                        pos = buf.len();
+                        if !bounds.last {
+                            end = End::SkipLine;
+                        }
+                        break;
+                    }
+                }
+            }
+            None => break,
+        }
+    }
+    Salvaged {
+        text,
+        tally,
+        consumed: pos,
+        next: Position {
+            offset: at.offset + pos as u64,
+            line,
+        },
+        end,
+    }
+}
+
+pub(crate) enum Fixed {
+    /// The record fits as it is.
+    Fits,
+    /// The record fits once rewritten; `misfit` says why the row is malformed, if it is.
+    Rewritten {
+        text: String,
+        misfit: Option<String>,
+    },
+    /// No row can be made of it.
+    Rejected(String),
+}
+
+/// Fits records and values to the schema, asking arrow-json which values fit.
+pub(crate) struct Fixer {
+    schema: SchemaRef,
+    record: Option<JsonInner>,
+    /// One single-column decoder per leaf type, reused until it fails.
+    probes: HashMap<DataType, JsonInner>,
+}
+
+impl Fixer {
+    pub fn new(schema: SchemaRef) -> Self {
+        Fixer {
+            schema,
+            record: None,
+            probes: HashMap::new(),
+        }
+    }
+
+    pub fn fix_record(&mut self, raw: &RawValue) -> Fixed {
+        let schema = self.schema.clone();
+        if Self::fits(&mut self.record, &schema, raw.get()) {
+            return Fixed::Fits;
+        }
+        if !raw.get().starts_with('{') {
+            return Fixed::Rejected("a record must be a JSON object".into());
+        }
+        let mut misfit = None;
+        match self.fix_object(raw, schema.fields(), "", &mut misfit) {
+            Some(text) => Fixed::Rewritten { text, misfit },
+            None => Fixed::Rejected(misfit.unwrap_or_else(|| "does not fit the schema".into())),
+        }
+    }
+
+    /// Whether `text` decodes with `slot`'s decoder (built for `schema` when missing). A
+    /// decoder that failed is dropped: its state after an error is unspecified.
+    fn fits(slot: &mut Option<JsonInner>, schema: &SchemaRef, text: &str) -> bool {
+        if slot.is_none() {
+            *slot = build(schema.clone(), 1).ok();
+        }
+        let Some(d) = slot.as_mut() else {
+            return false;
+        };
+        let ok = matches!(d.decode(text.as_bytes()), Ok(n) if n == text.len())
+            && !d.has_partial_record()
+            && d.flush().is_ok();
+        if !ok {
+            *slot = None;
+        }
+        ok
+    }
+
+    fn probe(&mut self, ty: &DataType, text: &str) -> bool {
+        let mut slot = self.probes.remove(ty);
+        let schema = Arc::new(Schema::new(vec![Field::new("v", ty.clone(), true)]));
+        let ok = Self::fits(&mut slot, &schema, &format!("{{\"v\":{text}}}"));
+        if let Some(d) = slot {
+            self.probes.insert(ty.clone(), d);
+        }
+        ok
+    }
+
+    /// The object rewritten to `fields`, or `None` when it cannot be (a NOT NULL member).
+    fn fix_object(
+        &mut self,
+        raw: &RawValue,
+        fields: &Fields,
+        path: &str,
+        misfit: &mut Option<String>,
+    ) -> Option<String> {
+        // The last of duplicate keys wins, as in arrow-json.
+        let members: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get()).ok()?;
+        let mut out = String::from("{");
+        for f in fields {
+            let Some(v) = members.get(f.name()) else {
+                continue;
+            };
+            let name = if path.is_empty() {
+                f.name().clone()
+            } else {
+                format!("{path}.{}", f.name())
+            };
+            let value = self.fix_value(v, f, &name, misfit);
+            if value.is_none() && !f.is_nullable() {
+                return None;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::to_string(f.name()).expect("a string serialises"));
+            out.push(':');
+            out.push_str(value.as_deref().unwrap_or("null"));
+        }
+        out.push('}');
+        Some(out)
+    }
+
+    /// The value rewritten to fit `field`, or `None` for null (noting the first misfit).
+    fn fix_value(
+        &mut self,
+        raw: &RawValue,
+        field: &Field,
+        path: &str,
+        misfit: &mut Option<String>,
+    ) -> Option<String> {
+        let text = raw.get().trim();
+        if text == "null" {
+            return Some(text.to_string());
+        }
+        let fixed = match field.data_type() {
+            DataType::Struct(children) if text.starts_with('{') => {
+                self.fix_object(raw, children, path, misfit)
+            }
+            DataType::List(child) | DataType::LargeList(child) if text.starts_with('[') => {
+                self.fix_list(raw, child, path, misfit)
+            }
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                if text.starts_with('{') || text.starts_with('[') =>
+            {
+                Some(serde_json::to_string(&minify(text)).expect("a string serialises"))
+            }
+            ty => self.probe(ty, text).then(|| text.to_string()),
+        };
+        if fixed.is_none() && misfit.is_none() {
+            *misfit = Some(format!(
+                "column `{path}`: {} does not fit {}",
+                excerpt(text),
+                landfall_core::ddl::type_to_ddl(field.data_type())
+            ));
+        }
+        fixed
+    }
+
+    fn fix_list(
+        &mut self,
+        raw: &RawValue,
+        child: &Field,
+        path: &str,
+        misfit: &mut Option<String>,
+    ) -> Option<String> {
+        let items: Vec<&RawValue> = serde_json::from_str(raw.get()).ok()?;
+        let mut out = String::from("[");
+        for (i, item) in items.iter().enumerate() {
+            let value = self.fix_value(item, child, &format!("{path}[{i}]"), misfit);
+            if value.is_none() && !child.is_nullable() {
+                return None;
+            }
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(value.as_deref().unwrap_or("null"));
+        }
+        out.push(']');
+        Some(out)
+    }
+}
+
+/// JSON text without whitespace outside strings (`{"b": 1}` -> `{"b":1}`), keys in their order.
+pub(crate) fn minify(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A value for an error message, cut to a readable length.
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 40;
+    match text.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
+    }
+}

@@ -1,0 +1,224 @@
+use super::*;
+use arrow::util::pretty::pretty_format_batches;
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use landfall_core::Decoder;
+use std::sync::Arc;
+
+fn schema(fields: Vec<Field>) -> SchemaRef {
+    Arc::new(Schema::new(fields))
+}
+
+fn id_s() -> SchemaRef {
+    schema(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+    ])
+}
+
+/// Decode `input` in one chunk: (the rows as a table, malformed rows, first malformed).
+fn decode(
+    schema: SchemaRef,
+    input: &str,
+    batch_size: usize,
+) -> (String, u64, Option<MalformedRecord>) {
+    let mut d = JsonDecoder::new("t.json", schema, batch_size).unwrap();
+    let mut batches = d.push(Bytes::copy_from_slice(input.as_bytes())).unwrap();
+    batches.extend(d.finish().unwrap());
+    let table = pretty_format_batches(&batches).unwrap().to_string();
+    (table, d.malformed_rows(), d.first_malformed().cloned())
+}
+
+fn table(rows: &str, schema: SchemaRef) -> String {
+    decode(schema, rows, 1024).0
+}
+
+/// Every way of cutting the input into two chunks, with batches smaller than the input,
+/// decodes to the same rows.
+#[test]
+fn chunk_boundaries_anywhere() {
+    let input: String = (0..7)
+        .map(|i| format!("{{\"id\":{i},\"s\":\"v{i} x\"}}\n"))
+        .collect();
+    for cut in 0..=input.len() {
+        let mut d = JsonDecoder::new("t.json", id_s(), 2).unwrap();
+        let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, 7, "cut at byte {cut}");
+        assert_eq!(d.malformed_rows(), 0);
+    }
+}
+
+/// Misfits, garbage and a cut last record give the same rows, count and first position
+/// wherever the chunks are cut, whatever the batch size.
+#[test]
+fn permissive_results_do_not_depend_on_chunks() {
+    let input = "{\"id\":1,\"s\":\"a\"}\n\n{\"id\":\"abc\",\"s\":{\"k\": [1, 2]}}\n\
+                 \u{1}\u{2}garbage\n{\"id\":4,\"s\":5.10}\n{\"id\":5,\"s\":\"e\"}\n{\"id\":6,\"s";
+    for batch_size in [1, 2, 1024] {
+        let (want, bad, first) = decode(id_s(), input, batch_size);
+        assert_eq!(bad, 3, "misfit, garbage, cut tail");
+        let first = first.unwrap();
+        let offset = input.find("{\"id\":\"abc\"").unwrap() as u64;
+        assert_eq!((first.line, first.offset), (3, offset), "{first}");
+        for cut in 0..=input.len() {
+            let mut d = JsonDecoder::new("t.json", id_s(), batch_size).unwrap();
+            let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
+            let got = pretty_format_batches(&batches).unwrap().to_string();
+            assert_eq!(got, want, "cut at byte {cut}, batch size {batch_size}");
+            assert_eq!(d.malformed_rows(), 3, "cut at byte {cut}");
+            assert_eq!(d.first_malformed(), Some(&first), "cut at byte {cut}");
+        }
+    }
+}
+
+#[test]
+fn objects_and_arrays_in_string_columns_are_their_json_text() {
+    let s = schema(vec![
+        Field::new("a", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+    ]);
+    let input = "{\"a\":{\"b\": 1, \"c\": \"x y\"},\"n\":1}\n{\"a\":[1, {\"z\":null}],\"n\":2}\n";
+    let (got, bad, first) = decode(s.clone(), input, 1024);
+    let want = table(
+        "{\"a\":\"{\\\"b\\\":1,\\\"c\\\":\\\"x y\\\"}\",\"n\":1}\n\
+         {\"a\":\"[1,{\\\"z\\\":null}]\",\"n\":2}\n",
+        s,
+    );
+    assert_eq!(got, want);
+    assert_eq!((bad, first), (0, None), "kept as text, not malformed");
+}
+
+#[test]
+fn misfit_values_are_null_and_rows_malformed() {
+    let s = schema(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("i", DataType::Int32, true),
+        Field::new("d", DataType::Float64, true),
+        Field::new("b", DataType::Boolean, true),
+        Field::new("day", DataType::Date32, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new("m", DataType::Decimal128(10, 2), true),
+    ]);
+    let good = "{\"id\":0,\"i\":7,\"d\":1.5,\"b\":true,\"day\":\"2024-01-02\",\
+                \"ts\":\"2024-01-02T03:04:05\",\"m\":\"12.34\"}\n";
+    let misfits = [
+        "{\"id\":1,\"i\":\"abc\"}",
+        "{\"id\":2,\"i\":3000000000}",
+        "{\"id\":3,\"d\":\"abc\"}",
+        "{\"id\":4,\"d\":{\"x\":1}}",
+        "{\"id\":5,\"b\":\"abc\"}",
+        "{\"id\":6,\"day\":\"abc\"}",
+        "{\"id\":7,\"ts\":\"abc\"}",
+        "{\"id\":8,\"m\":\"abc\"}",
+        "{\"id\":\"abc\",\"i\":9}",
+    ];
+    let input = format!("{good}{}\n", misfits.join("\n"));
+    let (got, bad, first) = decode(s.clone(), &input, 1024);
+    assert_eq!(bad, misfits.len() as u64);
+    let first = first.unwrap();
+    assert_eq!((first.line, first.offset), (2, good.len() as u64));
+    assert!(first.reason.contains("column `i`"), "{}", first.reason);
+    // The misfit value is null, the rest of its row is kept.
+    let want = format!(
+        "{good}{{\"id\":1}}\n{{\"id\":2}}\n{{\"id\":3}}\n{{\"id\":4}}\n{{\"id\":5}}\n\
+         {{\"id\":6}}\n{{\"id\":7}}\n{{\"id\":8}}\n{{\"i\":9}}\n"
+    );
+    assert_eq!(got, table(&want, s));
+}
+
+/// Values that fit decode exactly as on the fast path, even in a batch the slow path re-read.
+#[test]
+fn fitting_values_keep_their_fast_path_result() {
+    let s = schema(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("m", DataType::Decimal128(38, 10), true),
+    ]);
+    let fits = "{\"id\":1,\"s\":1.10,\"m\":1234567890123456789.0123456789}\n\
+                {\"id\":2,\"s\":true,\"m\":\"0.1\"}\n{\"id\":3,\"s\":1e300}\n";
+    let (fast, bad, _) = decode(s.clone(), fits, 1024);
+    assert_eq!(bad, 0);
+    let (slow, bad, _) = decode(s.clone(), &format!("{fits}{{\"id\":\"x\"}}\n"), 1024);
+    assert_eq!(bad, 1);
+    let slow_fit_rows = table(&format!("{fits}{{}}\n"), s);
+    assert_eq!(slow, slow_fit_rows);
+    assert!(fast.contains("| 1.10 "), "{fast}");
+    assert!(slow.contains("| 1.10 "), "{slow}");
+}
+
+#[test]
+fn nested_misfits_null_only_the_leaf() {
+    let inner = Field::new(
+        "st",
+        DataType::Struct(
+            vec![
+                Field::new("x", DataType::Int64, true),
+                Field::new("y", DataType::Utf8, true),
+            ]
+            .into(),
+        ),
+        true,
+    );
+    let list = Field::new(
+        "l",
+        DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+        true,
+    );
+    let s = schema(vec![inner, list]);
+    let input =
+        "{\"st\":{\"x\":\"abc\",\"y\":{\"q\":1}},\"l\":[1,\"two\",3]}\n{\"st\":5,\"l\":{}}\n";
+    let (got, bad, first) = decode(s.clone(), input, 1024);
+    let want = table(
+        "{\"st\":{\"y\":\"{\\\"q\\\":1}\"},\"l\":[1,null,3]}\n{\"st\":null,\"l\":null}\n",
+        s,
+    );
+    assert_eq!(got, want);
+    assert_eq!(bad, 2);
+    assert!(first.unwrap().reason.contains("column `st.x`"));
+}
+
+#[test]
+fn last_record_without_newline() {
+    let (got, bad, _) = decode(id_s(), "{\"id\":1}\n{\"id\":2}", 1024);
+    assert_eq!((got, bad), (table("{\"id\":1}\n{\"id\":2}\n", id_s()), 0));
+
+    let (got, bad, first) = decode(id_s(), "{\"id\":1}\n\n{\"id\":2,\"na", 1024);
+    assert_eq!((got, bad), (table("{\"id\":1}\n", id_s()), 1));
+    let first = first.unwrap();
+    assert_eq!((first.line, first.offset), (3, 10));
+    assert!(first.reason.contains("ends inside a record"), "{first}");
+}
+
+#[test]
+fn garbage_files_are_all_malformed_records() {
+    let input = "\u{0}\u{1}\u{2}\n\u{7f}ELF\u{3}\n\n\u{1b}[0m PK\u{3}\u{4}";
+    let (got, bad, first) = decode(id_s(), input, 2);
+    assert_eq!(got, table("", id_s()));
+    assert_eq!(bad, 3, "one per non-empty line");
+    assert_eq!(first.unwrap().line, 1);
+}
+
+#[test]
+fn garbage_line_amid_good_records() {
+    let mut input: String = (0..5).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+    let offset = input.len() as u64;
+    input.push_str("{\"id\":5,oops}\n");
+    input.extend((6..9).map(|i| format!("{{\"id\":{i}}}\n")));
+    for batch_size in [1, 3, 1024] {
+        let (got, bad, first) = decode(id_s(), &input, batch_size);
+        let want: String = (0..9)
+            .filter(|&i| i != 5)
+            .map(|i| format!("{{\"id\":{i}}}\n"))
+            .collect();
+        assert_eq!(got, table(&want, id_s()));
+        assert_eq!(bad, 1);
+        let first = first.unwrap();
+        assert_eq!((first.line, first.offset), (6, offset), "{first}");
+    }
+}
+
+#[test]
+fn non_object_records_are_malformed() {
+    let (got, bad, _) = decode(id_s(), "{\"id\":1}\n[1,2]\n3\n\"x\"\n", 1024);
+    assert_eq!((got, bad), (table("{\"id\":1}\n", id_s()), 3));
+}
