@@ -18,16 +18,24 @@ pub fn hive_partitions(relative: &str) -> Vec<(String, Option<String>)> {
     out
 }
 
+/// Decode `%XX` escapes. Works on bytes, so a `%` followed by anything but two hex digits
+/// (`%é`, `%4`, a trailing `%`) is kept literally instead of panicking on a slice that ends
+/// inside a multi-byte character. Escapes that decode to invalid UTF-8 become U+FFFD.
 fn percent_decode(s: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+            && let (Some(hi), Some(lo)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            )
         {
-            out.push(v);
+            out.push((hi << 4) | lo);
             i += 3;
             continue;
         }
@@ -58,5 +66,26 @@ mod tests {
             hive_partitions("a=b.json").is_empty(),
             "the file name is not a level"
         );
+    }
+
+    #[test]
+    fn non_ascii_and_malformed_escapes_never_panic() {
+        let one = |p: &str| hive_partitions(p).pop().and_then(|(_, v)| v);
+        // A `%` right before a multi-byte character used to slice inside it and panic.
+        assert_eq!(one("k=%é/f.json").as_deref(), Some("%é"));
+        assert_eq!(one("k=%aé/f.json").as_deref(), Some("%aé"));
+        assert_eq!(one("k=%4/f.json").as_deref(), Some("%4"));
+        assert_eq!(one("k=%/f.json").as_deref(), Some("%"));
+        assert_eq!(one("k=%zz%41/f.json").as_deref(), Some("%zzA"));
+        assert_eq!(one("k=日本語/f.json").as_deref(), Some("日本語"));
+        assert_eq!(one("k=%E6%97%A5本/f.json").as_deref(), Some("日本"));
+        assert_eq!(
+            one("k=%e6%97%a5/f.json").as_deref(),
+            Some("日"),
+            "lower-case hex"
+        );
+        assert_eq!(one("k=a%20b%3Ac/f.json").as_deref(), Some("a b:c"));
+        // A truncated UTF-8 sequence decodes lossily rather than failing.
+        assert_eq!(one("k=%E6%97/f.json").as_deref(), Some("\u{FFFD}"));
     }
 }
