@@ -32,7 +32,7 @@ use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use landfall_core::delta_types::delta_normalize;
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{BatchWriter, Committer, StagedFile};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
@@ -210,6 +210,20 @@ impl DeltaCommitter {
             .map_err(|e| self.open_err(e))
     }
 
+    /// The data files of the table's latest version, as stored in the log (decoded).
+    async fn live_paths(&self) -> Result<HashSet<String>, SinkError> {
+        let guard = self.refreshed().await?;
+        let Some(table) = guard.as_ref() else {
+            return Ok(HashSet::new());
+        };
+        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
+        Ok(snapshot
+            .log_data()
+            .iter()
+            .map(|f| f.path().into_owned())
+            .collect())
+    }
+
     /// The version of the commit holding `batch_id` in `table` (refreshed), if still in the log.
     async fn find_batch(
         &self,
@@ -367,8 +381,22 @@ impl Committer for DeltaCommitter {
     }
 
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {
+        // Never delete a file the table references, whatever the caller believes: after an
+        // ambiguous commit the "failed" attempt's files may be the live ones.
+        let live = self.live_paths().await?;
+        let (kept, doomed): (Vec<String>, Vec<String>) = paths
+            .iter()
+            .cloned()
+            .partition(|p| live.contains(p) || live.contains(&percent_decode(p)));
+        if !kept.is_empty() {
+            tracing::warn!(
+                table = %self.uri,
+                files = ?kept,
+                "not removing data files the table references"
+            );
+        }
         let store = crate::table_store(&self.uri, &self.options)?;
-        Ok(crate::parquet_dir::delete_all(&self.uri, store.as_ref(), paths).await?)
+        Ok(crate::parquet_dir::delete_all(&self.uri, store.as_ref(), &doomed).await?)
     }
 
     async fn table_version(&self) -> SeamResult<Option<i64>> {
@@ -379,6 +407,27 @@ impl Committer for DeltaCommitter {
     async fn complete(&self, _batch_id: u64) -> SeamResult<()> {
         Ok(())
     }
+}
+
+/// `%XX` escapes decoded (how the log's paths are compared with staged names).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl std::fmt::Debug for DeltaCommitter {

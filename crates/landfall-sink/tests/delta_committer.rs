@@ -199,6 +199,27 @@ async fn an_ambiguous_commit_is_not_committed_again_and_reports_its_own_version(
     assert_eq!(retry.batch_version(5).await.unwrap(), Some(landed));
 }
 
+#[tokio::test]
+async fn files_the_table_references_are_never_removed() {
+    // After an ambiguous commit the engine may believe the landed attempt failed and ask for
+    // its files to be removed: they are the table's data.
+    let dir = tempfile::tempdir().unwrap();
+    let c = committer("s", dir.path());
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    let live = stage(&c, 1, simple_batch(0..3)).await;
+    commit(&c, 1, &live).await;
+    let orphan = stage(&c, 2, simple_batch(0..3)).await;
+    let mut paths: Vec<String> = live.iter().map(|f| f.path.clone()).collect();
+    paths.extend(orphan.iter().map(|f| f.path.clone()));
+    assert_eq!(c.remove_files(&paths).await.unwrap(), orphan.len() as u64);
+    for f in &live {
+        assert!(dir.path().join(&f.path).exists(), "{} was deleted", f.path);
+    }
+    for f in &orphan {
+        assert!(!dir.path().join(&f.path).exists());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_creation_writes_metadata_once() {
     const STREAMS: usize = 6;
