@@ -328,14 +328,14 @@ impl Committer for DeltaCommitter {
             if let Some(version) = self.find_batch(table, batch_id).await? {
                 return Ok(version);
             }
-            // Its log entry is gone (cleaned after a checkpoint): the latest version is the
-            // best the table can tell, and only feeds the receipt.
+            // Its log entry is gone (cleaned after a checkpoint): unknown, as recovery records
+            // it (-1), rather than the latest version, which would be some other commit.
             tracing::warn!(
                 table = %self.uri,
                 batch_id,
                 "batch already in the table but its commit is no longer in the log"
             );
-            return Ok(table.version().unwrap_or_default() as i64);
+            return Ok(-1);
         }
         // Features may have been enabled since prepare; refuse before committing.
         let writability = self.writability(table)?;

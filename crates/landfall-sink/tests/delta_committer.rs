@@ -164,6 +164,11 @@ async fn batch_version_is_the_commit_holding_the_batch() {
     assert_eq!(fresh.batch_version(1).await.unwrap(), None, "cleaned");
     assert_eq!(fresh.batch_version(2).await.unwrap(), Some(3));
     assert_eq!(fresh.last_committed().await.unwrap(), Some(3));
+    // Committing batch 1 again: not committed twice, and its version is unknown, not the latest.
+    fresh.prepare(simple_schema(), &[]).await.unwrap();
+    let files = stage(&fresh, 1, simple_batch(0..3)).await;
+    assert_eq!(fresh.commit(1, &files).await.unwrap(), -1);
+    assert_eq!(latest_version(dir.path()), 5);
 }
 
 #[tokio::test]
