@@ -16,6 +16,9 @@
 //! all before any data file is written. Data files are written in the normalised schema; batches
 //! in the stream's own Arrow types are cast on the way ([`ConformingWriter`]).
 //!
+//! `remove_files` never deletes a file the table's latest version references: after an
+//! ambiguous commit, the attempt the caller believes failed may be the one that landed.
+//!
 //! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
 use crate::delta_protocol::{Writability, check_writable};
