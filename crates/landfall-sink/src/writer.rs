@@ -5,6 +5,15 @@
 //! File names carry the batch id and attempt (`part-<batch>-a<attempt>-<uuid>-c<n>.snappy.parquet`)
 //! and each name is handed to the `on_new_file` hook, which records it in the state store,
 //! before the file is created.
+//!
+//! Partition directories are `col=value/`, escaped as Hive and Spark escape them
+//! ([`escape_partition_value`]); a value whose directory name would not fit a file system's
+//! 255-byte name limit fails the write with an error naming the column and value. The
+//! [`StagedFile::path`] is the object key exactly as created (escapes and all); deltalake
+//! URI-encodes it into the `add` action's `path` and decodes it again when reading, so the log
+//! and the file agree (`%` in a directory name is `%25` in the log).
+//!
+//! Each file's `stats` are computed from the batches as they are written ([`stats`]).
 
 use crate::error::SinkError;
 use arrow::array::RecordBatch;
@@ -20,36 +29,66 @@ use parquet::file::properties::WriterProperties;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod stats;
+
 /// Hive's name for a null partition value.
 pub const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
-/// Escape a partition value for a directory name (`%XX` for anything outside `[A-Za-z0-9._-]`).
+/// The longest file or directory name most file systems allow (ext4, XFS, APFS, NTFS: 255).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Whether Hive/Spark escape `c` in a partition directory name: Spark's
+/// `ExternalCatalogUtils.escapePathName` (the same set as Hive's `FileUtils.escapePathName`)
+/// escapes the control characters U+0001..U+001F, `"#%'*/:=?\` and U+007F `{[]^` (not `}`,
+/// not the space). We also escape U+0000, which no file system or object store key accepts.
+fn needs_escape(c: char) -> bool {
+    c <= '\u{1F}' || "\"#%'*/:=?\\\u{7F}{[]^".contains(c)
+}
+
+/// Escape a partition column name or value for a directory name as Spark does: `%XX` for the
+/// characters of [`needs_escape`]; everything else, non-ASCII included, is kept as it is.
 pub fn escape_partition_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
-    for b in v.bytes() {
-        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
-            out.push(b as char);
+    for c in v.chars() {
+        if needs_escape(c) {
+            out.push_str(&format!("%{:02X}", c as u32));
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push(c);
         }
     }
     out
 }
 
-/// `col=value/...` for a partition, with a trailing slash (empty when unpartitioned).
-pub fn partition_dir(columns: &[String], values: &[Option<String>]) -> String {
-    columns
-        .iter()
-        .zip(values)
-        .map(|(c, v)| {
-            format!(
-                "{c}={}/",
-                v.as_deref()
-                    .map(escape_partition_value)
-                    .unwrap_or_else(|| NULL_PARTITION.to_string())
-            )
-        })
-        .collect()
+/// `col=value/...` for a partition, with a trailing slash (empty when unpartitioned), or why
+/// it cannot be a directory name.
+pub fn partition_dir(columns: &[String], values: &[Option<String>]) -> Result<String, String> {
+    let mut out = String::new();
+    for (c, v) in columns.iter().zip(values) {
+        let name = format!(
+            "{}={}",
+            escape_partition_value(c),
+            v.as_deref()
+                .map(escape_partition_value)
+                .unwrap_or_else(|| NULL_PARTITION.to_string())
+        );
+        if name.len() > MAX_NAME_BYTES {
+            // Said here, where the column and value are known: the store would only report
+            // a name-too-long IO error on some path when the file is closed.
+            let value = v.as_deref().unwrap_or_default();
+            let shown: String = value.chars().take(64).collect();
+            let more = if shown.len() < value.len() { "…" } else { "" };
+            return Err(format!(
+                "partition column `{c}`: the value `{shown}{more}` ({} bytes) makes the \
+                 directory name {} bytes long, over the {MAX_NAME_BYTES}-byte limit of file \
+                 systems",
+                value.len(),
+                name.len()
+            ));
+        }
+        out.push_str(&name);
+        out.push('/');
+    }
+    Ok(out)
 }
 
 /// What every data file of a table shares: its location, schema and partitioning (known once
@@ -118,7 +157,7 @@ struct OpenFile {
     path: String,
     writer: AsyncArrowWriter<BufWriter>,
     rows: u64,
-    null_counts: Vec<u64>,
+    stats: stats::FileStats,
 }
 
 /// Writes one attempt of one batch.
@@ -202,15 +241,13 @@ impl PartitionedWriter {
 
     fn open_file(&mut self, values: &[Option<String>]) -> Result<OpenFile, SinkError> {
         self.files_started += 1;
-        let path = format!(
-            "{}{}part-{:010}-a{}-{}-c{:03}.snappy.parquet",
-            self.prefix,
-            partition_dir(&self.partition_by, values),
-            self.batch_id,
-            self.attempt,
-            self.run,
-            self.files_started
+        let name = format!(
+            "part-{:010}-a{}-{}-c{:03}.snappy.parquet",
+            self.batch_id, self.attempt, self.run, self.files_started
         );
+        let dir =
+            partition_dir(&self.partition_by, values).map_err(|reason| self.err(&name, reason))?;
+        let path = format!("{}{dir}{name}", self.prefix);
         (self.on_new_file)(&path).map_err(SinkError::Hook)?;
         let object = Path::parse(&path).map_err(|e| self.err(&path, e))?;
         let props = WriterProperties::builder()
@@ -226,7 +263,7 @@ impl PartitionedWriter {
             path,
             writer,
             rows: 0,
-            null_counts: vec![0; self.file_schema.fields().len()],
+            stats: stats::FileStats::new(&self.file_schema),
         })
     }
 
@@ -237,21 +274,7 @@ impl PartitionedWriter {
     ) -> Result<(), SinkError> {
         f.writer.finish().await.map_err(|e| self.err(&f.path, e))?;
         let size = f.writer.bytes_written() as u64;
-        let nulls: serde_json::Map<String, serde_json::Value> = self
-            .file_schema
-            .fields()
-            .iter()
-            .zip(&f.null_counts)
-            .filter(|(fl, _)| {
-                fl.data_type().is_primitive()
-                    || matches!(
-                        fl.data_type(),
-                        arrow_schema::DataType::Utf8 | arrow_schema::DataType::Boolean
-                    )
-            })
-            .map(|(fl, n)| (fl.name().clone(), serde_json::json!(n)))
-            .collect();
-        let stats = serde_json::json!({ "numRecords": f.rows, "nullCount": nulls }).to_string();
+        let stats = f.stats.to_json(f.rows);
         self.done.push(StagedFile {
             path: f.path,
             size,
@@ -277,17 +300,21 @@ impl PartitionedWriter {
             Some(f) => f,
             None => self.open_file(values)?,
         };
-        for (i, c) in batch.columns().iter().enumerate() {
-            file.null_counts[i] += c.null_count() as u64;
-        }
-        file.rows += batch.num_rows() as u64;
         if let Err(e) = file.writer.write(&batch).await {
-            return Err(self.err(&file.path, e));
+            let err = self.err(&file.path, e);
+            self.abort_all(Some(file)).await;
+            return Err(err);
         }
+        file.stats.update(&batch);
+        file.rows += batch.num_rows() as u64;
         if file.writer.bytes_written() as u64 + file.writer.in_progress_size() as u64
             >= self.target_file_size
         {
-            self.close(key, file).await
+            let closed = self.close(key, file).await;
+            if closed.is_err() {
+                self.abort_all(None).await;
+            }
+            closed
         } else {
             self.open.insert(key, file);
             Ok(())
@@ -296,11 +323,31 @@ impl PartitionedWriter {
 
     /// Close every open file and return all files written.
     pub async fn finish(mut self) -> Result<Vec<StagedFile>, SinkError> {
-        let open: Vec<_> = self.open.drain().collect();
-        for (k, f) in open {
-            self.close(k, f).await?;
+        let mut open: Vec<_> = self.open.drain().collect();
+        while let Some((k, f)) = open.pop() {
+            if let Err(e) = self.close(k, f).await {
+                self.open.extend(open);
+                self.abort_all(None).await;
+                return Err(e);
+            }
         }
         Ok(self.done)
+    }
+
+    /// After a failure: abandon the uploads still open (`failed` and the other partitions'),
+    /// so no multipart upload lingers. Best effort and silent on purpose: the error the caller
+    /// reports is the one that made the write fail, never a cleanup failure after it.
+    async fn abort_all(&mut self, failed: Option<OpenFile>) {
+        let open: Vec<OpenFile> = failed
+            .into_iter()
+            .chain(self.open.drain().map(|(_, f)| f))
+            .collect();
+        for f in open {
+            let mut upload = f.writer.into_inner();
+            if let Err(e) = upload.abort().await {
+                tracing::debug!(path = %f.path, error = %e, "abandoning a failed upload");
+            }
+        }
     }
 }
 
@@ -324,13 +371,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn partition_dirs_escape_values() {
+    fn partition_dirs_escape_what_spark_escapes() {
         assert_eq!(escape_partition_value("2024-01-02"), "2024-01-02");
-        assert_eq!(escape_partition_value("a/b c"), "a%2Fb%20c");
+        assert_eq!(escape_partition_value("a/b c"), "a%2Fb c");
+        assert_eq!(escape_partition_value("a b/c:d"), "a b%2Fc%3Ad");
+        assert_eq!(escape_partition_value("100%"), "100%25");
+        assert_eq!(escape_partition_value("日本語"), "日本語");
+        assert_eq!(escape_partition_value("é ü ß"), "é ü ß");
+        // Spark's set, one by one; `}`, `~`, `<`, `>`, `|`, `+`, `&`, space are kept.
+        assert_eq!(
+            escape_partition_value("\"#%'*/:=?\\\u{7F}{[]^"),
+            "%22%23%25%27%2A%2F%3A%3D%3F%5C%7F%7B%5B%5D%5E"
+        );
+        assert_eq!(escape_partition_value("}~<>|+& ,;@!$()"), "}~<>|+& ,;@!$()");
+        assert_eq!(escape_partition_value("\u{1}\n\u{1F}\u{0}"), "%01%0A%1F%00");
         let cols = vec!["date".to_string(), "region".to_string()];
         assert_eq!(
-            partition_dir(&cols, &[Some("2024-01-02".into()), None]),
+            partition_dir(&cols, &[Some("2024-01-02".into()), None]).unwrap(),
             "date=2024-01-02/region=__HIVE_DEFAULT_PARTITION__/"
         );
+        assert_eq!(
+            partition_dir(&["a=b".to_string()], &[Some("=".into())]).unwrap(),
+            "a%3Db=%3D/",
+            "column names are escaped too"
+        );
+    }
+
+    #[test]
+    fn a_value_too_long_for_a_directory_name_is_a_clear_error() {
+        let cols = vec!["city".to_string()];
+        // 80 three-byte characters: 240 bytes kept as is, so `city=` + 240 fits...
+        let fits = "東".repeat(80);
+        assert!(partition_dir(&cols, &[Some(fits)]).is_ok());
+        // ...86 do not (5 + 258 bytes). Percent-encoding them would have made 778 bytes.
+        let long = "東".repeat(86);
+        let err = partition_dir(&cols, &[Some(long.clone())]).unwrap_err();
+        assert!(err.contains("partition column `city`"), "{err}");
+        assert!(err.contains(&"東".repeat(64)), "{err}");
+        assert!(err.contains("263 bytes long"), "{err}");
+        assert!(err.contains("255-byte limit"), "{err}");
+        // Escapes count: 100 `/` are 300 bytes escaped.
+        assert!(partition_dir(&cols, &[Some("/".repeat(100))]).is_err());
     }
 }
