@@ -1,8 +1,10 @@
 //! Files as landfall sees them: what discovery reports ([`FileMeta`]), how a file is identified
 //! ([`FileKey`]) and what the state store keeps about it ([`FileRecord`]).
 //!
-//! A file's identity is its path. With `allow_overwrites` it is path plus modification time, so a
-//! file rewritten in place is a new file and is ingested again, whole.
+//! A file's identity is its path. With `allow_overwrites` it is the path plus the version the
+//! store reports (its etag, else its object version, else its modification time in ms): a file
+//! rewritten in place is a new file and is ingested again, whole. The etag comes first because
+//! S3's modification time has one-second precision: two writes in one second share it.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -26,14 +28,25 @@ impl FileMeta {
     /// The identity of this file under the stream's overwrite policy.
     pub fn key(&self, allow_overwrites: bool) -> FileKey {
         if allow_overwrites {
-            FileKey(format!(
-                "{}@{}",
-                self.path,
-                self.modified.timestamp_millis()
-            ))
+            FileKey(format!("{}@{}", self.path, self.version_tag()))
         } else {
             FileKey(self.path.clone())
         }
+    }
+
+    /// What tells this version of the file from another at the same path: `e:<etag>`,
+    /// `v:<version>` or `m:<modified ms>-<size>`.
+    pub fn version_tag(&self) -> String {
+        match (&self.etag, &self.version) {
+            (Some(e), _) => format!("e:{}", e.trim_matches('"')),
+            (None, Some(v)) => format!("v:{v}"),
+            (None, None) => format!("m:{}-{}", self.modified.timestamp_millis(), self.size),
+        }
+    }
+
+    /// Whether `other` is the same version of the same file (what a pinned read checks).
+    pub fn same_version(&self, other: &FileMeta) -> bool {
+        self.path == other.path && self.size == other.size && self.version_tag() == other.version_tag()
     }
 }
 
@@ -48,7 +61,8 @@ impl fmt::Display for FileKey {
 }
 
 /// Where a file is in its lifecycle:
-/// `Discovered -> InBatch -> Committed -> Archived`, plus the two skipped states and `Failed`.
+/// `Discovered -> InBatch -> Committed -> Archived`, plus `Skipped` (with a [`SkipReason`]) and
+/// `Failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileState {
@@ -56,19 +70,18 @@ pub enum FileState {
     InBatch,
     Committed,
     Archived,
-    SkippedCorrupt,
-    SkippedMissing,
+    /// Not ingested, on purpose: the record's `skip` says why.
+    Skipped,
     Failed,
 }
 
 impl FileState {
-    pub const ALL: [FileState; 7] = [
+    pub const ALL: [FileState; 6] = [
         FileState::Discovered,
         FileState::InBatch,
         FileState::Committed,
         FileState::Archived,
-        FileState::SkippedCorrupt,
-        FileState::SkippedMissing,
+        FileState::Skipped,
         FileState::Failed,
     ];
 
@@ -78,8 +91,7 @@ impl FileState {
             FileState::InBatch => "in_batch",
             FileState::Committed => "committed",
             FileState::Archived => "archived",
-            FileState::SkippedCorrupt => "skipped_corrupt",
-            FileState::SkippedMissing => "skipped_missing",
+            FileState::Skipped => "skipped",
             FileState::Failed => "failed",
         }
     }
@@ -90,8 +102,7 @@ impl FileState {
             FileState::Discovered => None,
             FileState::InBatch => Some("PROCESSING"),
             FileState::Committed | FileState::Archived => Some("INGESTED"),
-            FileState::SkippedCorrupt => Some("SKIPPED_CORRUPTED"),
-            FileState::SkippedMissing => Some("SKIPPED_MISSING"),
+            FileState::Skipped => Some("SKIPPED"),
             FileState::Failed => Some("FAILED"),
         }
     }
@@ -138,6 +149,52 @@ pub struct FileRecord {
     pub move_location: Option<String>,
     #[serde(default)]
     pub error: Option<String>,
+    /// Why the file was skipped (state `Skipped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<SkipReason>,
+}
+
+/// Why a file was not ingested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// Deleted or moved between discovery and reading (`ignore_missing_files`).
+    Missing,
+    /// Could not be decoded (`ignore_corrupt_files`).
+    Corrupt,
+    /// Changed (overwritten, appended to) between discovery and reading: what was listed no
+    /// longer exists. With `allow_overwrites` the new version is discovered as a new file.
+    ChangedAfterListing,
+    /// Skipped by hand (`landfall skip`).
+    Manual,
+}
+
+impl SkipKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipKind::Missing => "missing",
+            SkipKind::Corrupt => "corrupt",
+            SkipKind::ChangedAfterListing => "changed_after_listing",
+            SkipKind::Manual => "manual",
+        }
+    }
+}
+
+/// A skip and its detail (`corrupt: <decode error>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkipReason {
+    pub kind: SkipKind,
+    pub detail: String,
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.detail.is_empty() {
+            f.write_str(self.kind.as_str())
+        } else {
+            write!(f, "{}: {}", self.kind.as_str(), self.detail)
+        }
+    }
 }
 
 impl FileRecord {
@@ -156,6 +213,7 @@ impl FileRecord {
             archive_mode: None,
             move_location: None,
             error: None,
+            skip: None,
         }
     }
 }

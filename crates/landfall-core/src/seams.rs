@@ -9,7 +9,7 @@
 //! Errors crossing a seam are [`SeamError`]: the implementing crates keep their own rich error
 //! enums and convert at the boundary, keeping the context (stream, path, batch) in the message.
 
-use crate::file::{FileKey, FileMeta, FileRecord, FileState};
+use crate::file::{FileKey, FileMeta, FileRecord, FileState, SkipReason};
 use crate::plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -57,8 +57,11 @@ pub struct DiscoveryBatch {
     /// Position to store with the admitted files (listing: last key; queues: none).
     pub cursor: Option<String>,
     pub ack: Vec<AckToken>,
-    /// Files the filters passed over, by reason, for the logs and metrics.
+    /// Files the filters passed over, for the logs and metrics.
     pub filtered: u64,
+    /// Listed objects that are not files to ingest at all, by reason (`empty`,
+    /// `directory_marker`, `unrepresentable_key`), for the logs and metrics.
+    pub passed_over: Vec<(&'static str, String)>,
 }
 
 #[async_trait]
@@ -129,6 +132,17 @@ pub trait StateStore: Send + Sync {
     /// Make the next planned batch id at least `next` (a table that already holds batches of
     /// this stream while the ledger is new: batch ids must never be reused).
     fn ensure_batch_floor(&self, next: u64) -> SeamResult<()>;
+    /// The id of the last planned batch (open or committed), if any.
+    fn last_batch_id(&self) -> SeamResult<Option<u64>>;
+    /// One file's record.
+    fn file(&self, key: &FileKey) -> SeamResult<Option<FileRecord>>;
+    /// Mark a discovered or in-batch file `Skipped` with its reason, durably. An open batch
+    /// holding it reads its other files only, on this attempt and every later one. Fails for a
+    /// file already committed.
+    fn skip_file(&self, key: &FileKey, reason: SkipReason, now: DateTime<Utc>) -> SeamResult<FileRecord>;
+    /// A committed batch's leftovers are settled (orphaned data files removed): forget its
+    /// staged-file names, and plans older than the newest `keep_plans`.
+    fn prune_batch(&self, batch_id: u64, keep_plans: u64) -> SeamResult<()>;
 }
 
 /// Decodes one file. Text formats are fed chunk by chunk and decode as they go; formats that
@@ -141,6 +155,16 @@ pub trait Decoder: Send {
     fn malformed_rows(&self) -> u64 {
         0
     }
+}
+
+/// What a commit call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    /// The table version holding the batch (-1 when it landed before and its log entry is
+    /// gone; a Parquet directory's batch id).
+    pub version: i64,
+    /// The batch was already in the table; this call committed nothing.
+    pub landed_before: bool,
 }
 
 /// Called with a data file's table-relative path before the file is created.
@@ -177,8 +201,11 @@ pub trait Committer: Send + Sync {
         attempt: u32,
         on_new_file: StagedHook,
     ) -> SeamResult<Box<dyn BatchWriter>>;
-    /// Commit the staged files with the batch id, atomically. Returns the table version.
-    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64>;
+    /// Commit the staged files with the batch id, atomically. When the table already holds the
+    /// batch (an earlier attempt whose outcome was not seen), nothing is committed and
+    /// `landed_before` says so: the staged files are then NOT in the table, and the earlier
+    /// attempt's files are.
+    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed>;
     /// Delete data files of failed attempts. Missing files are not an error.
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64>;
     /// The table's current version, for summaries.

@@ -11,9 +11,14 @@ pub enum StateError {
         source: rocksdb::Error,
     },
     #[error(
-        "state directory {dir} is locked by another landfall process (two processes or two streams share it?)"
+        "state directory {dir} is locked by another process{} (is landfall already running this stream, or do two streams share the directory?)",
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
     )]
-    Locked { dir: PathBuf },
+    Locked { dir: PathBuf, holder: Option<u32> },
+    #[error(
+        "state directory {dir} is corrupt: {reason}. To recover: restore the directory from a backup (landfall then checks it against the table and refuses to continue if the table is ahead), or move it away with `landfall reset <stream>` to start the stream over (files already in the table are ingested again unless include_existing_files = false)"
+    )]
+    Corrupted { dir: PathBuf, reason: String },
     #[error("state store of stream `{stream}`: {op} failed: {reason}")]
     Backend {
         stream: String,
@@ -32,6 +37,22 @@ pub enum StateError {
     BatchOpen { stream: String, batch_id: u64 },
     #[error("stream `{stream}`: batch {batch_id} is not in the state store")]
     UnknownBatch { stream: String, batch_id: u64 },
+    #[error("stream `{stream}`: no file `{key}` in the state store")]
+    UnknownFile { stream: String, key: String },
+    #[error("stream `{stream}`: file `{key}` is {state}; only discovered, in-batch or failed files can be skipped")]
+    NotSkippable {
+        stream: String,
+        key: String,
+        state: &'static str,
+    },
+    #[error(
+        "state store of stream `{stream}` has ledger format {found}, this landfall reads format {supported}: it was written by a newer landfall; run that version, or move the state directory away to start the stream over"
+    )]
+    Format {
+        stream: String,
+        found: u64,
+        supported: u64,
+    },
 }
 
 impl From<StateError> for SeamError {

@@ -7,7 +7,9 @@
 //! - `b/<batch id, 20 digits>` -> [`BatchPlan`] (JSON)
 //! - `t/<batch id, 20 digits>/<path>` -> empty: data files staged by the batch's attempts
 //! - `s/<version, 10 digits>`  -> stream schema (Arrow schema JSON)
-//! - `m/cursor`, `m/seq`, `m/last_batch`, `m/open_batch`, `m/stats`
+//! - `m/cursor`, `m/seq`, `m/last_batch`, `m/open_batch`, `m/stats`, `m/format`
+//! - `m/keys_plain`, `m/keys_versioned`: which kinds of file key were ever admitted, so that
+//!   toggling `allow_overwrites` looks up the other kind only when it exists
 //!
 //! Every public method reads, then writes all its changes in one atomic write. A mutex
 //! serialises the read-modify-write cycles of one process; RocksDB's directory lock keeps a
@@ -18,8 +20,8 @@ use crate::kv::{Kv, KvOp};
 use chrono::{DateTime, Utc};
 use landfall_core::seams::SeamResult;
 use landfall_core::{
-    BatchLimits, BatchPlan, CommitReceipt, FileKey, FileMeta, FileRecord, FileState, StateStore,
-    StreamSummary,
+    BatchLimits, BatchPlan, CommitReceipt, FileKey, FileMeta, FileRecord, FileState, SkipKind,
+    SkipReason, StateStore, StreamSummary,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -30,6 +32,13 @@ const SEQ: &[u8] = b"m/seq";
 const LAST_BATCH: &[u8] = b"m/last_batch";
 const OPEN_BATCH: &[u8] = b"m/open_batch";
 const STATS: &[u8] = b"m/stats";
+const FORMAT: &[u8] = b"m/format";
+const KEYS_PLAIN: &[u8] = b"m/keys_plain";
+const KEYS_VERSIONED: &[u8] = b"m/keys_versioned";
+
+/// The ledger layout this code reads and writes. Bumped on any incompatible change; a ledger
+/// written by a newer landfall is refused rather than misread.
+pub const LEDGER_FORMAT: u64 = 2;
 
 fn file_key(k: &FileKey) -> Vec<u8> {
     format!("f/{}", k.0).into_bytes()
@@ -73,6 +82,15 @@ impl Stats {
             *self.counts.entry(t.as_str().to_string()).or_default() += 1;
         }
     }
+}
+
+/// What the ledger knows of a listed file.
+enum Known {
+    No,
+    /// Known under this key (or as the same version under the other kind of key).
+    Yes(FileRecord),
+    /// Another version of the path is known, and overwrites are not allowed.
+    OtherVersion,
 }
 
 pub struct Ledger<K: Kv> {
@@ -168,6 +186,45 @@ impl<K: Kv> Ledger<K> {
         Self::put_json(batch_key(plan.batch_id), &stored)
     }
 
+    /// Whether `meta` (under `key`) is already known. A key of the other kind (`allow_overwrites`
+    /// was toggled) counts: a file ingested under its plain path is not ingested again because
+    /// overwrites became allowed, unless its content changed; and with overwrites off again,
+    /// any version of a path makes the path known.
+    fn known(&self, key: &FileKey, meta: &FileMeta, kinds: (bool, bool)) -> Result<Known, StateError> {
+        if let Some(rec) = self.get_json::<FileRecord>(&file_key(key))? {
+            return Ok(Known::Yes(rec));
+        }
+        let (plain, versioned) = kinds;
+        let overwrites = key.0 != meta.path;
+        if overwrites
+            && plain
+            && let Some(rec) = self.get_json::<FileRecord>(&file_key(&FileKey(meta.path.clone())))?
+            && rec.meta.same_version(meta)
+        {
+            return Ok(Known::Yes(rec));
+        }
+        if versioned {
+            // Versioned keys of this path (written under either key format).
+            let prefix = file_key(&FileKey(format!("{}@", meta.path)));
+            let mut found = None;
+            self.kv
+                .scan(&prefix, &prefix, &mut |_, v| {
+                    if let Ok(r) = serde_json::from_slice::<FileRecord>(v)
+                        && r.meta.path == meta.path
+                        && (!overwrites || r.meta.same_version(meta))
+                    {
+                        found = Some(r);
+                    }
+                    found.is_none()
+                })
+                .map_err(self.backend("scan versions"))?;
+            if let Some(r) = found {
+                return Ok(if overwrites { Known::Yes(r) } else { Known::OtherVersion });
+            }
+        }
+        Ok(Known::No)
+    }
+
     fn admit_inner(
         &self,
         files: &[(FileKey, FileMeta)],
@@ -180,17 +237,45 @@ impl<K: Kv> Ledger<K> {
         let mut ops = Vec::new();
         let mut seen = HashSet::new();
         let mut admitted = 0;
+        let kinds = (
+            self.get_u64(KEYS_PLAIN)?.is_some(),
+            self.get_u64(KEYS_VERSIONED)?.is_some(),
+        );
+        let mut new_kind = (false, false);
         for (key, meta) in files {
             if !seen.insert(key.clone()) {
                 continue;
             }
-            let fk = file_key(key);
-            if self.kv.get(&fk).map_err(self.backend("read"))?.is_some() {
-                continue;
-            }
+            let previous = match self.known(key, meta, kinds)? {
+                // A path whose listed version changed before it was read, and was never
+                // ingested: its current version is ingested (once, under the same key).
+                Known::Yes(rec)
+                    if rec.state == FileState::Skipped
+                        && rec.key == *key
+                        && rec.skip.as_ref().is_some_and(|s| s.kind == SkipKind::ChangedAfterListing)
+                        && !rec.meta.same_version(meta) =>
+                {
+                    Some(rec)
+                }
+                Known::Yes(_) | Known::OtherVersion => continue,
+                Known::No => None,
+            };
             seq += 1;
-            let rec = FileRecord::discovered(key.clone(), meta.clone(), seq, now);
-            ops.push(Self::put_json(fk, &rec));
+            let mut rec = FileRecord::discovered(key.clone(), meta.clone(), seq, now);
+            if let Some(prev) = previous {
+                stats.moved(Some(prev.state), None);
+                ops.push(KvOp::Delete(expiry_key(&prev.meta, key)));
+                rec.error = Some(format!(
+                    "an earlier version ({} bytes, modified {}) changed after listing and was skipped",
+                    prev.meta.size, prev.meta.modified
+                ));
+            }
+            if key.0 == meta.path {
+                new_kind.0 = !kinds.0;
+            } else {
+                new_kind.1 = !kinds.1;
+            }
+            ops.push(Self::put_json(file_key(key), &rec));
             ops.push(KvOp::Put(pending_key(seq), key.0.clone().into_bytes()));
             ops.push(KvOp::Put(expiry_key(meta, key), Vec::new()));
             stats.moved(None, Some(FileState::Discovered));
@@ -212,6 +297,12 @@ impl<K: Kv> Ledger<K> {
         }
         if let Some(c) = cursor {
             ops.push(KvOp::Put(CURSOR.to_vec(), c.as_bytes().to_vec()));
+        }
+        if new_kind.0 {
+            ops.push(Self::put_json(KEYS_PLAIN.to_vec(), &1u64));
+        }
+        if new_kind.1 {
+            ops.push(Self::put_json(KEYS_VERSIONED.to_vec(), &1u64));
         }
         ops.push(Self::put_json(SEQ.to_vec(), &seq));
         ops.push(Self::put_json(STATS.to_vec(), &stats));
@@ -320,20 +411,27 @@ impl<K: Kv> Ledger<K> {
         }
         let mut stats = self.stats()?;
         let mut ops = Vec::new();
+        let (mut files, mut bytes) = (0u64, 0u64);
         for (key, _) in &plan.files {
             let fk = file_key(key);
             if let Some(mut rec) = self.get_json::<FileRecord>(&fk)? {
+                // Files skipped during the batch stay skipped: the table does not hold them.
+                if rec.state != FileState::InBatch || rec.batch_id != Some(batch_id) {
+                    continue;
+                }
                 stats.moved(Some(rec.state), Some(FileState::Committed));
                 rec.state = FileState::Committed;
                 rec.commit_time = Some(receipt.committed_at);
                 rec.table_version = Some(receipt.table_version);
+                files += 1;
+                bytes += rec.meta.size;
                 ops.push(Self::put_json(fk, &rec));
             }
         }
         stats.committed_batches += 1;
         stats.committed_rows += receipt.rows;
-        stats.committed_bytes += plan.total_bytes();
-        stats.committed_files += plan.files.len() as u64;
+        stats.committed_bytes += bytes;
+        stats.committed_files += files;
         plan.committed = Some(receipt);
         ops.push(Self::put_plan(&plan));
         if self.get_u64(OPEN_BATCH)? == Some(batch_id) {
@@ -341,6 +439,110 @@ impl<K: Kv> Ledger<K> {
         }
         ops.push(Self::put_json(STATS.to_vec(), &stats));
         self.write(ops)
+    }
+
+    fn skip_inner(
+        &self,
+        key: &FileKey,
+        reason: SkipReason,
+        now: DateTime<Utc>,
+    ) -> Result<FileRecord, StateError> {
+        let _g = self.guard();
+        let fk = file_key(key);
+        let mut rec = self
+            .get_json::<FileRecord>(&fk)?
+            .ok_or_else(|| StateError::UnknownFile {
+                stream: self.stream.clone(),
+                key: key.0.clone(),
+            })?;
+        match rec.state {
+            FileState::Discovered | FileState::InBatch | FileState::Failed => {}
+            FileState::Skipped => return Ok(rec),
+            other => {
+                return Err(StateError::NotSkippable {
+                    stream: self.stream.clone(),
+                    key: key.0.clone(),
+                    state: other.as_str(),
+                });
+            }
+        }
+        let mut stats = self.stats()?;
+        let mut ops = Vec::new();
+        if rec.state == FileState::Discovered {
+            ops.push(KvOp::Delete(pending_key(rec.seq)));
+            stats.pending_bytes = stats.pending_bytes.saturating_sub(rec.meta.size);
+        }
+        stats.moved(Some(rec.state), Some(FileState::Skipped));
+        rec.state = FileState::Skipped;
+        rec.processed_time.get_or_insert(now);
+        rec.skip = Some(reason);
+        ops.push(Self::put_json(fk, &rec));
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)?;
+        Ok(rec)
+    }
+
+    fn prune_inner(&self, batch_id: u64, keep_plans: u64) -> Result<(), StateError> {
+        let _g = self.guard();
+        let mut ops = Vec::new();
+        let collect = |prefix: &[u8], ops: &mut Vec<KvOp>| {
+            self.kv
+                .scan(prefix, prefix, &mut |k, _| {
+                    ops.push(KvOp::Delete(k.to_vec()));
+                    true
+                })
+                .map_err(self.backend("scan for pruning"))
+        };
+        collect(&staged_prefix(batch_id), &mut ops)?;
+        // Plans older than the newest `keep_plans` (never the open one).
+        let oldest_kept = batch_id.saturating_sub(keep_plans.saturating_sub(1));
+        let open = self.get_u64(OPEN_BATCH)?;
+        let mut old = Vec::new();
+        self.kv
+            .scan(b"b/", b"b/", &mut |k, _| {
+                let id = std::str::from_utf8(&k[2..]).ok().and_then(|s| s.parse::<u64>().ok());
+                match id {
+                    Some(id) if id < oldest_kept => {
+                        if Some(id) != open {
+                            old.push(id);
+                        }
+                        true
+                    }
+                    _ => false,
+                }
+            })
+            .map_err(self.backend("scan plans"))?;
+        for id in old {
+            ops.push(KvOp::Delete(batch_key(id)));
+            collect(&staged_prefix(id), &mut ops)?;
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.write(ops)
+    }
+
+    /// Record the ledger format at first open; refuse a ledger written by a newer landfall.
+    pub fn check_format(&self) -> Result<(), StateError> {
+        let _g = self.guard();
+        match self.get_u64(FORMAT)? {
+            Some(v) if v > LEDGER_FORMAT => Err(StateError::Format {
+                stream: self.stream.clone(),
+                found: v,
+                supported: LEDGER_FORMAT,
+            }),
+            Some(v) if v == LEDGER_FORMAT => Ok(()),
+            found => {
+                let mut ops = vec![Self::put_json(FORMAT.to_vec(), &LEDGER_FORMAT)];
+                if found.is_none() && self.get_u64(SEQ)?.is_some() {
+                    // Format 1 did not record which key kinds exist, and keyed versions as
+                    // `path@<ms>`: look up both kinds from now on.
+                    ops.push(Self::put_json(KEYS_PLAIN.to_vec(), &1u64));
+                    ops.push(Self::put_json(KEYS_VERSIONED.to_vec(), &1u64));
+                }
+                self.write(ops)
+            }
+        }
     }
 
     fn files_inner(&self, state: Option<FileState>) -> Result<Vec<FileRecord>, StateError> {
@@ -549,6 +751,27 @@ impl<K: Kv> StateStore for Ledger<K> {
             format!("m/user/{name}").into_bytes(),
             value.as_bytes().to_vec(),
         )])?)
+    }
+
+    fn last_batch_id(&self) -> SeamResult<Option<u64>> {
+        Ok(self.get_u64(LAST_BATCH)?)
+    }
+
+    fn file(&self, key: &FileKey) -> SeamResult<Option<FileRecord>> {
+        Ok(self.get_json(&file_key(key))?)
+    }
+
+    fn skip_file(
+        &self,
+        key: &FileKey,
+        reason: SkipReason,
+        now: DateTime<Utc>,
+    ) -> SeamResult<FileRecord> {
+        Ok(self.skip_inner(key, reason, now)?)
+    }
+
+    fn prune_batch(&self, batch_id: u64, keep_plans: u64) -> SeamResult<()> {
+        Ok(self.prune_inner(batch_id, keep_plans)?)
     }
 
     fn ensure_batch_floor(&self, next: u64) -> SeamResult<()> {

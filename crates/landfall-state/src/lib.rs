@@ -12,14 +12,16 @@ mod rocks;
 
 pub use error::StateError;
 pub use kv::{Kv, KvOp, MemoryKv};
-pub use ledger::Ledger;
+pub use ledger::{LEDGER_FORMAT, Ledger};
 pub use rocks::RocksKv;
 
 use std::path::Path;
 
 /// Open (or create) the RocksDB ledger of one stream.
 pub fn open_rocks(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateError> {
-    Ok(Ledger::new(stream, RocksKv::open(dir)?))
+    let ledger = Ledger::new(stream, RocksKv::open(dir)?);
+    ledger.check_format()?;
+    Ok(ledger)
 }
 
 /// Open a stream's ledger read-only (works while the daemon holds it).

@@ -23,18 +23,7 @@ impl RocksKv {
         opts.set_write_buffer_size(8 << 20);
         opts.set_max_open_files(256);
         opts.set_keep_log_file_num(3);
-        let db = DB::open(&opts, dir).map_err(|e| {
-            if e.to_string().contains("lock") {
-                StateError::Locked {
-                    dir: dir.to_path_buf(),
-                }
-            } else {
-                StateError::Open {
-                    dir: dir.to_path_buf(),
-                    source: e,
-                }
-            }
-        })?;
+        let db = DB::open(&opts, dir).map_err(|e| open_error(dir, e))?;
         Ok(RocksKv { db })
     }
 
@@ -55,6 +44,52 @@ impl RocksKv {
         })?;
         Ok(RocksKv { db })
     }
+}
+
+/// Tell the lock case (another process has the directory) from corruption and other failures.
+fn open_error(dir: &Path, e: rocksdb::Error) -> StateError {
+    let text = e.to_string();
+    // RocksDB: "IO error: While lock file: <dir>/LOCK: Resource temporarily unavailable" (another
+    // process) or "lock hold by current process" (this one).
+    if text.contains("While lock file") || text.contains("lock hold by current process") {
+        return StateError::Locked {
+            dir: dir.to_path_buf(),
+            holder: lock_holder(&dir.join("LOCK")),
+        };
+    }
+    if e.kind() == rocksdb::ErrorKind::Corruption {
+        return StateError::Corrupted {
+            dir: dir.to_path_buf(),
+            reason: text,
+        };
+    }
+    StateError::Open {
+        dir: dir.to_path_buf(),
+        source: e,
+    }
+}
+
+/// The pid of a process holding `lock` open, where /proc tells (Linux); best effort.
+fn lock_holder(lock: &Path) -> Option<u32> {
+    let target = lock.canonicalize().ok()?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|p| p == target))
+        {
+            return Some(pid);
+        }
+    }
+    None
 }
 
 impl Kv for RocksKv {

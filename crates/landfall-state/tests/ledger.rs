@@ -1,7 +1,9 @@
 //! Ledger transitions, run against both the in-memory map and a real RocksDB directory.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use landfall_core::{BatchLimits, CommitReceipt, FileKey, FileMeta, FileState, StateStore};
+use landfall_core::{
+    BatchLimits, CommitReceipt, FileKey, FileMeta, FileState, SkipKind, SkipReason, StateStore,
+};
 use landfall_state::{Kv, Ledger, MemoryKv, open_rocks};
 
 fn meta(path: &str, size: u64, modified: DateTime<Utc>) -> (FileKey, FileMeta) {
@@ -207,4 +209,149 @@ fn rocks_lifecycle_and_reopen() {
     );
     expiry(&open_rocks("s", &dir.path().join("b")).unwrap());
     schemas(&open_rocks("s", &dir.path().join("c")).unwrap());
+}
+
+fn etagged(path: &str, size: u64, etag: &str) -> FileMeta {
+    FileMeta {
+        path: path.into(),
+        size,
+        modified: t0(),
+        etag: Some(format!("\"{etag}\"")),
+        version: None,
+    }
+}
+
+/// A skipped file stays out of its batch's commit and counts; a committed one cannot be
+/// skipped.
+fn skips<K: Kv>(l: &Ledger<K>) {
+    let now = t0();
+    let files = vec![meta("a.json", 10, now), meta("b.json", 20, now), meta("c.json", 5, now)];
+    l.admit(&files, None, now).unwrap();
+    // A pending file skipped before planning never enters a plan.
+    let manual = SkipReason {
+        kind: SkipKind::Manual,
+        detail: "by hand".into(),
+    };
+    l.skip_file(&files[2].0, manual, now).unwrap();
+    let limits = BatchLimits {
+        max_files: 10,
+        max_bytes: None,
+    };
+    let plan = l.plan_batch(limits, 1, now).unwrap().unwrap();
+    assert_eq!(plan.files.len(), 2);
+    let missing = SkipReason {
+        kind: SkipKind::Missing,
+        detail: "gone".into(),
+    };
+    let rec = l.skip_file(&files[0].0, missing.clone(), now).unwrap();
+    assert_eq!((rec.state, rec.skip.clone()), (FileState::Skipped, Some(missing)));
+    l.record_committed(plan.batch_id, receipt(2, now)).unwrap();
+    let s = l.summary().unwrap();
+    assert_eq!((s.committed_files, s.committed_bytes), (1, 20), "only b landed");
+    let counts: std::collections::HashMap<_, _> = s.files_by_state.into_iter().collect();
+    assert_eq!(counts[&FileState::Skipped], 2);
+    assert_eq!(counts[&FileState::Committed], 1);
+    assert_eq!(l.file(&files[0].0).unwrap().unwrap().state, FileState::Skipped);
+    let err = l
+        .skip_file(
+            &files[1].0,
+            SkipReason {
+                kind: SkipKind::Manual,
+                detail: String::new(),
+            },
+            now,
+        )
+        .unwrap_err();
+    assert!(err.message.contains("is committed"), "{}", err.message);
+}
+
+/// Toggling allow_overwrites: unchanged files stay known under either kind of key; a changed
+/// one is a new version only with overwrites on.
+fn toggled_keys<K: Kv>(l: &Ledger<K>) {
+    let now = t0();
+    let a1 = etagged("a.json", 10, "1");
+    assert_eq!(l.admit(&[(a1.key(false), a1.clone())], None, now).unwrap(), 1);
+    // Overwrites on, same version: known.
+    assert_eq!(l.admit(&[(a1.key(true), a1.clone())], None, now).unwrap(), 0);
+    // Overwrites on, new version: admitted under its versioned key.
+    let a2 = etagged("a.json", 12, "2");
+    assert_eq!(l.admit(&[(a2.key(true), a2.clone())], None, now).unwrap(), 1);
+    assert_eq!(a2.key(true).0, "a.json@e:2");
+    // Overwrites off again: any version of the path is known.
+    let a3 = etagged("a.json", 14, "3");
+    assert_eq!(l.admit(&[(a3.key(false), a3.clone())], None, now).unwrap(), 0);
+    // A file first seen with overwrites on, then with them off: known.
+    let b1 = etagged("b.json", 10, "1");
+    assert_eq!(l.admit(&[(b1.key(true), b1.clone())], None, now).unwrap(), 1);
+    assert_eq!(l.admit(&[(b1.key(false), b1.clone())], None, now).unwrap(), 0);
+    // A path that only shares a prefix with a versioned key is not mistaken for it.
+    let c = etagged("b.json@e:1x", 3, "9");
+    assert_eq!(l.admit(&[(c.key(false), c.clone())], None, now).unwrap(), 1);
+}
+
+/// Closed plans beyond the newest N are pruned with their staged-file names.
+fn pruning<K: Kv>(l: &Ledger<K>) {
+    let now = t0();
+    let limits = BatchLimits {
+        max_files: 1,
+        max_bytes: None,
+    };
+    for i in 0..5 {
+        let f = meta(&format!("f{i}.json"), 1, now);
+        l.admit(&[f], None, now).unwrap();
+        let plan = l.plan_batch(limits, 1, now).unwrap().unwrap();
+        l.record_staged(plan.batch_id, &format!("part-{i}.parquet")).unwrap();
+        l.record_committed(plan.batch_id, receipt(1, now)).unwrap();
+        l.prune_batch(plan.batch_id, 2).unwrap();
+        assert!(l.batch(plan.batch_id).unwrap().unwrap().staged.is_empty());
+    }
+    assert!(l.batch(2).unwrap().is_none(), "plan 2 pruned");
+    assert!(l.batch(3).unwrap().is_some() && l.batch(4).unwrap().is_some());
+    assert_eq!(l.last_batch_id().unwrap(), Some(4));
+}
+
+#[test]
+fn memory_skips_toggles_pruning() {
+    skips(&Ledger::new("s", MemoryKv::default()));
+    toggled_keys(&Ledger::new("s", MemoryKv::default()));
+    pruning(&Ledger::new("s", MemoryKv::default()));
+}
+
+#[test]
+fn rocks_skips_toggles_pruning_and_format() {
+    let dir = tempfile::tempdir().unwrap();
+    skips(&open_rocks("s", &dir.path().join("a")).unwrap());
+    toggled_keys(&open_rocks("s", &dir.path().join("b")).unwrap());
+    pruning(&open_rocks("s", &dir.path().join("c")).unwrap());
+    // A ledger from a newer landfall is refused by name, not misread.
+    {
+        let l = open_rocks("s", &dir.path().join("d")).unwrap();
+        l.set_meta("x", "1").unwrap();
+    }
+    {
+        let kv = landfall_state::RocksKv::open(&dir.path().join("d")).unwrap();
+        kv.write(vec![landfall_state::KvOp::Put(b"m/format".to_vec(), b"99".to_vec())])
+            .unwrap();
+    }
+    let err = open_rocks("s", &dir.path().join("d")).err().unwrap().to_string();
+    assert!(err.contains("ledger format 99"), "{err}");
+}
+
+/// Corruption is reported as corruption (naming the directory and the way out), not as a lock.
+#[test]
+fn rocks_corruption_is_not_reported_as_a_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    {
+        let l = open_rocks("s", &path).unwrap();
+        let now = t0();
+        l.admit(&[meta("a.json", 1, now)], None, now).unwrap();
+    }
+    // Damage the MANIFEST the CURRENT file points at.
+    let current = std::fs::read_to_string(path.join("CURRENT")).unwrap();
+    std::fs::write(path.join(current.trim()), b"garbage garbage garbage block").unwrap();
+    let err = open_rocks("s", &path).err().unwrap().to_string();
+    assert!(!err.contains("locked"), "{err}");
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("landfall reset"), "{err}");
 }
