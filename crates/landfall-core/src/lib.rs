@@ -7,6 +7,7 @@
 
 pub mod ddl;
 pub mod delta_types;
+pub mod failpoint;
 pub mod file;
 pub mod plan;
 pub mod seams;

@@ -18,7 +18,7 @@ use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use landfall_core::seams::{SeamResult, StagedHook};
-use landfall_core::{BatchWriter, Committer, StagedFile};
+use landfall_core::{BatchWriter, Committed, Committer, StagedFile};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,10 @@ pub struct ParquetDirCommitter {
     layout: TableLayout,
 }
 
-/// Delete paths relative to the store root; a missing file is not an error.
+/// Delete paths relative to the store root; a missing file is not an error. For a local store
+/// the object store's own temporary files of those paths (`<path>#<digits>`, left behind when
+/// the process was killed during the put or copy that creates `<path>`) go too: the store can
+/// neither list nor delete them.
 pub(crate) async fn delete_all(
     location: &str,
     store: &dyn ObjectStore,
@@ -71,6 +74,69 @@ pub(crate) async fn delete_all(
                     op: "delete",
                     reason: format!("{p}: {e}"),
                 });
+            }
+        }
+    }
+    removed += remove_local_temps(location, paths)?;
+    Ok(removed)
+}
+
+/// For a `file://` location: remove the local object store's temporary files `<path>#<digits>`
+/// of `paths` (relative to the location). It writes an object to such a file and then renames
+/// or links it into place; a process killed in between leaves it behind, and the store itself
+/// refuses these names. Other locations: nothing to do. Returns how many were removed.
+pub(crate) fn remove_local_temps(location: &str, paths: &[String]) -> Result<u64, SinkError> {
+    let root = match url::Url::parse(location) {
+        Ok(u) if u.scheme() == "file" => match u.to_file_path() {
+            Ok(r) => r,
+            Err(()) => return Ok(0),
+        },
+        _ => return Ok(0),
+    };
+    let io = |op: &'static str, e: std::io::Error| SinkError::Io {
+        location: location.to_string(),
+        op,
+        reason: e.to_string(),
+    };
+    // One directory read per parent directory, not per path.
+    let mut by_dir: std::collections::BTreeMap<
+        std::path::PathBuf,
+        std::collections::HashSet<String>,
+    > = Default::default();
+    for p in paths {
+        let Ok(path) = Path::parse(p) else { continue };
+        let parts: Vec<String> = path.parts().map(|x| x.as_ref().to_string()).collect();
+        let Some((name, dirs)) = parts.split_last() else {
+            continue;
+        };
+        let dir = dirs.iter().fold(root.clone(), |d, x| d.join(x));
+        by_dir.entry(dir).or_default().insert(name.clone());
+    }
+    let mut removed = 0;
+    for (dir, names) in by_dir {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io("list temporary files", e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| io("list temporary files", e))?;
+            let file_name = entry.file_name();
+            let Some(f) = file_name.to_str() else {
+                continue;
+            };
+            let is_temp = f.rsplit_once('#').is_some_and(|(base, suffix)| {
+                !suffix.is_empty()
+                    && suffix.bytes().all(|b| b.is_ascii_digit())
+                    && names.contains(base)
+            });
+            if !is_temp {
+                continue;
+            }
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io("delete temporary file", e)),
             }
         }
     }
@@ -178,10 +244,7 @@ impl Committer for ParquetDirCommitter {
 
     async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>> {
         // A Parquet directory's "version" of a batch is the batch id, once its manifest exists.
-        Ok(self
-            .read_manifest(batch_id)
-            .await?
-            .map(|_| batch_id as i64))
+        Ok(self.read_manifest(batch_id).await?.map(|_| batch_id as i64))
     }
 
     async fn writer(
@@ -199,7 +262,7 @@ impl Committer for ParquetDirCommitter {
         )?))
     }
 
-    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64> {
+    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed> {
         let prefix = self.staging_prefix();
         let manifest = Manifest {
             stream: self.stream.clone(),
@@ -221,14 +284,22 @@ impl Committer for ParquetDirCommitter {
             mode: PutMode::Create,
             ..Default::default()
         };
-        match self
+        let landed_before = match self
             .store
             .put_opts(&self.manifest_path(batch_id), body.into(), opts)
             .await
         {
-            Ok(_) => self.publish(&manifest).await?,
+            Ok(_) => {
+                // Crash injection (tests): the manifest decides the batch, nothing is published.
+                landfall_core::failpoint::hit("after_manifest");
+                self.publish(&manifest).await?;
+                false
+            }
             // An earlier attempt committed this batch: its manifest decides.
-            Err(object_store::Error::AlreadyExists { .. }) => self.complete(batch_id).await?,
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                self.complete(batch_id).await?;
+                true
+            }
             Err(e) => {
                 return Err(SinkError::Commit {
                     location: self.uri.clone(),
@@ -237,8 +308,11 @@ impl Committer for ParquetDirCommitter {
                 }
                 .into());
             }
-        }
-        Ok(batch_id as i64)
+        };
+        Ok(Committed {
+            version: batch_id as i64,
+            landed_before,
+        })
     }
 
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {
@@ -252,7 +326,54 @@ impl Committer for ParquetDirCommitter {
     async fn complete(&self, batch_id: u64) -> SeamResult<()> {
         if let Some(m) = self.read_manifest(batch_id).await? {
             self.publish(&m).await?;
+            // A publication or manifest write killed half-way may have left the local store's
+            // temporary files (`<name>#<digits>`) beside the final names.
+            let mut names: Vec<String> = m.files.iter().map(|f| f.path.clone()).collect();
+            names.push(self.manifest_path(batch_id).to_string());
+            remove_local_temps(&self.uri, &names)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::local::LocalFileSystem;
+
+    #[tokio::test]
+    async fn delete_all_removes_the_local_stores_temporary_files_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let store = LocalFileSystem::new_with_prefix(root).unwrap();
+        let uri = url::Url::from_directory_path(root).unwrap().to_string();
+        std::fs::create_dir_all(root.join("tag=a")).unwrap();
+        for f in [
+            "tag=a/x.parquet",
+            "tag=a/x.parquet#1",
+            "tag=a/x.parquet#12",
+            "tag=a/x.parquet#tmp",
+            "tag=a/x.parquet.bak#1",
+            "tag=a/y.parquet#1",
+            "tag=a/z.parquet#3",
+        ] {
+            std::fs::write(root.join(f), b"data").unwrap();
+        }
+        let paths = vec![
+            "tag=a/x.parquet".to_string(),
+            // Never created; only its temporary file exists.
+            "tag=a/z.parquet".to_string(),
+            "tag=b/missing.parquet".to_string(),
+        ];
+        let n = delete_all(&uri, &store, &paths).await.unwrap();
+        assert_eq!(n, 4);
+        let mut left: Vec<String> = std::fs::read_dir(root.join("tag=a"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["x.parquet#tmp", "x.parquet.bak#1", "y.parquet#1"]);
+        // Not a local store: nothing to look at.
+        assert_eq!(remove_local_temps("s3://bucket/t", &paths).unwrap(), 0);
     }
 }

@@ -1,15 +1,42 @@
-//! Exactly-once under crashes: the daemon is killed at random moments (SIGKILL from outside,
-//! and aborts at the protocol's failpoints, including between the Delta commit and the state
-//! record) while it ingests a few thousand files that keep arriving; it is restarted each time.
-//! At the end every input row must be in the table exactly once.
+//! Exactly-once under crashes, adversarially and reproducibly. The daemon is started again and
+//! again on one stream and ended each time: by SIGKILL from outside at a random instant, or by
+//! an abort at one of the protocol's failpoints (`after_plan`, `after_stage`, `after_commit`,
+//! `after_record`, and for the Parquet-directory sink `after_manifest`), armed to fire on an
+//! exact hit (`name=#N`) or with a probability. While each round runs, a writer thread keeps
+//! adding files, overwrites some (new rows with new ids) and deletes some; a few more are
+//! overwritten or deleted while the daemon is down. At the end the stream is drained and:
 //!
-//! Sized for CI (`LANDFALL_CRASH_FILES`, `LANDFALL_CRASH_KILLS` scale it; bench/crash_soak.sh runs
-//! a longer variant).
+//! - every untouched file's rows are in the table exactly once;
+//! - an overwritten file contributes exactly one of its versions, each row once, never a mix;
+//! - a deleted file contributes all its rows once or nothing; with nothing its state is
+//!   `skipped` (`missing...`) or absent;
+//! - every file in the state is `INGESTED` or `SKIPPED` with a reason, none pending;
+//! - no file outside the table's log / manifests is unreferenced (temporary `name#N` files of
+//!   the local store included);
+//! - every failpoint of the sink fired, no round logged a failed or stopped stream, and both
+//!   recovery paths ran (batch found in the table and recorded; batch run again).
+//!
+//! Every round's failpoints, seeds and timing derive from one printed seed
+//! (`LANDFALL_CRASH_SEED`); when an assertion fails the per-round log is printed.
+//! `LANDFALL_CRASH_FILES` / `LANDFALL_CRASH_KILLS` scale it; bench/crash_soak.sh runs a longer
+//! variant.
 
 mod common;
 use common::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Rows per file version.
+const ROWS: u64 = 5;
+/// Version `v` of file `n` holds ids `v * VERSION_STRIDE + n * ROWS ..+ ROWS`.
+const VERSION_STRIDE: u64 = 1_000_000_000;
+/// At most this many versions of one file are written (the original and two overwrites).
+const MAX_VERSIONS: u32 = 3;
+/// How long a round armed with an exact-hit failpoint may take before it is SIGKILLed instead.
+const FAILPOINT_DEADLINE: Duration = Duration::from_secs(10);
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -18,22 +45,295 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % bound
+/// splitmix64: derives independent seeds from the test seed.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix(self.0)
+    }
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sink {
+    Delta,
+    Parquet,
+}
+
+impl Sink {
+    fn kind(self) -> &'static str {
+        match self {
+            Sink::Delta => "delta",
+            Sink::Parquet => "parquet",
+        }
+    }
+
+    /// The failpoints this sink passes through, each of which the test makes fire.
+    fn failpoints(self) -> &'static [&'static str] {
+        match self {
+            Sink::Delta => &["after_plan", "after_stage", "after_commit", "after_record"],
+            Sink::Parquet => &[
+                "after_plan",
+                "after_stage",
+                "after_manifest",
+                "after_commit",
+                "after_record",
+            ],
+        }
     }
 }
 
 #[test]
-fn no_row_lost_or_duplicated_across_kills() {
-    let files = env_or("LANDFALL_CRASH_FILES", 3000);
-    let kills_wanted = env_or("LANDFALL_CRASH_KILLS", 30);
-    let rows_per_file = 5;
+fn delta_no_row_lost_or_duplicated_across_kills_deletes_and_overwrites() {
+    crash_test(Sink::Delta);
+}
+
+#[test]
+fn parquet_dir_no_row_lost_or_duplicated_across_kills_deletes_and_overwrites() {
+    crash_test(Sink::Parquet);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The source directory, as the test wrote it
+
+#[derive(Clone, Copy, Default, Debug)]
+struct SrcFile {
+    /// Versions written (1: the original only).
+    versions: u32,
+    deleted: bool,
+}
+
+struct Source {
+    landing: PathBuf,
+    /// Files are written here and renamed into `landing`: the daemon never sees a half file.
+    scratch: PathBuf,
+    files: Vec<SrcFile>,
+    limit: u64,
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+struct Churn {
+    created: u64,
+    overwritten: u64,
+    deleted: u64,
+    /// Created and deleted at once (most likely before any listing saw them).
+    flashed: u64,
+}
+
+impl std::fmt::Display for Churn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "+{} files, {} overwritten, {} deleted, {} created-and-deleted",
+            self.created, self.overwritten, self.deleted, self.flashed
+        )
+    }
+}
+
+fn ids_of(n: u64, version: u32) -> std::ops::Range<u64> {
+    let base = version as u64 * VERSION_STRIDE + n * ROWS;
+    base..base + ROWS
+}
+
+impl Source {
+    fn path(&self, n: u64) -> PathBuf {
+        self.landing
+            .join(format!("d{:02}", n % 16))
+            .join(format!("f{n:06}.json"))
+    }
+
+    fn put(&self, n: u64, version: u32) {
+        let dst = self.path(n);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        let tmp = self.scratch.join(format!("f{n:06}.v{version}"));
+        let body: String = ids_of(n, version).map(row).collect();
+        std::fs::write(&tmp, body).unwrap();
+        std::fs::rename(&tmp, &dst).unwrap();
+    }
+
+    fn create(&mut self) -> Option<u64> {
+        let n = self.files.len() as u64;
+        if n >= self.limit {
+            return None;
+        }
+        self.put(n, 0);
+        self.files.push(SrcFile {
+            versions: 1,
+            deleted: false,
+        });
+        Some(n)
+    }
+
+    /// A file still there with room for another version: among the newest `recent` files, or
+    /// among all.
+    fn pick(&self, rng: &mut Rng, recent: Option<u64>) -> Option<u64> {
+        let len = self.files.len() as u64;
+        let from = recent.map_or(0, |r| len.saturating_sub(r));
+        for _ in 0..20 {
+            let n = from + rng.below(len - from);
+            let f = self.files[n as usize];
+            if !f.deleted && f.versions < MAX_VERSIONS {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    fn overwrite(&mut self, n: u64) {
+        let v = self.files[n as usize].versions;
+        self.put(n, v);
+        self.files[n as usize].versions += 1;
+    }
+
+    fn delete(&mut self, n: u64) {
+        std::fs::remove_file(self.path(n)).unwrap();
+        self.files[n as usize].deleted = true;
+    }
+
+    /// One burst: `new` files, then maybe an overwrite, a delete, and a created-and-deleted file.
+    fn burst(&mut self, rng: &mut Rng, new: u64, c: &mut Churn) {
+        for _ in 0..new {
+            if self.create().is_some() {
+                c.created += 1;
+            }
+        }
+        if self.files.is_empty() {
+            return;
+        }
+        if rng.chance(70) {
+            let recent = rng.chance(50).then_some(120);
+            if let Some(n) = self.pick(rng, recent) {
+                self.overwrite(n);
+                c.overwritten += 1;
+            }
+        }
+        if rng.chance(60) {
+            let recent = rng.chance(50).then_some(120);
+            // A file never overwritten: a deleted file has one version.
+            if let Some(n) = self.pick(rng, recent)
+                && self.files[n as usize].versions == 1
+            {
+                self.delete(n);
+                c.deleted += 1;
+            }
+        }
+        if rng.chance(25)
+            && let Some(n) = self.create()
+        {
+            self.delete(n);
+            c.flashed += 1;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The per-round log, printed if the test fails
+
+struct RoundLog {
+    header: String,
+    lines: Vec<String>,
+}
+
+impl Drop for RoundLog {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "===== {} =====\n{}\n===== end of the per-round log =====",
+                self.header,
+                self.lines.join("\n")
+            );
+        }
+    }
+}
+
+/// The last `n` lines of `text`, indented.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(n);
+    lines[from..]
+        .iter()
+        .map(|l| format!("      | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Which failpoint aborted the process, with its hit number: from "failpoint X: aborting (hit #N)".
+fn fired_failpoint(stderr: &str) -> Option<String> {
+    stderr.lines().find_map(|l| {
+        let rest = &l[l.find("failpoint ")? + "failpoint ".len()..];
+        let (name, after) = rest.split_once(": aborting")?;
+        Some(format!("{name}{}", after.trim_end()))
+    })
+}
+
+const FAILED_STREAM: [&str; 3] = ["stream failed; restarting", "stream stopped", "panicked"];
+const RECORDED: &str = "batch found in the table after a crash; recorded as committed";
+const RERUN: &str = "batch did not land before the last stop; running it again with the same files";
+
+/// What one round arms and how long it may run.
+struct RoundPlan {
+    failpoints: String,
+    wait: Duration,
+}
+
+/// Each failpoint of the sink twice at an exact hit, then a mix of exact hits, probabilities
+/// and bare SIGKILLs at random instants; shuffled.
+fn schedule(sink: Sink, rounds: u64, rng: &mut Rng) -> Vec<RoundPlan> {
+    let points = sink.failpoints();
+    let mut out: Vec<RoundPlan> = Vec::new();
+    let exact = |p: &str, max_n: u64, rng: &mut Rng| RoundPlan {
+        failpoints: format!("{p}=#{}", 1 + rng.below(max_n)),
+        wait: FAILPOINT_DEADLINE,
+    };
+    for i in 0..2 * points.len() {
+        out.push(exact(points[i % points.len()], 2, &mut *rng));
+    }
+    while (out.len() as u64) < rounds {
+        let r = rng.below(10);
+        out.push(match r {
+            0..=3 => RoundPlan {
+                failpoints: String::new(),
+                wait: Duration::from_millis(100 + rng.below(1400)),
+            },
+            4..=5 => RoundPlan {
+                failpoints: match sink {
+                    Sink::Delta => "after_stage=0.2,after_commit=0.2".into(),
+                    Sink::Parquet => "after_stage=0.2,after_manifest=0.2,after_commit=0.2".into(),
+                },
+                wait: Duration::from_millis(300 + rng.below(1500)),
+            },
+            _ => {
+                let p = points[rng.below(points.len() as u64) as usize];
+                exact(p, 3, &mut *rng)
+            }
+        });
+    }
+    for i in (1..out.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn crash_test(sink: Sink) {
+    let files = env_or("LANDFALL_CRASH_FILES", 1500).max(100);
+    let min_rounds = 2 * sink.failpoints().len() as u64 + 2;
+    let kills = env_or("LANDFALL_CRASH_KILLS", 20).max(min_rounds);
     let seed = env_or(
         "LANDFALL_CRASH_SEED",
         std::time::SystemTime::now()
@@ -41,175 +341,411 @@ fn no_row_lost_or_duplicated_across_kills() {
             .unwrap()
             .as_nanos() as u64,
     );
-    eprintln!("crash test: files={files} kills={kills_wanted} seed={seed}");
-    let mut rng = Lcg(seed);
+    let name = sink.kind();
+    eprintln!(
+        "crash test ({name}): files={files} kills={kills} seed={seed} (rerun: LANDFALL_CRASH_SEED={seed} LANDFALL_CRASH_FILES={files} LANDFALL_CRASH_KILLS={kills})"
+    );
+    let mut log = RoundLog {
+        header: format!(
+            "crash test ({name}) seed {seed}, files {files}, kills {kills}: per-round log"
+        ),
+        lines: Vec::new(),
+    };
+    let mut rng = Rng(mix(seed));
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let landing = root.join("landing");
+    let table = root.join("table");
+    let logs = root.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let scratch = root.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let sink_format = match sink {
+        Sink::Delta => "",
+        Sink::Parquet => "format = \"parquet\"\n",
+    };
     let cfg = config_in(
         root,
-        r#"
+        &format!(
+            r#"
 [streams.crashy]
-source = "{root}/landing"
+source = "{{root}}/landing"
 format = "json"
 schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
 max_files_per_trigger = 40
 poll_interval = "100ms"
 
 [streams.crashy.sink]
-path = "{root}/table"
+{sink_format}path = "{{root}}/table"
 partition_by = ["tag"]
 target_file_size = "64k"
-"#,
+"#
+        ),
     );
-    // Half the files land before the first start, the rest while the daemon crashes and restarts.
-    let mut written = 0u64;
-    let write_more = |n: u64, written: &mut u64| {
-        for _ in 0..n {
-            if *written >= files {
-                break;
-            }
-            let f = *written;
-            write_rows(
-                &landing.join(format!("d{:02}", f % 16)),
-                &format!("f{f:06}.json"),
-                f * rows_per_file..(f + 1) * rows_per_file,
-            );
-            *written += 1;
-        }
+    let mut src = Source {
+        landing: root.join("landing"),
+        scratch,
+        files: Vec::new(),
+        limit: files,
     };
-    write_more(files / 2, &mut written);
 
-    let mut kills = 0;
-    let mut commit_record_kills = 0;
+    // A third of the files land before the first start; the rest arrive during the rounds.
+    for _ in 0..files / 3 {
+        src.create();
+    }
+    let per_round = (files - files / 3) / kills + 1;
+    let plans = schedule(sink, kills, &mut rng);
+
+    let mut fired: BTreeMap<String, u64> = sink
+        .failpoints()
+        .iter()
+        .map(|p| (p.to_string(), 0))
+        .collect();
+    let mut sigkills = 0u64;
+    let mut recorded = 0usize;
+    let mut rerun = 0usize;
+    let mut total = Churn::default();
     let started = Instant::now();
-    let mut round = 0u64;
-    while kills < kills_wanted {
-        round += 1;
+    for (i, plan) in plans.iter().enumerate() {
+        let round = i as u64 + 1;
         assert!(
             started.elapsed() < Duration::from_secs(600),
-            "crash loop took too long ({kills} kills)"
+            "crash loop took too long (round {round})"
         );
-        let failpoints = match rng.next(4) {
-            0 => "after_commit=0.9",
-            1 => "after_stage=0.3,after_commit=0.2",
-            2 => "after_plan=0.2,after_record=0.2",
-            _ => "",
-        };
+        let fp_seed = mix(seed ^ round.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let mut writer_rng = Rng(mix(fp_seed));
+        let stderr_path = logs.join(format!("round{round:03}.stderr"));
         let mut child = Command::new(bin())
             .args(["run", "--config", cfg.to_str().unwrap()])
-            .env("LANDFALL_FAILPOINTS", failpoints)
+            .env("LANDFALL_FAILPOINTS", &plan.failpoints)
+            .env("LANDFALL_FAILPOINT_SEED", fp_seed.to_string())
             .env("LANDFALL_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
             .spawn()
             .unwrap();
-        let wait = Duration::from_millis(100 + rng.next(600));
-        let deadline = Instant::now() + wait;
-        let mut exited = None;
-        while Instant::now() < deadline {
-            if let Some(st) = child.try_wait().unwrap() {
-                exited = Some(st);
-                break;
+        let t = Instant::now();
+        // Files keep arriving, changing and vanishing while the daemon runs.
+        let (exit, churn) = std::thread::scope(|s| {
+            let src = &mut src;
+            let writer_rng = &mut writer_rng;
+            let writer = s.spawn(move || {
+                let mut c = Churn::default();
+                let bursts = 5;
+                for b in 0..bursts {
+                    let n = per_round / bursts + u64::from(b < per_round % bursts);
+                    src.burst(writer_rng, n, &mut c);
+                    std::thread::sleep(Duration::from_millis(40 + writer_rng.below(120)));
+                }
+                c
+            });
+            let exit = loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    break Some(st);
+                }
+                if t.elapsed() >= plan.wait {
+                    child.kill().unwrap(); // SIGKILL
+                    child.wait().unwrap();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            (exit, writer.join().unwrap())
+        });
+        let ran = t.elapsed();
+        let err = std::fs::read_to_string(&stderr_path).unwrap();
+        let fp = fired_failpoint(&err);
+        let ended = match (&fp, exit) {
+            (Some(f), _) => format!("failpoint {f}"),
+            (None, None) => "SIGKILL".to_string(),
+            (None, Some(st)) => format!("exited by itself ({st})"),
+        };
+        // Between rounds, with the daemon down: one more overwrite and one more delete.
+        let mut between = Churn::default();
+        src.burst(&mut writer_rng, 0, &mut between);
+        log.lines.push(format!(
+            "round {round}: failpoints {:?} seed {fp_seed} wait {:?}: {ended} after {ran:?}; writer {churn}; between rounds {between}\n{}",
+            plan.failpoints,
+            plan.wait,
+            tail(&err, 4)
+        ));
+        for bad in FAILED_STREAM {
+            assert!(
+                !err.contains(bad),
+                "round {round}: the daemon logged `{bad}`:\n{err}"
+            );
+        }
+        match (&fp, exit) {
+            (Some(f), _) => {
+                let point = f.split_whitespace().next().unwrap().to_string();
+                assert!(
+                    fired.contains_key(&point),
+                    "round {round}: failpoint {point} is not one of {:?}",
+                    sink.failpoints()
+                );
+                *fired.entry(point).or_default() += 1;
             }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if exited.is_none() {
-            child.kill().unwrap(); // SIGKILL
-        }
-        child.wait().unwrap();
-        let mut err = String::new();
-        use std::io::Read;
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        if err.contains("failpoint after_commit: aborting") {
-            commit_record_kills += 1;
-        }
-        match exited {
-            None => kills += 1,
-            Some(st) if !st.success() && err.contains("failpoint") => kills += 1,
-            Some(st) => panic!(
+            (None, None) => sigkills += 1,
+            (None, Some(st)) => panic!(
                 "round {round}: the daemon exited by itself ({st}) without a failpoint:\n{err}"
             ),
         }
-        write_more(files / (kills_wanted * 2) + 1, &mut written);
+        recorded += err.matches(RECORDED).count();
+        rerun += err.matches(RERUN).count();
+        for c in [churn, between] {
+            total.created += c.created;
+            total.overwritten += c.overwritten;
+            total.deleted += c.deleted;
+            total.flashed += c.flashed;
+        }
     }
-    write_more(files, &mut written);
-    eprintln!(
-        "crash test: {kills} kills ({commit_record_kills} between commit and record) in {round} rounds, {:?}",
-        started.elapsed()
-    );
+    while src.create().is_some() {
+        total.created += 1;
+    }
+    let loop_time = started.elapsed();
 
     let out = drain(&cfg);
     let summary = String::from_utf8_lossy(&out.stdout);
+    let drain_err = String::from_utf8_lossy(&out.stderr);
+    for bad in FAILED_STREAM {
+        assert!(
+            !drain_err.contains(bad),
+            "the final drain logged `{bad}`:\n{drain_err}"
+        );
+    }
+    recorded += drain_err.matches(RECORDED).count();
+    rerun += drain_err.matches(RERUN).count();
     assert!(summary.contains("0 pending"), "{summary}");
-    let expected: Vec<u64> = (0..files * rows_per_file).collect();
-    let v = verify("delta", &root.join("table"), None);
-    assert_exactly(&ids(&v, "id"), &expected);
-    assert!(
-        commit_record_kills > 0,
-        "no kill landed between the Delta commit and the state record (seed {seed}); the test did not exercise that window"
-    );
 
-    // Every file is recorded as ingested exactly once, and no data file is orphaned.
+    // The daemon's side: every failpoint fired, both recovery paths ran.
+    let figures = format!(
+        "crash test ({name}): {files} files ({} written after the first start; {} overwritten, {} deleted, {} created-and-deleted), {kills} rounds in {loop_time:?}: failpoints {fired:?}, {sigkills} SIGKILLs; recoveries: {recorded} recorded from the table, {rerun} run again",
+        total.created, total.overwritten, total.deleted, total.flashed
+    );
+    eprintln!("{figures}");
+    log.lines.push(figures.clone());
+    let never: Vec<_> = fired
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        never.is_empty(),
+        "failpoints that never fired: {never:?}; {figures}"
+    );
+    assert!(
+        recorded > 0,
+        "no batch was recovered from the table; {figures}"
+    );
+    assert!(rerun > 0, "no batch was run again after a crash; {figures}");
+
+    // The table: rows of each file, by its fate.
+    let v = match sink {
+        Sink::Delta => verify_args("delta", &table, &["--stream", "crashy", "--orphans"]),
+        Sink::Parquet => verify_args("parquet", &table, &["--stream", "crashy"]),
+    };
+    let mut count: HashMap<u64, u64> = HashMap::new();
+    for id in ids(&v, "id") {
+        *count.entry(id).or_default() += 1;
+    }
+    let mut problems: Vec<String> = Vec::new();
+    let mut ingested = vec![false; src.files.len()];
+    for (n, f) in src.files.iter().enumerate() {
+        let n = n as u64;
+        let mut full = Vec::new();
+        for ver in 0..f.versions {
+            let c: Vec<u64> = ids_of(n, ver)
+                .map(|id| count.remove(&id).unwrap_or(0))
+                .collect();
+            if c.iter().all(|x| *x == 1) {
+                full.push(ver);
+            } else if c.iter().any(|x| *x != 0) {
+                problems.push(format!(
+                    "{}: version {ver} has row counts {c:?}",
+                    src.path(n).display()
+                ));
+            }
+        }
+        let fate = if f.deleted {
+            "deleted"
+        } else if f.versions > 1 {
+            "overwritten"
+        } else {
+            "untouched"
+        };
+        match (fate, full.len()) {
+            (_, 1) => ingested[n as usize] = true,
+            ("deleted", 0) => {}
+            (_, k) => problems.push(format!(
+                "{} ({fate}, {} versions): {k} complete versions in the table (want {})",
+                src.path(n).display(),
+                f.versions,
+                if fate == "deleted" { "0 or 1" } else { "1" }
+            )),
+        }
+    }
+    let mut unexpected: Vec<_> = count.keys().copied().collect();
+    unexpected.sort_unstable();
+    if !unexpected.is_empty() {
+        problems.push(format!(
+            "{} rows with ids no file held (first 20): {:?}",
+            unexpected.len(),
+            &unexpected[..unexpected.len().min(20)]
+        ));
+    }
+    // (Reported with the ledger's view below.)
+
+    // The ledger: one row per file, each INGESTED or skipped with a reason.
+    let rows = ledger_rows(&cfg, "crashy");
+    let mut by_path: HashMap<String, &Value> = HashMap::new();
+    let mut skipped_by_reason: BTreeMap<String, u64> = BTreeMap::new();
+    let mut readmitted = 0u64;
+    for r in &rows {
+        let path = r["path"].as_str().unwrap().to_string();
+        let reason = r["reason"].as_str().unwrap_or("");
+        match (r["ingestion_state"].as_str(), r["state"].as_str()) {
+            (Some("INGESTED"), _) => {
+                if reason.contains("changed after listing") {
+                    readmitted += 1;
+                }
+            }
+            (Some("SKIPPED"), Some("skipped")) if !reason.is_empty() => {
+                let kind = reason.split([':', ' ']).next().unwrap().to_string();
+                *skipped_by_reason.entry(kind).or_default() += 1;
+            }
+            _ => problems.push(format!(
+                "state row neither INGESTED nor skipped with a reason: {r}"
+            )),
+        }
+        if by_path.insert(path.clone(), r).is_some() {
+            problems.push(format!("two state rows for {path}"));
+        }
+    }
+    for (n, f) in src.files.iter().enumerate() {
+        let p = src.path(n as u64).display().to_string();
+        let r = by_path.remove(&p);
+        let state = r.map(|r| {
+            (
+                r["ingestion_state"].as_str().unwrap_or(""),
+                r["reason"].as_str().unwrap_or(""),
+            )
+        });
+        match (ingested[n], state) {
+            (true, Some(("INGESTED", _))) => {}
+            (false, None) if f.deleted => {}
+            (false, Some(("SKIPPED", reason))) if f.deleted && reason.starts_with("missing") => {}
+            (i, _) => problems.push(format!(
+                "{p} ({f:?}): in the table: {i}, state row {}",
+                r.map_or("none".to_string(), |r| r.to_string())
+            )),
+        }
+    }
+    for p in by_path.keys() {
+        problems.push(format!("state row for a path the test never wrote: {p}"));
+    }
+
+    // Nothing outside the log / manifests is unreferenced, temporary files included.
+    let orphans: Vec<String> = match sink {
+        Sink::Delta => v["orphans"]
+            .as_array()
+            .expect("the verifier reports orphans")
+            .iter()
+            .map(|o| o.as_str().unwrap().to_string())
+            .collect(),
+        Sink::Parquet => parquet_orphans(&table, "crashy"),
+    };
+    if !orphans.is_empty() {
+        problems.insert(
+            0,
+            format!(
+                "{} files under the table that nothing references (first 10): {:?}",
+                orphans.len(),
+                &orphans[..orphans.len().min(10)]
+            ),
+        );
+    }
+    let figures = format!(
+        "crash test ({name}): table holds {} rows; state: {} rows, skipped by reason {skipped_by_reason:?}, {readmitted} ingested after an earlier version changed after listing; {:?} in all",
+        v["rows"],
+        rows.len(),
+        started.elapsed()
+    );
+    eprintln!("{figures}");
+    log.lines.push(figures);
+    assert!(
+        problems.is_empty(),
+        "{} problems (first 30):\n{}",
+        problems.len(),
+        problems[..problems.len().min(30)].join("\n")
+    );
+}
+
+/// `landfall state <stream> --format json` as JSON rows.
+fn ledger_rows(config: &Path, stream: &str) -> Vec<Value> {
     let o = landfall(&[
         "state",
-        "crashy",
+        stream,
         "--config",
-        cfg.to_str().unwrap(),
+        config.to_str().unwrap(),
         "--format",
         "json",
     ]);
-    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len() as u64, files);
-    assert!(rows.iter().all(|r| r["ingestion_state"] == "INGESTED"));
-    let referenced = v["rows"].as_u64().unwrap();
-    assert_eq!(referenced, files * rows_per_file);
-    let on_disk = count_parquet(&root.join("table"));
-    let in_log = live_files(&root.join("table"));
-    assert_eq!(
-        on_disk, in_log,
-        "data files on disk that the table does not reference (orphans)"
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("state prints JSON");
+    v.as_array().unwrap().clone()
+}
+
+/// The independent verifier with extra arguments.
+fn verify_args(kind: &str, table: &Path, args: &[&str]) -> Value {
+    let script = repo_root().join("tests/verify/verify_table.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .arg(kind)
+        .arg(table)
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "independent verification failed:\n{}",
+        text(&o)
     );
+    serde_json::from_slice(&o.stdout).expect("verifier prints JSON")
 }
 
-fn count_parquet(p: &std::path::Path) -> usize {
-    let mut n = 0;
-    for e in std::fs::read_dir(p).unwrap().flatten() {
-        let path = e.path();
-        if path.is_dir() && !path.ends_with("_delta_log") {
-            n += count_parquet(&path);
-        } else if path.extension().is_some_and(|x| x == "parquet") {
-            n += 1;
-        }
-    }
-    n
-}
-
-fn live_files(table: &std::path::Path) -> usize {
-    let mut live = std::collections::HashSet::new();
-    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    commits.sort();
-    for c in commits {
-        for line in std::fs::read_to_string(c).unwrap().lines() {
-            let a: serde_json::Value = serde_json::from_str(line).unwrap();
-            if let Some(p) = a["add"]["path"].as_str() {
-                live.insert(p.to_string());
-            }
-            if let Some(p) = a["remove"]["path"].as_str() {
-                live.remove(p);
+/// Every file under a Parquet-directory table that no manifest of `stream` names, except the
+/// manifests themselves (the counterpart of `_delta_log`): leftovers in staging and temporary
+/// `name#N` files included.
+fn parquet_orphans(table: &Path, stream: &str) -> Vec<String> {
+    let manifests = format!("_landfall/manifests/{stream}/");
+    let mut referenced = BTreeSet::new();
+    for e in std::fs::read_dir(table.join(&manifests)).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let m: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            for f in m["files"].as_array().unwrap() {
+                referenced.insert(f["path"].as_str().unwrap().to_string());
             }
         }
     }
-    live.len()
+    let mut out = Vec::new();
+    let mut stack = vec![table.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let rel = p
+                .strip_prefix(table)
+                .unwrap()
+                .to_string_lossy()
+                .replace(std::path::MAIN_SEPARATOR, "/");
+            if !rel.starts_with(&manifests) && !referenced.contains(&rel) {
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    out
 }
