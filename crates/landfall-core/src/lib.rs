@@ -13,9 +13,9 @@ pub mod plan;
 pub mod seams;
 pub mod size;
 
-pub use file::{FileKey, FileMeta, FileRecord, FileState};
+pub use file::{FileKey, FileMeta, FileRecord, FileState, SkipKind, SkipReason};
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile};
 pub use seams::{
-    AckToken, BatchWriter, Committer, Decoder, Discovery, DiscoveryBatch, SeamError, StateStore,
-    StreamSummary,
+    AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch, SeamError,
+    StateStore, StreamSummary,
 };
