@@ -184,9 +184,20 @@ pub struct StreamConfig {
     /// How long a file stays tracked for deduplication (at least 14 days); older files are
     /// ignored by discovery and forgotten by the state store.
     pub max_file_age: Option<String>,
-    /// Identity becomes path + modification time: a rewritten file is ingested again, whole.
+    /// Identity becomes path + version (etag, else object version, else modification time): a
+    /// rewritten file is ingested again, whole.
     #[serde(default)]
     pub allow_overwrites: bool,
+    /// A file deleted or moved between discovery and reading is skipped (recorded `skipped`,
+    /// reason `missing`) and the rest of its batch commits. `false`: the stream stops and names
+    /// the file (Spark's `ignoreMissingFiles`, default true).
+    #[serde(default = "yes")]
+    pub ignore_missing_files: bool,
+    /// A file that cannot be decoded is skipped (recorded `skipped`, reason `corrupt: <error>`)
+    /// and the rest of its batch commits. `false` (default): the stream stops and names the file
+    /// (Spark's `ignoreCorruptFiles`).
+    #[serde(default)]
+    pub ignore_corrupt_files: bool,
     /// State directory of this stream (default `<server.state_dir>/<stream>`).
     pub state_dir: Option<PathBuf>,
     /// How long an idle continuous stream waits before listing again (default `5s`).

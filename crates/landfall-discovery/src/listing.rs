@@ -5,6 +5,10 @@
 //! Skipped without being tracked: directory markers, hidden paths (any level starting with `_`
 //! or `.`, as Spark does: `_SUCCESS`, `.crc`, `_landfall/`), files outside the glob or the
 //! modification window, and files older than `max_file_age`.
+//!
+//! Passed over with a counted reason (not tracked, so a file that gets content later is still
+//! ingested): zero-byte objects (`empty`; this includes S3 console "folder/" markers, whose
+//! trailing slash object_store strips).
 
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
@@ -103,7 +107,11 @@ impl Discovery for ListingDiscovery {
         for m in listed {
             let path = m.location.to_string();
             let relative = crate::relative_path(&self.prefix, &path);
-            if self.filters.accepts(relative, m.last_modified, now) {
+            if !self.filters.accepts(relative, m.last_modified, now) {
+                batch.filtered += 1;
+            } else if m.size == 0 {
+                batch.passed_over.push(("empty", path));
+            } else {
                 batch.files.push(FileMeta {
                     path,
                     size: m.size,
@@ -111,8 +119,6 @@ impl Discovery for ListingDiscovery {
                     etag: m.e_tag,
                     version: m.version,
                 });
-            } else {
-                batch.filtered += 1;
             }
         }
         batch.files.sort_by(|a, b| a.path.cmp(&b.path));

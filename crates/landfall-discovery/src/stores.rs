@@ -25,3 +25,48 @@ pub fn relative_path<'a>(prefix: &Path, path: &'a str) -> &'a str {
         .map(|r| r.trim_start_matches('/'))
         .unwrap_or(path)
 }
+
+/// An object path as the user wrote its location: a local file keeps its leading `/`, an object
+/// store path is a URL again (`s3://bucket/key`), for errors, logs and `landfall state`.
+pub fn display_path(source: &Url, object_path: &str) -> String {
+    if source.scheme() == "file" {
+        return format!("/{object_path}");
+    }
+    format!(
+        "{}/{object_path}",
+        &source[..url::Position::BeforePath].trim_end_matches('/')
+    )
+}
+
+/// The object path of a path as [`display_path`] shows it (or already an object path).
+pub fn object_path<'a>(source: &Url, shown: &'a str) -> &'a str {
+    if source.scheme() == "file" {
+        return shown.strip_prefix('/').unwrap_or(shown);
+    }
+    let base = &source[..url::Position::BeforePath];
+    shown
+        .strip_prefix(base.trim_end_matches('/'))
+        .map(|r| r.trim_start_matches('/'))
+        .unwrap_or(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_shown_as_written() {
+        let local = Url::parse("file:///data/in/").unwrap();
+        assert_eq!(display_path(&local, "data/in/a.json"), "/data/in/a.json");
+        assert_eq!(object_path(&local, "/data/in/a.json"), "data/in/a.json");
+        let s3 = Url::parse("s3://bucket/landing/").unwrap();
+        assert_eq!(display_path(&s3, "landing/a.json"), "s3://bucket/landing/a.json");
+        assert_eq!(object_path(&s3, "s3://bucket/landing/a.json"), "landing/a.json");
+        assert_eq!(object_path(&s3, "landing/a.json"), "landing/a.json");
+        let az = Url::parse("abfss://c@acct.dfs.core.windows.net/p/").unwrap();
+        assert_eq!(
+            display_path(&az, "p/x.csv"),
+            "abfss://c@acct.dfs.core.windows.net/p/x.csv"
+        );
+    }
+}

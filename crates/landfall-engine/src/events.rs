@@ -1,7 +1,7 @@
 //! Every observable event of a stream is one method here that writes the log line and moves
 //! the counters together, so the logs, the run summary and (later) the metrics never disagree.
 
-use landfall_core::{BatchPlan, CommitReceipt};
+use landfall_core::{BatchPlan, CommitReceipt, SkipReason};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -18,6 +18,12 @@ pub struct StreamCounters {
     pub bytes_committed: AtomicU64,
     pub orphan_files_removed: AtomicU64,
     pub restarts: AtomicU64,
+    /// Files not ingested on purpose (missing, corrupt, changed after listing, by hand).
+    pub files_skipped: AtomicU64,
+    /// Rows kept with null values where their values did not fit the schema.
+    pub rows_malformed: AtomicU64,
+    /// Listed objects passed over without tracking (zero-byte objects), per listing round.
+    pub objects_passed_over: AtomicU64,
 }
 
 impl StreamCounters {
@@ -59,8 +65,23 @@ impl StreamEvents {
         tracing::debug!(stream = %self.stream, batch_id = plan.batch_id, files = plan.files.len(), bytes = plan.total_bytes(), "batch planned");
     }
 
-    pub fn file_decoded(&self, batch_id: u64, path: &str, rows: u64) {
-        tracing::debug!(stream = %self.stream, batch_id, path, rows, "file decoded");
+    pub fn file_decoded(&self, batch_id: u64, path: &str, rows: u64, malformed: u64) {
+        add(&self.counters.rows_malformed, malformed);
+        if malformed > 0 {
+            tracing::warn!(stream = %self.stream, batch_id, path, rows, malformed, "file decoded; some rows did not fit the schema (their misfit values are null)");
+        } else {
+            tracing::debug!(stream = %self.stream, batch_id, path, rows, "file decoded");
+        }
+    }
+
+    pub fn file_skipped(&self, batch_id: u64, path: &str, reason: &SkipReason) {
+        add(&self.counters.files_skipped, 1);
+        tracing::warn!(stream = %self.stream, batch_id, path, reason = %reason, "file skipped; the rest of the batch goes on");
+    }
+
+    pub fn passed_over(&self, reason: &str, path: &str) {
+        add(&self.counters.objects_passed_over, 1);
+        tracing::debug!(stream = %self.stream, path, reason, "object passed over");
     }
 
     pub fn batch_committed(&self, plan: &BatchPlan, receipt: &CommitReceipt, took: Duration) {
@@ -118,6 +139,18 @@ impl StreamEvents {
 
     pub fn schema_resolved(&self, version: u32, ddl: &str, inferred: bool) {
         tracing::info!(stream = %self.stream, schema_version = version, inferred, schema = ddl, "stream schema");
+    }
+
+    pub fn stream_stopped(&self, error: &str) {
+        tracing::error!(stream = %self.stream, error, "stream stopped: this error does not heal by retrying");
+    }
+
+    pub fn panicked(&self, message: &str) {
+        tracing::error!(stream = %self.stream, panic = message, "stream worker panicked");
+    }
+
+    pub fn table_checked(&self, table_batch: Option<u64>, ledger_batch: Option<u64>) {
+        tracing::debug!(stream = %self.stream, table_batch, ledger_batch, "table and state agree");
     }
 
     pub fn restarting(&self, error: &str, backoff: Duration) {

@@ -16,3 +16,4 @@ pub mod worker;
 
 pub use supervisor::{RunOptions, StreamOutcome, run_streams};
 pub use worker::{RunEnd, StreamWorker};
+pub use landfall_discovery::{display_path, object_path};

@@ -2,17 +2,24 @@
 //! whole, several in flight; large ones streamed), decode them, add the path partition columns
 //! and split rows by the table's partition columns. The writer receives ready partitions over a
 //! bounded channel, so memory stays bounded and decoding overlaps Parquet encoding.
+//!
+//! Every file is read pinned to what discovery listed: a conditional GET on its etag (or its
+//! object version) and a byte range capped at the listed size, and the object's metadata is
+//! checked against the listing. A file that changed since it was listed is never read half-new:
+//! it is reported as [`Decoded::FileUnreadable`] with reason `changed_after_listing`. A file gone
+//! is `missing`; a file that does not decode is `corrupt`. The worker decides what each means
+//! (skip it, or stop the stream); other errors (network) fail the batch as retryable.
 
 use crate::schema::StreamSchema;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use landfall_core::seams::SeamResult;
-use landfall_core::{FileMeta, SeamError};
+use landfall_core::{FileKey, FileMeta, SeamError, SkipKind, SkipReason};
 use landfall_discovery::{hive_partitions, relative_path};
 use landfall_formats::{DecodeOptions, FileFormat, with_constant_columns};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -31,14 +38,67 @@ pub struct DecodeJob {
     pub schema: StreamSchema,
     pub partition_by: Vec<String>,
     pub prefix: Path,
+    /// Turns an object path into the path as the user wrote the source, for messages.
+    pub shown: fn(&str, &str) -> String,
+    /// The source URL, for `shown`.
+    pub source: String,
+}
+
+impl DecodeJob {
+    fn show(&self, object_path: &str) -> String {
+        (self.shown)(&self.source, object_path)
+    }
 }
 
 /// One message to the writer.
 pub enum Decoded {
     /// Rows that all belong to one partition (values in `partition_by` order).
     Rows(Vec<Option<String>>, arrow::array::RecordBatch),
-    /// A file was read completely.
-    FileDone { path: String, rows: u64 },
+    /// A file was read completely. `malformed`: rows that did not fit the schema (kept with
+    /// nulls where the values did not fit).
+    FileDone {
+        path: String,
+        rows: u64,
+        malformed: u64,
+    },
+    /// A file could not be read as listed. `partial`: some of its rows were already sent (a
+    /// large file that failed midway), so this attempt cannot commit without them.
+    FileUnreadable {
+        key: FileKey,
+        path: String,
+        reason: SkipReason,
+        partial: bool,
+    },
+}
+
+/// Why one file could not be read, before the worker decides what it means.
+enum FileError {
+    Unreadable(SkipReason),
+    /// Not the file's fault (network, store): the batch fails and is retried.
+    Transient(SeamError),
+}
+
+impl FileError {
+    /// A decode error of the file shown as `shown`; the reason without the path it repeats.
+    fn corrupt(shown: &str) -> impl Fn(SeamError) -> FileError + '_ {
+        move |e| {
+            let detail = e
+                .message
+                .strip_prefix(shown)
+                .map(|r| r.trim_start_matches(": ").to_string())
+                .unwrap_or(e.message);
+            FileError::Unreadable(SkipReason {
+                kind: SkipKind::Corrupt,
+                detail,
+            })
+        }
+    }
+}
+
+impl From<SeamError> for FileError {
+    fn from(e: SeamError) -> Self {
+        FileError::Transient(e)
+    }
 }
 
 /// Files up to this size are decoded whole in their own task, several at once (one per core,
@@ -57,17 +117,24 @@ enum FileRead {
 pub fn spawn(
     job: DecodeJob,
     store: Arc<dyn ObjectStore>,
-    files: Vec<FileMeta>,
+    files: Vec<(FileKey, FileMeta)>,
 ) -> mpsc::Receiver<SeamResult<Decoded>> {
     let (tx, rx) = mpsc::channel(DECODED_AHEAD);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     tokio::spawn(async move {
         let (job2, store2) = (job.clone(), store.clone());
         let mut reads = futures::stream::iter(files)
-            .map(move |meta| read_file(job2.clone(), store2.clone(), meta))
+            .map(move |(key, meta)| {
+                let (job, store) = (job2.clone(), store2.clone());
+                async move {
+                    let r = read_file(job, store, meta.clone()).await;
+                    (key, meta, r)
+                }
+            })
             .buffered(PREFETCH_FILES.min(cores * 4).max(2))
             .boxed();
-        while let Some(next) = reads.next().await {
+        while let Some((key, meta, next)) = reads.next().await {
+            let mut sent = false;
             let result = match next {
                 Ok(FileRead::Whole(items)) => {
                     for item in items {
@@ -78,14 +145,26 @@ pub fn spawn(
                     Ok(())
                 }
                 Ok(FileRead::Large(meta)) => match fetch(store.clone(), meta).await {
-                    Ok((meta, body)) => stream_file(&job, &meta, body, &tx).await,
+                    Ok((meta, body)) => stream_file(&job, &meta, body, &tx, &mut sent).await,
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
             };
-            if let Err(e) = result {
-                let _ = tx.send(Err(e)).await;
-                return;
+            let item = match result {
+                Ok(()) => None,
+                Err(FileError::Unreadable(reason)) => Some(Ok(Decoded::FileUnreadable {
+                    key,
+                    path: meta.path.clone(),
+                    reason,
+                    partial: sent,
+                })),
+                Err(FileError::Transient(e)) => Some(Err(e)),
+            };
+            if let Some(item) = item {
+                let stop = item.is_err();
+                if tx.send(item).await.is_err() || stop {
+                    return;
+                }
             }
             if tx.is_closed() {
                 return;
@@ -101,23 +180,28 @@ async fn read_file(
     job: DecodeJob,
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
-) -> SeamResult<FileRead> {
+) -> Result<FileRead, FileError> {
     if meta.size >= DECODE_WHOLE_BELOW {
         return Ok(FileRead::Large(meta));
     }
     let path = meta.path.clone();
     let task = tokio::spawn(async move {
         let (meta, mut body) = fetch(store, meta).await?;
-        let mut file = FileDecoder::new(&job, &meta)?;
+        let shown = job.show(&meta.path);
+        let corrupt = FileError::corrupt(&shown);
+        let mut file = FileDecoder::new(&job, &meta).map_err(&corrupt)?;
         let mut out = Vec::new();
         while let Some(chunk) = body.next().await {
-            out.extend(file.feed(&job, Some(chunk?))?);
+            out.extend(file.feed(&job, Some(chunk?)).map_err(&corrupt)?);
         }
-        out.extend(file.feed(&job, None)?);
+        out.extend(file.feed(&job, None).map_err(&corrupt)?);
         Ok(FileRead::Whole(out))
     });
-    task.await
-        .map_err(|e| SeamError::retryable(format!("{path}: decoding task failed: {e}")))?
+    task.await.map_err(|e| {
+        FileError::Transient(SeamError::retryable(format!(
+            "{path}: decoding task failed: {e}"
+        )))
+    })?
 }
 
 /// Decode a large file chunk by chunk, sending its partitions as they come.
@@ -126,15 +210,19 @@ async fn stream_file(
     meta: &FileMeta,
     mut body: BoxStream<'static, SeamResult<Bytes>>,
     tx: &mpsc::Sender<SeamResult<Decoded>>,
-) -> SeamResult<()> {
-    let mut file = FileDecoder::new(job, meta)?;
+    sent: &mut bool,
+) -> Result<(), FileError> {
+    let shown = job.show(&meta.path);
+    let corrupt = FileError::corrupt(&shown);
+    let mut file = FileDecoder::new(job, meta).map_err(&corrupt)?;
     loop {
         let chunk = match body.next().await {
             Some(c) => Some(c?),
             None => None,
         };
         let done = chunk.is_none();
-        for item in file.feed(job, chunk)? {
+        for item in file.feed(job, chunk).map_err(&corrupt)? {
+            *sent = true;
             if tx.send(Ok(item)).await.is_err() {
                 return Ok(());
             }
@@ -148,6 +236,8 @@ async fn stream_file(
 /// One file being decoded: its decoder, its path partition values, and its row count.
 struct FileDecoder {
     path: String,
+    /// The path as the user wrote the source, for errors.
+    shown: String,
     decoder: Box<dyn landfall_core::Decoder>,
     constants: Vec<(arrow_schema::FieldRef, Option<String>)>,
     rows: u64,
@@ -156,9 +246,10 @@ struct FileDecoder {
 impl FileDecoder {
     fn new(job: &DecodeJob, meta: &FileMeta) -> SeamResult<Self> {
         let schema = &job.schema;
+        // Decode errors name the file as the user wrote the source.
         let decoder = landfall_formats::decoder(
             job.format,
-            &meta.path,
+            &job.show(&meta.path),
             schema.decoded.clone(),
             &job.options,
         )?;
@@ -177,6 +268,7 @@ impl FileDecoder {
             .collect();
         Ok(FileDecoder {
             path: meta.path.clone(),
+            shown: job.show(&meta.path),
             decoder,
             constants,
             rows: 0,
@@ -191,10 +283,10 @@ impl FileDecoder {
         };
         let mut out = Vec::new();
         for b in batches {
-            let b = with_constant_columns(&self.path, b, &self.constants, &job.schema.table)?;
+            let b = with_constant_columns(&self.shown, b, &self.constants, &job.schema.table)?;
             self.rows += b.num_rows() as u64;
             let parts = crate::partition::split(&b, &job.partition_by)
-                .map_err(|e| SeamError::fatal(format!("{}: partitioning: {e}", self.path)))?;
+                .map_err(|e| SeamError::fatal(format!("{}: partitioning: {e}", self.shown)))?;
             out.extend(
                 parts
                     .into_iter()
@@ -205,30 +297,53 @@ impl FileDecoder {
             out.push(Decoded::FileDone {
                 path: self.path.clone(),
                 rows: self.rows,
+                malformed: self.decoder.malformed_rows(),
             });
         }
         Ok(out)
     }
 }
 
-/// Open one file for reading: small files are read whole (so several can be in flight), large
-/// ones become a stream of chunks.
+/// Open one file for reading, pinned to the listed version and size: small files are read
+/// whole (so several can be in flight), large ones become a stream of chunks.
 async fn fetch(
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
-) -> SeamResult<(FileMeta, BoxStream<'static, SeamResult<Bytes>>)> {
-    let path =
-        Path::parse(&meta.path).map_err(|e| SeamError::fatal(format!("{}: {e}", meta.path)))?;
-    let read_err = |e: object_store::Error| match e {
-        object_store::Error::NotFound { .. } => SeamError::fatal(format!(
-            "{}: the file was discovered but no longer exists (it was deleted or moved before it was read)",
-            meta.path
-        )),
-        other => SeamError::retryable(format!("{}: read failed: {other}", meta.path)),
+) -> Result<(FileMeta, BoxStream<'static, SeamResult<Bytes>>), FileError> {
+    let path = Path::parse(&meta.path).map_err(|e| {
+        FileError::Unreadable(SkipReason {
+            kind: SkipKind::Missing,
+            detail: format!("the key cannot be addressed: {e}"),
+        })
+    })?;
+    let options = GetOptions {
+        if_match: meta.etag.clone(),
+        version: meta.version.clone(),
+        range: (meta.size > 0).then_some(GetRange::Bounded(0..meta.size)),
+        ..Default::default()
     };
-    let result = store.get(&path).await.map_err(read_err)?;
+    let result = match store.get_opts(&path, options).await {
+        Ok(r) => r,
+        Err(e) => return Err(classify(&store, &path, &meta, e).await),
+    };
+    if !meta.same_version(&FileMeta {
+        path: meta.path.clone(),
+        size: result.meta.size,
+        modified: result.meta.last_modified,
+        etag: result.meta.e_tag.clone(),
+        version: result.meta.version.clone(),
+    }) {
+        return Err(changed(&meta, result.meta.size));
+    }
     let body = if meta.size < FETCH_WHOLE_BELOW {
-        let bytes = result.bytes().await.map_err(read_err)?;
+        let p = meta.path.clone();
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}")))?;
+        if bytes.len() as u64 != meta.size {
+            return Err(changed(&meta, bytes.len() as u64));
+        }
         futures::stream::once(async move { Ok(bytes) }).boxed()
     } else {
         let p = meta.path.clone();
@@ -238,4 +353,48 @@ async fn fetch(
             .boxed()
     };
     Ok((meta, body))
+}
+
+fn changed(meta: &FileMeta, now_size: u64) -> FileError {
+    FileError::Unreadable(SkipReason {
+        kind: SkipKind::ChangedAfterListing,
+        detail: format!(
+            "listed with {} bytes{}, now {now_size} bytes or another version",
+            meta.size,
+            meta.etag
+                .as_deref()
+                .map(|e| format!(" and etag {e}"))
+                .unwrap_or_default()
+        ),
+    })
+}
+
+/// What a failed pinned GET means: the file is gone, it changed, or the store failed (then a
+/// HEAD tells whether the file changed, e.g. shrank below the requested range).
+async fn classify(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    meta: &FileMeta,
+    e: object_store::Error,
+) -> FileError {
+    match e {
+        object_store::Error::NotFound { .. } => FileError::Unreadable(SkipReason {
+            kind: SkipKind::Missing,
+            detail: "deleted or moved after it was listed".into(),
+        }),
+        object_store::Error::Precondition { .. } | object_store::Error::NotModified { .. } => {
+            changed(meta, meta.size)
+        }
+        other => match store.head(path).await {
+            Ok(now) if now.size != meta.size || now.e_tag != meta.etag => changed(meta, now.size),
+            Err(object_store::Error::NotFound { .. }) => FileError::Unreadable(SkipReason {
+                kind: SkipKind::Missing,
+                detail: "deleted or moved after it was listed".into(),
+            }),
+            _ => FileError::Transient(SeamError::retryable(format!(
+                "{}: read failed: {other}",
+                meta.path
+            ))),
+        },
+    }
 }

@@ -5,8 +5,9 @@
 
 use crate::events::StreamEvents;
 use chrono::Utc;
+use landfall_config::StreamSpec;
 use landfall_core::seams::SeamResult;
-use landfall_core::{BatchPlan, CommitReceipt, Committer, StateStore};
+use landfall_core::{BatchPlan, CommitReceipt, Committer, SeamError, StateStore};
 
 /// What recovery left to do.
 pub enum Recovered {
@@ -29,7 +30,8 @@ pub async fn recover(
         .is_some_and(|v| v >= plan.batch_id);
     if landed {
         committer.complete(plan.batch_id).await?;
-        let version = committer.table_version().await?;
+        // The version of the commit that holds the batch, not the table's latest.
+        let version = committer.batch_version(plan.batch_id).await?;
         let receipt = CommitReceipt {
             table_version: version.unwrap_or(-1),
             // The row count of a batch recovered this way is not known without reading it back.
@@ -40,10 +42,69 @@ pub async fn recover(
             recovered: true,
         };
         state.record_committed(plan.batch_id, receipt)?;
+        state.prune_batch(plan.batch_id, crate::worker::KEEP_PLANS)?;
         events.batch_recovered(plan.batch_id, version);
         return Ok(Recovered::Nothing);
     }
     let removed = committer.remove_files(&plan.staged).await?;
     events.batch_replayed(plan.batch_id, removed);
     Ok(Recovered::Replay(plan))
+}
+
+/// At every start, before recovery: the table decides, and the ledger must agree with it.
+///
+/// - A new ledger (no batch ever planned) facing a table that holds batches of this stream:
+///   batch ids continue after the table's (they are never reused; the state was deleted).
+/// - The table holds a batch id this ledger never planned: refused (the state is older than
+///   the table: restored from a backup, a second instance with its own state, or the stream
+///   name reused). Taking the table's word would mark batches committed that this process
+///   neither committed nor can verify.
+/// - The table lacks a batch the ledger recorded as committed: refused (the table was
+///   replaced, restored, or the sink points elsewhere).
+pub async fn check_table(
+    spec: &StreamSpec,
+    state: &dyn StateStore,
+    committer: &dyn Committer,
+    events: &StreamEvents,
+) -> SeamResult<()> {
+    let table = committer.last_committed().await?;
+    let Some(last_planned) = state.last_batch_id()? else {
+        if let Some(v) = table {
+            state.ensure_batch_floor(v + 1)?;
+            events.batch_floor_raised(v + 1);
+        }
+        return Ok(());
+    };
+    let name = &spec.name;
+    let location = committer.location();
+    if let Some(t) = table
+        && t > last_planned
+    {
+        return Err(SeamError::fatal(format!(
+            "stream `{name}`: the table {location} already holds batch {t} of this stream, but the state in {dir} knows batches up to {last_planned} only, so the state does not describe the table and the stream stopped. \
+This happens when (1) the state directory was restored from an older backup, (2) another landfall instance with its own state directory runs this stream against the same table, or (3) the stream name was reused for another source writing to the same table. \
+To recover: (1) restore the newest state directory, or run `landfall reset {name}` to set this state aside and start over after the table's batches (files already in the table are ingested again unless include_existing_files = false); (2) stop the other instance; (3) give the stream another name (the name is the table's txn app id).",
+            dir = spec.state_dir.display()
+        )));
+    }
+    let open = state.open_batch()?.map(|p| p.batch_id);
+    let last_recorded = if open == Some(last_planned) {
+        last_planned.checked_sub(1)
+    } else {
+        Some(last_planned)
+    };
+    if let Some(c) = last_recorded
+        && state.batch(c)?.is_some_and(|p| p.committed.is_some())
+        && table.is_none_or(|t| t < c)
+    {
+        return Err(SeamError::fatal(format!(
+            "stream `{name}`: the state in {dir} recorded batch {c} as committed to {location}, but the table holds {} of this stream, so the stream stopped. \
+The table was replaced or restored from an older copy, or the sink points at another table. \
+To recover: point the sink at the right table, or run `landfall reset {name}` to set this state aside and start over.",
+            table.map(|t| format!("batches up to {t} only")).unwrap_or_else(|| "no batch".into()),
+            dir = spec.state_dir.display()
+        )));
+    }
+    events.table_checked(table, Some(last_planned));
+    Ok(())
 }

@@ -26,10 +26,38 @@ pub struct StreamSchema {
     pub path_columns: Vec<FieldRef>,
 }
 
+/// A schema version as the ledger keeps it: the Arrow schema (exact, but its JSON form belongs
+/// to one arrow major version) and the same schema as DDL (stable across upgrades; nested
+/// nullability is not in it). Reading tries the Arrow form, then the DDL.
 #[derive(Serialize, Deserialize)]
 struct Stored {
-    schema: Schema,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ddl: Option<String>,
     path_columns: Vec<String>,
+}
+
+impl Stored {
+    fn new(schema: &Schema, path_columns: Vec<String>) -> Self {
+        Stored {
+            schema: serde_json::to_value(schema).ok(),
+            ddl: Some(landfall_core::ddl::schema_to_ddl(schema)),
+            path_columns,
+        }
+    }
+
+    fn schema(&self) -> Result<Schema, String> {
+        if let Some(v) = &self.schema
+            && let Ok(s) = serde_json::from_value::<Schema>(v.clone())
+        {
+            return Ok(s);
+        }
+        match &self.ddl {
+            Some(ddl) => landfall_core::ddl::parse_schema(ddl).map_err(|e| e.to_string()),
+            None => Err("neither the Arrow form nor the DDL form is readable".into()),
+        }
+    }
 }
 
 pub fn file_format(f: Format) -> Result<FileFormat, SeamError> {
@@ -57,24 +85,19 @@ pub fn csv_format(spec: &StreamSpec) -> CsvFormat {
     }
 }
 
-fn build(version: u32, stored: Stored) -> StreamSchema {
-    let path_columns: Vec<FieldRef> = stored
-        .path_columns
+/// The stream schema from its stored form, normalised to the types Delta stores and reads
+/// back (so the table created from it is accepted by it on every restart).
+fn build(version: u32, schema: &Schema, path_column_names: &[String]) -> StreamSchema {
+    let schema = landfall_core::delta_types::delta_normalize(schema);
+    let path_columns: Vec<FieldRef> = path_column_names
         .iter()
-        .filter_map(|n| {
-            stored
-                .schema
-                .field_with_name(n)
-                .ok()
-                .map(|f| Arc::new(f.clone()))
-        })
+        .filter_map(|n| schema.field_with_name(n).ok().map(|f| Arc::new(f.clone())))
         .collect();
     let decoded = Schema::new(
-        stored
-            .schema
+        schema
             .fields()
             .iter()
-            .filter(|f| !stored.path_columns.contains(f.name()))
+            .filter(|f| !path_column_names.contains(f.name()))
             .cloned()
             .collect::<Vec<_>>(),
     );
@@ -88,31 +111,47 @@ fn build(version: u32, stored: Stored) -> StreamSchema {
     }
 }
 
-async fn read_sample(
+/// Infer from up to `max_files` / `max_bytes` of `files`, one file in memory at a time.
+async fn infer_from_sample(
+    spec: &StreamSpec,
     store: &Arc<dyn ObjectStore>,
     files: &[FileMeta],
-    max_files: usize,
-    max_bytes: u64,
-) -> SeamResult<Vec<(String, bytes::Bytes)>> {
-    let mut out = Vec::new();
+) -> SeamResult<Schema> {
+    let mut merger = landfall_formats::SchemaMerger::new(
+        file_format(spec.format)?,
+        csv_format(spec),
+        spec.infer_column_types,
+    );
     let mut total = 0u64;
-    for f in files.iter().take(max_files) {
-        if !out.is_empty() && total + f.size > max_bytes {
+    let mut read = 0usize;
+    for f in files.iter().take(spec.sample_files) {
+        if read > 0 && total + f.size > spec.sample_bytes {
             break;
         }
+        let shown = landfall_discovery::display_path(&spec.source.url, &f.path);
         let path =
-            Path::parse(&f.path).map_err(|e| SeamError::fatal(format!("{}: {e}", f.path)))?;
-        let bytes = store
-            .get(&path)
-            .await
-            .map_err(|e| SeamError::retryable(format!("schema sample {}: {e}", f.path)))?
-            .bytes()
-            .await
-            .map_err(|e| SeamError::retryable(format!("schema sample {}: {e}", f.path)))?;
+            Path::parse(&f.path).map_err(|e| SeamError::fatal(format!("{shown}: {e}")))?;
+        let bytes = match store.get(&path).await {
+            Ok(r) => r.bytes().await,
+            Err(e) => Err(e),
+        };
+        let bytes = match bytes {
+            Ok(b) => b,
+            // Gone since listing: sample the others (the batch decides what the file means).
+            Err(object_store::Error::NotFound { .. }) => continue,
+            Err(e) => {
+                return Err(SeamError::retryable(format!("schema sample {shown}: {e}")));
+            }
+        };
         total += f.size;
-        out.push((f.path.clone(), bytes));
+        read += 1;
+        merger
+            .add(&shown, &bytes)
+            .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))?;
     }
-    Ok(out)
+    merger
+        .finish()
+        .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))
 }
 
 /// Load the stored schema, or fix it now (explicit, or inferred from `candidates`). `None`
@@ -131,13 +170,15 @@ pub async fn resolve(
                 spec.name
             ))
         })?;
-        let stored: Stored = serde_json::from_str(&raw).map_err(|e| {
+        let unreadable = |e: String| {
             SeamError::fatal(format!(
                 "stream `{}`: stored schema version {v} is unreadable: {e}",
                 spec.name
             ))
-        })?;
-        return Ok(Some((build(v, stored), false)));
+        };
+        let stored: Stored = serde_json::from_str(&raw).map_err(|e| unreadable(e.to_string()))?;
+        let schema = stored.schema().map_err(unreadable)?;
+        return Ok(Some((build(v, &schema, &stored.path_columns), false)));
     }
     let (mut schema, inferred) = match &spec.schema {
         Some(s) => (s.as_ref().clone(), false),
@@ -145,16 +186,7 @@ pub async fn resolve(
             if candidates.is_empty() {
                 return Ok(None);
             }
-            let sample =
-                read_sample(store, candidates, spec.sample_files, spec.sample_bytes).await?;
-            let s = landfall_formats::infer_schema(
-                file_format(spec.format)?,
-                &csv_format(spec),
-                &sample,
-                spec.infer_column_types,
-            )
-            .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))?;
-            (s, true)
+            (infer_from_sample(spec, store, candidates).await?, true)
         }
     };
     let path_columns: Vec<String> = match &spec.partition_columns {
@@ -179,11 +211,8 @@ pub async fn resolve(
         }
     }
     schema = Schema::new(fields);
-    let stored = Stored {
-        schema,
-        path_columns,
-    };
-    let json = serde_json::to_string(&stored).expect("schema serialises");
+    let json = serde_json::to_string(&Stored::new(&schema, path_columns.clone()))
+        .expect("schema serialises");
     state.put_schema(1, &json)?;
-    Ok(Some((build(1, stored), inferred)))
+    Ok(Some((build(1, &schema, &path_columns), inferred)))
 }

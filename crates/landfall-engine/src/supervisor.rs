@@ -1,12 +1,19 @@
-//! One task per stream. A failed stream is restarted with exponential backoff (1 s doubling to
-//! 60 s) and never takes the others down. With `available_now`, a stream that fails with a
-//! non-retryable error, or fails `AVAILABLE_NOW_ATTEMPTS` times in a row, gives up and is
-//! reported as failed, so `landfall run --available-now` can exit non-zero.
+//! One task per stream. A stream that fails with a transient error (network, store, a lock held
+//! by a dying process) is restarted with exponential backoff (1 s doubling to 60 s); a batch
+//! committed since the last failure resets the backoff and the failure count. A fatal error
+//! (a file that may not be skipped, an incompatible table, a state that disagrees with the
+//! table) stops the stream with its message: retrying cannot heal it, and the stream's status
+//! (`landfall streams`) says what to do. A panicking worker is caught, reported with its
+//! message and restarted like a failed one. No stream takes the others down.
+//!
+//! With `available_now`, a stream that fails `AVAILABLE_NOW_ATTEMPTS` times in a row gives up,
+//! and one stopped by shutdown before it drained is reported as not drained, so
+//! `landfall run --available-now` exits non-zero.
 
-use crate::events::StreamEvents;
+use crate::events::{StreamCounters, StreamEvents};
 use crate::worker::{RunEnd, StreamWorker};
 use landfall_config::{StreamSpec, Trigger, ValidatedConfig};
-use landfall_core::StreamSummary;
+use landfall_core::{SeamError, StreamSummary};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -36,6 +43,65 @@ pub struct StreamOutcome {
     pub rows_this_run: u64,
     pub files_this_run: u64,
     pub bytes_this_run: u64,
+    pub files_skipped_this_run: u64,
+    pub rows_malformed_this_run: u64,
+}
+
+/// What one run of a worker ended with, and the stream's state after it.
+struct RunResult {
+    end: Result<RunEnd, SeamError>,
+    summary: Option<StreamSummary>,
+    table_version: Option<i64>,
+}
+
+/// Open the worker and run it in a task of its own, so a panic is caught and reported.
+async fn run_once(
+    spec: &StreamSpec,
+    events: &Arc<StreamEvents>,
+    available_now: bool,
+    shutdown: &watch::Receiver<bool>,
+) -> RunResult {
+    let (spec, events2, sd) = (spec.clone(), events.clone(), shutdown.clone());
+    let task = tokio::spawn(async move {
+        let mut w = match StreamWorker::open(spec, events2, available_now) {
+            Ok(w) => w,
+            Err(e) => {
+                return RunResult {
+                    end: Err(e),
+                    summary: None,
+                    table_version: None,
+                };
+            }
+        };
+        let end = w.run(sd).await;
+        if let Err(e) = &end {
+            w.record_status(e);
+        }
+        RunResult {
+            end,
+            summary: w.state().summary().ok(),
+            table_version: w.committer().table_version().await.ok().flatten(),
+        }
+    });
+    match task.await {
+        Ok(r) => r,
+        Err(join) => {
+            let message = match join.try_into_panic() {
+                Ok(p) => p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into()),
+                Err(e) => e.to_string(),
+            };
+            events.panicked(&message);
+            RunResult {
+                end: Err(SeamError::retryable(format!("the stream worker panicked: {message}"))),
+                summary: None,
+                table_version: None,
+            }
+        }
+    }
 }
 
 async fn supervise(
@@ -51,26 +117,40 @@ async fn supervise(
     let mut error = None;
     let mut last: Option<(Option<StreamSummary>, Option<i64>)> = None;
     loop {
-        let result = match StreamWorker::open(spec.clone(), events.clone(), available_now) {
-            Ok(mut w) => {
-                let r = w.run(shutdown.clone()).await;
-                let summary = w.state().summary().ok();
-                let version = w.committer().table_version().await.ok().flatten();
-                last = Some((summary, version));
-                r
+        let committed_before = StreamCounters::get(&events.counters.batches_committed);
+        let r = run_once(&spec, &events, available_now, &shutdown).await;
+        if r.summary.is_some() || last.is_none() {
+            last = Some((r.summary.clone(), r.table_version));
+        }
+        if StreamCounters::get(&events.counters.batches_committed) > committed_before {
+            // Progress since the last failure: this failure starts a new count.
+            failures = 0;
+            backoff = BACKOFF_START;
+        }
+        match r.end {
+            Ok(RunEnd::Drained) => break,
+            Ok(RunEnd::Stopped) => {
+                if drain {
+                    let pending = r.summary.as_ref().map_or(0, |s| s.pending_files);
+                    error = Some(format!(
+                        "stopped by shutdown before it drained ({pending} file(s) still pending)"
+                    ));
+                }
+                break;
             }
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(RunEnd::Drained) | Ok(RunEnd::Stopped) => break,
             Err(e) => {
                 failures += 1;
                 if *shutdown.borrow() {
                     error = Some(e.message);
                     break;
                 }
-                if drain && (!e.retryable || failures >= AVAILABLE_NOW_ATTEMPTS) {
-                    tracing::error!(stream = %spec.name, error = %e.message, failures, "stream failed; giving up");
+                if !e.retryable {
+                    events.stream_stopped(&e.message);
+                    error = Some(e.message);
+                    break;
+                }
+                if drain && failures >= AVAILABLE_NOW_ATTEMPTS {
+                    tracing::error!(stream = %spec.name, error = %e.message, failures, "stream failed {failures} times in a row; giving up");
                     error = Some(e.message);
                     break;
                 }
@@ -89,7 +169,7 @@ async fn supervise(
         }
     }
     let c = &events.counters;
-    let get = crate::events::StreamCounters::get;
+    let get = StreamCounters::get;
     let (summary, table_version) = last.unwrap_or((None, None));
     StreamOutcome {
         stream: spec.name.clone(),
@@ -101,6 +181,8 @@ async fn supervise(
         rows_this_run: get(&c.rows_committed),
         files_this_run: get(&c.files_committed),
         bytes_this_run: get(&c.bytes_committed),
+        files_skipped_this_run: get(&c.files_skipped),
+        rows_malformed_this_run: get(&c.rows_malformed),
     }
 }
 
@@ -135,6 +217,8 @@ pub async fn run_streams(
                 rows_this_run: 0,
                 files_this_run: 0,
                 bytes_this_run: 0,
+                files_skipped_this_run: 0,
+                rows_malformed_this_run: 0,
             }),
         }
     }

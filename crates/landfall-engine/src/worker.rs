@@ -14,7 +14,8 @@ use chrono::Utc;
 use landfall_config::{StreamSpec, Trigger};
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{
-    BatchPlan, CommitReceipt, Committer, Discovery, FileMeta, SeamError, StateStore,
+    BatchPlan, CommitReceipt, Committer, Discovery, FileKey, FileMeta, FileState, SeamError,
+    SkipKind, SkipReason, StateStore,
 };
 use landfall_discovery::ListingDiscovery;
 use landfall_formats::DecodeOptions;
@@ -43,8 +44,24 @@ pub struct StreamWorker {
     last_expiry: Option<Instant>,
 }
 
+/// The ledger's `m/user/` entry holding the last error a run of the stream ended with.
+pub const STATUS_META: &str = "last_error";
+
+/// The last error a run ended with; shown by `landfall streams` while no batch committed after
+/// it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StreamStatus {
+    pub error: String,
+    /// Retrying cannot heal it: the stream stopped until someone acts.
+    pub fatal: bool,
+    pub at: chrono::DateTime<Utc>,
+}
+
 /// How often `max_file_age` expiry runs.
 const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
+/// Closed batch plans kept in the ledger for `landfall state` and progress; older ones are
+/// pruned once committed.
+pub const KEEP_PLANS: u64 = 100;
 
 impl StreamWorker {
     /// Open the stream's state, source and table. `available_now` overrides the trigger.
@@ -75,6 +92,20 @@ impl StreamWorker {
 
     pub fn committer(&self) -> &Arc<dyn Committer> {
         &self.committer
+    }
+
+    /// Keep the error a run ended with in the ledger, for `landfall streams` (best effort: the
+    /// error may be the ledger's own).
+    pub fn record_status(&self, e: &SeamError) {
+        let status = StreamStatus {
+            error: e.message.clone(),
+            fatal: !e.retryable,
+            at: Utc::now(),
+        };
+        let json = serde_json::to_string(&status).expect("status serialises");
+        if let Err(err) = self.state.set_meta(STATUS_META, &json) {
+            tracing::warn!(stream = %self.spec.name, error = %err.message, "could not record the stream status");
+        }
     }
 
     fn store(&self) -> &Arc<dyn ObjectStore> {
@@ -120,6 +151,9 @@ impl StreamWorker {
             .state
             .admit(&keyed, found.cursor.as_deref(), Utc::now())?;
         self.discovery.acknowledge(found.ack).await?;
+        for (reason, path) in &found.passed_over {
+            self.events.passed_over(reason, &self.shown(path));
+        }
         self.events
             .discovered(found.files.len(), admitted, found.filtered, t.elapsed());
         Ok(found.files)
@@ -172,12 +206,13 @@ impl StreamWorker {
         self.committer
             .prepare(s.table.clone(), &self.spec.sink.partition_by)
             .await?;
-        if self.state.summary()?.last_batch.is_none()
-            && let Some(v) = self.committer.last_committed().await?
-        {
-            self.state.ensure_batch_floor(v + 1)?;
-            self.events.batch_floor_raised(v + 1);
-        }
+        crate::recovery::check_table(
+            &self.spec,
+            self.state.as_ref(),
+            self.committer.as_ref(),
+            &self.events,
+        )
+        .await?;
         self.schema = Some(s);
         Ok(true)
     }
@@ -249,13 +284,52 @@ impl StreamWorker {
         }
     }
 
-    /// Steps 3 to 5 for one recorded plan.
+    /// An object path as the user wrote the source.
+    fn shown(&self, path: &str) -> String {
+        landfall_discovery::display_path(&self.spec.source.url, path)
+    }
+
+    /// Whether a file that could not be read may be skipped under the stream's options.
+    fn may_skip(&self, reason: &SkipReason) -> bool {
+        match reason.kind {
+            SkipKind::Missing => self.spec.ignore_missing_files,
+            SkipKind::Corrupt => self.spec.ignore_corrupt_files,
+            // What was listed no longer exists: nothing to ingest under this identity.
+            SkipKind::ChangedAfterListing | SkipKind::Manual => true,
+        }
+    }
+
+    /// The stop message for a file that may not be skipped: what happened and the two ways on.
+    fn unreadable_error(&self, batch_id: u64, path: &str, reason: &SkipReason) -> SeamError {
+        let option = match reason.kind {
+            SkipKind::Missing => "ignore_missing_files",
+            _ => "ignore_corrupt_files",
+        };
+        SeamError::fatal(format!(
+            "stream `{s}`: batch {batch_id}: {path}: {reason}. The stream stopped; to go on without this file, run `landfall skip {s} {path}` (or set {option} = true to skip such files), then start it again",
+            s = self.spec.name,
+            path = landfall_discovery::display_path(&self.spec.source.url, path),
+        ))
+    }
+
+    /// Steps 3 to 5 for one recorded plan. Files skipped earlier (by an earlier attempt, or by
+    /// hand) are not read: the batch commits without them.
     async fn run_batch(&self, plan: BatchPlan) -> SeamResult<()> {
         let started = Instant::now();
         let plan = self.state.start_attempt(plan.batch_id)?;
         let earlier_staged = plan.staged.clone();
         let state = self.state.clone();
         let batch_id = plan.batch_id;
+        let mut to_read: Vec<(FileKey, FileMeta)> = Vec::with_capacity(plan.files.len());
+        for (key, meta) in &plan.files {
+            let skipped = self
+                .state
+                .file(key)?
+                .is_some_and(|r| r.state == FileState::Skipped);
+            if !skipped {
+                to_read.push((key.clone(), meta.clone()));
+            }
+        }
         let hook: StagedHook = Arc::new(move |path: &str| state.record_staged(batch_id, path));
         let mut writer = self.committer.writer(batch_id, plan.attempts, hook).await?;
         let mut rows = 0u64;
@@ -274,27 +348,48 @@ impl StreamWorker {
                     .expect("schema resolved before planning"),
                 partition_by: self.spec.sink.partition_by.clone(),
                 prefix: self.discovery.prefix().clone(),
+                shown: |source, path| match url::Url::parse(source) {
+                    Ok(u) => landfall_discovery::display_path(&u, path),
+                    Err(_) => path.to_string(),
+                },
+                source: self.spec.source.url.to_string(),
             };
-            let metas: Vec<FileMeta> = plan.files.iter().map(|(_, m)| m.clone()).collect();
-            let mut decoded = pipeline::spawn(job, self.store().clone(), metas);
+            let expected = to_read.len();
+            let mut decoded = pipeline::spawn(job, self.store().clone(), to_read);
             let mut files_done = 0usize;
             while let Some(item) = decoded.recv().await {
                 match item? {
                     Decoded::Rows(values, part) => writer.write(&values, part).await?,
-                    Decoded::FileDone { path, rows: n } => {
-                        self.events.file_decoded(batch_id, &path, n);
+                    Decoded::FileDone { path, rows: n, malformed } => {
+                        self.events.file_decoded(batch_id, &self.shown(&path), n, malformed);
                         rows += n;
+                        files_done += 1;
+                    }
+                    Decoded::FileUnreadable { key, path, reason, partial } => {
+                        if !self.may_skip(&reason) {
+                            return Err(self.unreadable_error(batch_id, &path, &reason));
+                        }
+                        // Durable before the commit: every later attempt of this batch, and
+                        // recovery, leave the file out too.
+                        self.state.skip_file(&key, reason.clone(), Utc::now())?;
+                        self.events.file_skipped(batch_id, &self.shown(&path), &reason);
+                        if partial {
+                            return Err(SeamError::retryable(format!(
+                                "stream `{}`: batch {batch_id}: {} was skipped after part of it was read; the batch runs again without it",
+                                self.spec.name,
+                                self.shown(&path)
+                            )));
+                        }
                         files_done += 1;
                     }
                 }
             }
             // The channel also closes if the read task died (a panic): never commit a batch
             // that did not read every one of its files.
-            if files_done != plan.files.len() {
+            if files_done != expected {
                 return Err(SeamError::retryable(format!(
-                    "stream `{}`: batch {batch_id}: the read side stopped after {files_done} of {} files",
+                    "stream `{}`: batch {batch_id}: the read side stopped after {files_done} of {expected} files",
                     self.spec.name,
-                    plan.files.len()
                 )));
             }
             writer.finish().await
@@ -315,13 +410,17 @@ impl StreamWorker {
                     .into_iter()
                     .filter(|p| !earlier_staged.contains(p))
                     .collect();
-                let _ = self.committer.remove_files(&fresh).await;
+                if let Err(cleanup) = self.committer.remove_files(&fresh).await {
+                    // The batch's own error is what the user must see; the files stay listed
+                    // in the ledger and recovery removes them.
+                    tracing::warn!(stream = %self.spec.name, batch_id, error = %cleanup.message, "could not remove the failed attempt's data files yet");
+                }
                 return Err(e);
             }
         };
         failpoint::hit("after_stage");
-        let version = match self.committer.commit(batch_id, &staged).await {
-            Ok(v) => v,
+        let committed = match self.committer.commit(batch_id, &staged).await {
+            Ok(c) => c,
             Err(e) => {
                 // The outcome may be unknown (the commit may have landed): keep the files;
                 // recovery decides from the table.
@@ -330,8 +429,27 @@ impl StreamWorker {
             }
         };
         failpoint::hit("after_commit");
+        if committed.landed_before {
+            // An earlier attempt's commit landed after all: its data files are the live ones,
+            // this attempt's are the orphans. Record what the table holds (row count unknown).
+            let receipt = CommitReceipt {
+                table_version: committed.version,
+                rows: 0,
+                data_files: 0,
+                data_bytes: 0,
+                committed_at: Utc::now(),
+                recovered: true,
+            };
+            self.state.record_committed(batch_id, receipt)?;
+            let mine: Vec<String> = staged.iter().map(|f| f.path.clone()).collect();
+            let n = self.committer.remove_files(&mine).await?;
+            self.events.orphans_removed(batch_id, n);
+            self.events.batch_recovered(batch_id, Some(committed.version));
+            self.state.prune_batch(batch_id, KEEP_PLANS)?;
+            return Ok(());
+        }
         let receipt = CommitReceipt {
-            table_version: version,
+            table_version: committed.version,
             rows,
             data_files: staged.len() as u64,
             data_bytes: staged.iter().map(|f| f.size).sum(),
@@ -349,6 +467,7 @@ impl StreamWorker {
             let n = self.committer.remove_files(&orphans).await?;
             self.events.orphans_removed(batch_id, n);
         }
+        self.state.prune_batch(batch_id, KEEP_PLANS)?;
         self.events
             .batch_committed(&plan, &receipt, started.elapsed());
         Ok(())

@@ -121,32 +121,65 @@ pub fn infer_schema(
     samples: &[(String, Bytes)],
     infer_types: bool,
 ) -> Result<Schema, FormatError> {
-    let mut merged = Fields::empty();
+    let mut merger = SchemaMerger::new(format, csv.clone(), infer_types);
     for (path, bytes) in samples {
-        let s = file_schema(format, csv, path, bytes, infer_types)?;
-        merged = merge_fields(&merged, s.fields());
+        merger.add(path, bytes)?;
     }
-    if merged.is_empty() {
-        return Err(FormatError::Inference {
-            reason: format!(
-                "the {} sampled file(s) hold no columns; give the stream an explicit `schema`",
-                samples.len()
-            ),
-        });
+    merger.finish()
+}
+
+/// Inference one file at a time: only the merged schema is kept between files, so a sample
+/// of thousands of files never sits in memory together.
+pub struct SchemaMerger {
+    format: FileFormat,
+    csv: CsvFormat,
+    infer_types: bool,
+    merged: Fields,
+    files: usize,
+}
+
+impl SchemaMerger {
+    pub fn new(format: FileFormat, csv: CsvFormat, infer_types: bool) -> Self {
+        SchemaMerger {
+            format,
+            csv,
+            infer_types,
+            merged: Fields::empty(),
+            files: 0,
+        }
     }
-    Ok(Schema::new(
-        merged
-            .iter()
-            .map(|f| {
-                // Columns seen only as JSON null have no type yet: strings hold anything.
-                if f.data_type() == &DataType::Null {
-                    Field::new(f.name(), DataType::Utf8, true)
-                } else {
-                    f.as_ref().clone()
-                }
-            })
-            .collect::<Vec<_>>(),
-    ))
+
+    /// Merge the schema of one sampled file (its whole content).
+    pub fn add(&mut self, path: &str, bytes: &Bytes) -> Result<(), FormatError> {
+        let s = file_schema(self.format, &self.csv, path, bytes, self.infer_types)?;
+        self.merged = merge_fields(&self.merged, s.fields());
+        self.files += 1;
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<Schema, FormatError> {
+        if self.merged.is_empty() {
+            return Err(FormatError::Inference {
+                reason: format!(
+                    "the {} sampled file(s) hold no columns; give the stream an explicit `schema`",
+                    self.files
+                ),
+            });
+        }
+        Ok(Schema::new(
+            self.merged
+                .iter()
+                .map(|f| {
+                    // Columns seen only as JSON null have no type yet: strings hold anything.
+                    if f.data_type() == &DataType::Null {
+                        Field::new(f.name(), DataType::Utf8, true)
+                    } else {
+                        f.as_ref().clone()
+                    }
+                })
+                .collect::<Vec<_>>(),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ mod parquet_file;
 pub use conform::{conform, with_constant_columns};
 pub use csv::CsvDecoder;
 pub use error::{FormatError, MalformedRecord};
-pub use infer::{infer_schema, merge_widen, stringify_leaves};
+pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
 pub use json::JsonDecoder;
 
 use arrow_schema::SchemaRef;

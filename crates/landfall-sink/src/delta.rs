@@ -34,7 +34,7 @@ use deltalake::protocol::{DeltaOperation, OutputMode, SaveMode};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use landfall_core::delta_types::delta_normalize;
 use landfall_core::seams::{SeamResult, StagedHook};
-use landfall_core::{BatchWriter, Committer, StagedFile};
+use landfall_core::{BatchWriter, Committed, Committer, StagedFile};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -315,7 +315,7 @@ impl Committer for DeltaCommitter {
         })
     }
 
-    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<i64> {
+    async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed> {
         let partition_by = self.layout.partition_by()?;
         let mut guard = self.refreshed().await?;
         let table = guard.as_mut().ok_or_else(|| SinkError::Commit {
@@ -329,7 +329,10 @@ impl Committer for DeltaCommitter {
             // Already landed (an earlier attempt whose outcome we did not see): report the
             // commit that holds it, never commit it twice.
             if let Some(version) = self.find_batch(table, batch_id).await? {
-                return Ok(version);
+                return Ok(Committed {
+                    version,
+                    landed_before: true,
+                });
             }
             // Its log entry is gone (cleaned after a checkpoint): unknown, as recovery records
             // it (-1), rather than the latest version, which would be some other commit.
@@ -338,7 +341,10 @@ impl Committer for DeltaCommitter {
                 batch_id,
                 "batch already in the table but its commit is no longer in the log"
             );
-            return Ok(-1);
+            return Ok(Committed {
+                version: -1,
+                landed_before: true,
+            });
         }
         // Features may have been enabled since prepare; refuse before committing.
         let writability = self.writability(table)?;
@@ -380,7 +386,10 @@ impl Committer for DeltaCommitter {
             .update_incremental(None)
             .await
             .map_err(|e| self.open_err(e))?;
-        Ok(version as i64)
+        Ok(Committed {
+            version: version as i64,
+            landed_before: false,
+        })
     }
 
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {

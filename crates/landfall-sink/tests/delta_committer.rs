@@ -8,7 +8,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{Int32Type, TimeUnit};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
-use landfall_core::{Committer, SeamError, StagedFile};
+use landfall_core::{Committed, Committer, SeamError, StagedFile};
 use landfall_sink::DeltaCommitter;
 use std::collections::HashMap;
 use std::path::Path;
@@ -56,7 +56,7 @@ async fn commit(c: &DeltaCommitter, batch_id: u64, files: &[StagedFile]) -> i64 
     let mut last = None;
     for _ in 0..10 {
         match c.commit(batch_id, files).await {
-            Ok(v) => return v,
+            Ok(v) => return v.version,
             Err(e) if e.retryable => last = Some(e),
             Err(e) => panic!("fatal commit error: {e}"),
         }
@@ -167,7 +167,13 @@ async fn batch_version_is_the_commit_holding_the_batch() {
     // Committing batch 1 again: not committed twice, and its version is unknown, not the latest.
     fresh.prepare(simple_schema(), &[]).await.unwrap();
     let files = stage(&fresh, 1, simple_batch(0..3)).await;
-    assert_eq!(fresh.commit(1, &files).await.unwrap(), -1);
+    assert_eq!(
+        fresh.commit(1, &files).await.unwrap(),
+        Committed {
+            version: -1,
+            landed_before: true
+        }
+    );
     assert_eq!(latest_version(dir.path()), 5);
 }
 
@@ -198,7 +204,14 @@ async fn an_ambiguous_commit_is_not_committed_again_and_reports_its_own_version(
     retry.prepare(simple_schema(), &[]).await.unwrap();
     let files2 = stage(&retry, 5, simple_batch(0..10)).await;
     let before = log(dir.path()).len();
-    assert_eq!(retry.commit(5, &files2).await.unwrap(), landed);
+    assert_eq!(
+        retry.commit(5, &files2).await.unwrap(),
+        Committed {
+            version: landed,
+            landed_before: true
+        },
+        "the engine learns that this attempt's files are not in the table"
+    );
     assert_eq!(log(dir.path()).len(), before, "no second commit");
     assert_eq!(count_actions(dir.path(), "txn"), 2);
     assert_eq!(retry.batch_version(5).await.unwrap(), Some(landed));
