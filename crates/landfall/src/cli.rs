@@ -1,6 +1,6 @@
-//! Commands: `run`, `check`, `state`, `streams`.
+//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`.
 
-use crate::report;
+use crate::{admin, report};
 use clap::{Parser, Subcommand, ValueEnum};
 use landfall_config::{LogFormat, ValidatedConfig};
 use landfall_core::FileState;
@@ -44,18 +44,49 @@ enum Command {
         config: PathBuf,
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
-        /// Only files in this state (discovered, in_batch, committed, archived, skipped_corrupt,
-        /// skipped_missing, failed).
+        /// Only files in this state (discovered, in_batch, committed, archived, skipped,
+        /// failed).
         #[arg(long)]
         state: Option<String>,
     },
-    /// List the streams with their backlog and last batch.
+    /// List the streams with their backlog, last batch and status.
     Streams {
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
     },
+    /// Mark one file skipped (the stream must be stopped): a batch that stopped on it runs
+    /// again without it at the next start.
+    Skip {
+        stream: String,
+        /// The file as `landfall state` shows it (or its object path or ledger key).
+        path: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        /// Why, recorded with the skip.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Set a stream's state directory aside (the stream must be stopped); the next start
+    /// begins a new state after the table's batches.
+    Reset {
+        stream: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+    },
+}
+
+/// The spec of `stream` in `config`, or the exit code after saying what is wrong.
+fn stream_spec(config: &Path, stream: &str) -> Result<landfall_config::StreamSpec, ExitCode> {
+    let cfg = load(config)?;
+    cfg.stream(stream).cloned().ok_or_else(|| {
+        eprintln!(
+            "error: stream `{stream}` is not defined in {}",
+            config.display()
+        );
+        ExitCode::from(2)
+    })
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -131,22 +162,28 @@ pub fn main() -> ExitCode {
                 },
             )
         }
+        Command::Skip {
+            stream,
+            path,
+            config,
+            reason,
+        } => match stream_spec(&config, &stream) {
+            Ok(spec) => admin::skip(&spec, &path, reason),
+            Err(code) => code,
+        },
+        Command::Reset { stream, config } => match stream_spec(&config, &stream) {
+            Ok(spec) => admin::reset(&spec),
+            Err(code) => code,
+        },
         Command::State {
             stream,
             config,
             format,
             state,
         } => {
-            let cfg = match load(&config) {
-                Ok(c) => c,
+            let spec = match stream_spec(&config, &stream) {
+                Ok(s) => s,
                 Err(code) => return code,
-            };
-            let Some(spec) = cfg.stream(&stream) else {
-                eprintln!(
-                    "error: stream `{stream}` is not defined in {}",
-                    config.display()
-                );
-                return ExitCode::from(2);
             };
             let filter = match state.as_deref().map(|s| FileState::parse(s).ok_or(s)) {
                 None => None,
@@ -160,7 +197,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            report::print_state(spec, filter, format)
+            report::print_state(&spec, filter, format)
         }
         Command::Streams { config, format } => match load(&config) {
             Ok(cfg) => report::print_streams(&cfg, format),

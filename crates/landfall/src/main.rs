@@ -1,5 +1,6 @@
 //! The `landfall` binary: argument parsing and wiring only; the work is in the libraries.
 
+mod admin;
 mod cli;
 mod report;
 

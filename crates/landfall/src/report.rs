@@ -5,6 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use landfall_config::{StreamSpec, ValidatedConfig};
 use landfall_core::{FileRecord, FileState, StateStore};
 use landfall_engine::StreamOutcome;
+use landfall_engine::worker::{STATUS_META, StreamStatus};
 use std::process::ExitCode;
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
@@ -91,9 +92,9 @@ fn print_rows(header: &[&str], rows: &[Vec<String>], format: OutputFormat) {
     }
 }
 
-fn file_row(r: &FileRecord) -> Vec<String> {
+fn file_row(spec: &StreamSpec, r: &FileRecord) -> Vec<String> {
     vec![
-        r.meta.path.clone(),
+        landfall_engine::display_path(&spec.source.url, &r.meta.path),
         r.meta.size.to_string(),
         ts(Some(r.meta.modified)),
         ts(Some(r.discovery_time)),
@@ -104,6 +105,11 @@ fn file_row(r: &FileRecord) -> Vec<String> {
         r.state.as_str().to_string(),
         r.batch_id.map(|b| b.to_string()).unwrap_or_default(),
         r.table_version.map(|v| v.to_string()).unwrap_or_default(),
+        r.skip
+            .as_ref()
+            .map(|s| s.to_string())
+            .or_else(|| r.error.clone())
+            .unwrap_or_default(),
     ]
 }
 
@@ -129,8 +135,9 @@ pub fn print_state(spec: &StreamSpec, filter: Option<FileState>, format: OutputF
                 "state",
                 "batch_id",
                 "table_version",
+                "reason",
             ];
-            let rows: Vec<_> = files.iter().map(file_row).collect();
+            let rows: Vec<_> = files.iter().map(|r| file_row(spec, r)).collect();
             print_rows(&header, &rows, format);
             ExitCode::SUCCESS
         }
@@ -153,6 +160,8 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
         "last_batch_files",
         "last_batch_state",
         "last_commit_time",
+        "skipped_files",
+        "status",
     ];
     let mut rows = Vec::new();
     for spec in &cfg.streams {
@@ -161,8 +170,8 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
             spec.source.url.to_string(),
             spec.sink.location.as_table_uri(),
         ];
-        match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir).map(|l| l.summary())
-        {
+        let ledger = landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir);
+        match ledger.as_ref().map(|l| l.summary()) {
             Ok(Ok(s)) => {
                 row.push(s.pending_files.to_string());
                 row.push(s.pending_bytes.to_string());
@@ -183,13 +192,40 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
                     }
                     None => row.extend(["", "", "", ""].map(String::from)),
                 }
+                let skipped = s
+                    .files_by_state
+                    .iter()
+                    .find(|(st, _)| *st == FileState::Skipped)
+                    .map_or(0, |(_, n)| *n);
+                row.push(skipped.to_string());
+                let last_commit = s
+                    .last_batch
+                    .as_ref()
+                    .and_then(|b| b.committed.as_ref())
+                    .map(|c| c.committed_at);
+                row.push(status(ledger.as_ref().ok(), last_commit));
             }
-            _ => row.extend(["", "", "", "", "", "never run", ""].map(String::from)),
+            _ => row.extend(["", "", "", "", "", "never run", "", "", ""].map(String::from)),
         }
         rows.push(row);
     }
     print_rows(&header, &rows, format);
     ExitCode::SUCCESS
+}
+
+/// `ok`, or the last error a run ended with while no batch committed after it.
+fn status(ledger: Option<&impl StateStore>, last_commit: Option<DateTime<Utc>>) -> String {
+    let Some(raw) = ledger.and_then(|l| l.meta(STATUS_META).ok().flatten()) else {
+        return "ok".into();
+    };
+    match serde_json::from_str::<StreamStatus>(&raw) {
+        Ok(st) if last_commit.is_none_or(|c| c < st.at) => format!(
+            "{}: {}",
+            if st.fatal { "stopped" } else { "failing" },
+            st.error
+        ),
+        _ => "ok".into(),
+    }
 }
 
 pub fn print_run_summary(outcomes: &[StreamOutcome]) {
@@ -202,11 +238,13 @@ pub fn print_run_summary(outcomes: &[StreamOutcome]) {
         };
         println!("  stream {}: {status}", o.stream);
         println!(
-            "    this run:  {} file(s), {} row(s), {} in {} batch(es)",
+            "    this run:  {} file(s), {} row(s), {} in {} batch(es); {} file(s) skipped, {} malformed row(s)",
             o.files_this_run,
             o.rows_this_run,
             human_bytes(o.bytes_this_run),
-            o.batches_this_run
+            o.batches_this_run,
+            o.files_skipped_this_run,
+            o.rows_malformed_this_run
         );
         if let Some(s) = &o.summary {
             println!(

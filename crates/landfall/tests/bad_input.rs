@@ -9,12 +9,8 @@ fn corrupt_file_fails_only_its_stream_and_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write_rows(&root.join("good"), "a.json", 0..10);
-    write_rows(&root.join("bad"), "a.json", 0..3);
-    std::fs::write(
-        root.join("bad/broken.json"),
-        "{\"id\": 1, \"name\": \"x\"\n{not json at all}\n",
-    )
-    .unwrap();
+    write_parquet_rows(&root.join("bad"), "a.parquet", 0..3);
+    write_corrupt_parquet(&root.join("bad"), "broken.parquet");
     let cfg = config_in(
         root,
         r#"
@@ -26,7 +22,7 @@ sink.path = "{root}/good_table"
 
 [streams.bad]
 source = "{root}/bad"
-format = "json"
+format = "parquet"
 schema = "id BIGINT, name STRING"
 sink.path = "{root}/bad_table"
 "#,
@@ -41,8 +37,8 @@ sink.path = "{root}/bad_table"
     let out = text(&o);
     assert!(out.contains("stream bad: FAILED"), "{out}");
     assert!(
-        out.contains("broken.json: malformed JSON"),
-        "the error names the file: {out}"
+        out.contains(&format!("{}: corrupt: ", root.join("bad/broken.parquet").display())),
+        "the error names the file as the user wrote it: {out}"
     );
     assert!(out.contains("stream good: ok"), "{out}");
     assert_exactly(
@@ -60,12 +56,10 @@ sink.path = "{root}/bad_table"
         "no orphaned data files: {bad_files:?}"
     );
 
-    // Once the file is fixed, the same batch (same files) runs again and lands.
-    std::fs::write(
-        root.join("bad/broken.json"),
-        "{\"id\": 100, \"name\": \"fixed\"}\n",
-    )
-    .unwrap();
+    // Once the file is replaced by a good one, the batch runs again without the listed (corrupt)
+    // version, which is recorded changed_after_listing; the next listing ingests the new one.
+    write_parquet_rows(&root.join("bad"), "broken.parquet", 100..101);
+    drain(&cfg);
     drain(&cfg);
     assert_exactly(
         &ids(&verify("delta", &root.join("bad_table"), None), "id"),

@@ -20,11 +20,56 @@ pub fn repo_root() -> PathBuf {
 
 /// Run `landfall <args>` and return its output (not asserting success).
 pub fn landfall(args: &[&str]) -> Output {
+    landfall_env(args, &[])
+}
+
+/// Run `landfall <args>` with extra environment variables (failpoints).
+pub fn landfall_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(bin())
         .args(args)
         .env("LANDFALL_LOG", "info")
+        .envs(env.iter().copied())
         .output()
         .expect("landfall runs")
+}
+
+/// `landfall run --available-now` that aborts at failpoint `point` (like `kill -9` there).
+pub fn crash_at(config: &Path, point: &str) -> Output {
+    let o = landfall_env(
+        &["run", "--config", config.to_str().unwrap(), "--available-now"],
+        &[("LANDFALL_FAILPOINTS", &format!("{point}=1"))],
+    );
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains(&format!("failpoint {point}")),
+        "expected an abort at {point}:\n{}",
+        text(&o)
+    );
+    o
+}
+
+/// `landfall state <stream> --format json` as JSON rows.
+pub fn state_rows(config: &Path, stream: &str) -> Vec<Value> {
+    let o = landfall(&[
+        "state",
+        stream,
+        "--config",
+        config.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .expect("state prints JSON")
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The state row whose path ends with `/name`.
+pub fn state_of<'a>(rows: &'a [Value], name: &str) -> &'a Value {
+    rows.iter()
+        .find(|r| r["path"].as_str().is_some_and(|p| p.ends_with(&format!("/{name}"))))
+        .unwrap_or_else(|| panic!("no state row for {name} in {rows:?}"))
 }
 
 pub fn text(o: &Output) -> String {
@@ -188,4 +233,28 @@ pub fn drain_stream(config: &Path, stream: &str) -> Output {
         text(&o)
     );
     o
+}
+
+/// Write a Parquet file of rows `ids` (columns id BIGINT, name STRING) with pyarrow, atomically.
+pub fn write_parquet_rows(dir: &Path, name: &str, ids: impl Iterator<Item = u64>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let ids: Vec<String> = ids.map(|i| i.to_string()).collect();
+    let script = format!(
+        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
+ids = [{}]\n\
+t = pa.table({{'id': pa.array(ids, pa.int64()), 'name': pa.array(['n%d' % i for i in ids])}})\n\
+pq.write_table(t, {tmp:?})\n\
+os.rename({tmp:?}, {dst:?})\n",
+        ids.join(","),
+        tmp = dir.join(format!(".{name}.tmp")).display().to_string(),
+        dst = dir.join(name).display().to_string(),
+    );
+    let o = Command::new("python3").arg("-c").arg(script).output().unwrap();
+    assert!(o.status.success(), "pyarrow failed:\n{}", text(&o));
+}
+
+/// Bytes that no Parquet reader accepts (no footer magic).
+pub fn write_corrupt_parquet(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), b"PAR1 this is not a parquet file at all, no footer").unwrap();
 }
