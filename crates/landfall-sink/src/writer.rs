@@ -158,7 +158,14 @@ struct OpenFile {
     writer: AsyncArrowWriter<BufWriter>,
     rows: u64,
     stats: stats::FileStats,
+    /// When rows last went to this file (a write counter), to close the least recently used.
+    last_used: u64,
 }
+
+/// Partition files open at once per batch attempt. Each holds a row group in memory and an
+/// upload in flight; past this many, the least recently used is closed (a later row of its
+/// partition starts a new file).
+pub const MAX_OPEN_PARTITION_FILES: usize = 64;
 
 /// Writes one attempt of one batch.
 pub struct PartitionedWriter {
@@ -176,6 +183,8 @@ pub struct PartitionedWriter {
     open: HashMap<Vec<Option<String>>, OpenFile>,
     done: Vec<StagedFile>,
     files_started: u32,
+    /// Writes so far, the clock of `OpenFile::last_used`.
+    writes: u64,
 }
 
 impl PartitionedWriter {
@@ -211,6 +220,7 @@ impl PartitionedWriter {
             target_file_size,
             on_new_file,
             open: HashMap::new(),
+            writes: 0,
             done: Vec::new(),
             files_started: 0,
         }
@@ -264,6 +274,7 @@ impl PartitionedWriter {
             writer,
             rows: 0,
             stats: stats::FileStats::new(&self.file_schema),
+            last_used: 0,
         })
     }
 
@@ -296,10 +307,17 @@ impl PartitionedWriter {
         }
         let batch = self.project(batch)?;
         let key = values.to_vec();
+        self.writes += 1;
         let mut file = match self.open.remove(&key) {
             Some(f) => f,
-            None => self.open_file(values)?,
+            None => {
+                if self.open.len() >= MAX_OPEN_PARTITION_FILES {
+                    self.close_least_recent().await?;
+                }
+                self.open_file(values)?
+            }
         };
+        file.last_used = self.writes;
         if let Err(e) = file.writer.write(&batch).await {
             let err = self.err(&file.path, e);
             self.abort_all(Some(file)).await;
@@ -319,6 +337,24 @@ impl PartitionedWriter {
             self.open.insert(key, file);
             Ok(())
         }
+    }
+
+    /// Close the open file written to least recently (bounded memory with many partitions).
+    async fn close_least_recent(&mut self) -> Result<(), SinkError> {
+        let Some(key) = self
+            .open
+            .iter()
+            .min_by_key(|(_, f)| f.last_used)
+            .map(|(k, _)| k.clone())
+        else {
+            return Ok(());
+        };
+        let file = self.open.remove(&key).expect("key just found");
+        let closed = self.close(key, file).await;
+        if closed.is_err() {
+            self.abort_all(None).await;
+        }
+        closed
     }
 
     /// Close every open file and return all files written.
@@ -412,5 +448,48 @@ mod tests {
         assert!(err.contains("255-byte limit"), "{err}");
         // Escapes count: 100 `/` are 300 bytes escaped.
         assert!(partition_dir(&cols, &[Some("/".repeat(100))]).is_err());
+    }
+
+    /// More partitions than may be open at once: the least recently used file is closed, so
+    /// writing to it again starts a new file; every row lands in exactly one file.
+    #[tokio::test]
+    async fn open_partition_files_are_capped() {
+        use arrow::array::{Int64Array, StringArray};
+        use arrow_schema::{DataType, Field};
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("p", DataType::Utf8, true),
+        ]));
+        let layout = TableLayout::new("memory:///t", 128 << 20);
+        layout.set(schema.clone(), &["p".to_string()]);
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let s2 = started.clone();
+        let hook: StagedHook = Arc::new(move |_: &str| {
+            s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+        let mut w = layout
+            .writer(store, 0, 1, String::new(), hook)
+            .expect("writer");
+        let n = MAX_OPEN_PARTITION_FILES + 6;
+        let mut order: Vec<usize> = (0..n).collect();
+        order.push(0); // partition 0 is the least recently used by now
+        for (i, p) in order.iter().enumerate() {
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(vec![i as i64])),
+                    Arc::new(StringArray::from(vec![format!("v{p}")])),
+                ],
+            )
+            .unwrap();
+            w.write(&[Some(format!("v{p}"))], batch).await.unwrap();
+            assert!(w.open.len() <= MAX_OPEN_PARTITION_FILES);
+        }
+        let files = w.finish().await.unwrap();
+        assert_eq!(files.len(), n + 1, "partition 0 was reopened as a new file");
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), n + 1);
+        assert_eq!(files.iter().map(|f| f.rows).sum::<u64>(), (n + 1) as u64);
     }
 }
