@@ -19,7 +19,7 @@ use landfall_core::{
 };
 use landfall_discovery::ListingDiscovery;
 use landfall_formats::DecodeOptions;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -289,6 +289,39 @@ impl StreamWorker {
         landfall_discovery::display_path(&self.spec.source.url, path)
     }
 
+    /// Admit the version of `path` that is there now, after its listed version turned out to
+    /// have changed: it is ingested in a later batch, even by a run that lists only once
+    /// (`available_now`). A file gone meanwhile, or empty, is left to discovery.
+    async fn readmit(&self, path: &str) -> SeamResult<()> {
+        let Ok(object) = object_store::path::Path::parse(path) else {
+            return Ok(());
+        };
+        let now = match self.store().head(&object).await {
+            Ok(m) => m,
+            Err(object_store::Error::NotFound { .. }) => return Ok(()),
+            Err(e) => {
+                return Err(SeamError::retryable(format!(
+                    "stream `{}`: {}: {e}",
+                    self.spec.name,
+                    self.shown(path)
+                )));
+            }
+        };
+        if now.size == 0 {
+            return Ok(());
+        }
+        let meta = FileMeta {
+            path: path.to_string(),
+            size: now.size,
+            modified: now.last_modified,
+            etag: now.e_tag,
+            version: now.version,
+        };
+        let key = meta.key(self.spec.allow_overwrites);
+        self.state.admit(&[(key, meta)], None, Utc::now())?;
+        Ok(())
+    }
+
     /// Whether a file that could not be read may be skipped under the stream's options.
     fn may_skip(&self, reason: &SkipReason) -> bool {
         match reason.kind {
@@ -322,11 +355,14 @@ impl StreamWorker {
         let batch_id = plan.batch_id;
         let mut to_read: Vec<(FileKey, FileMeta)> = Vec::with_capacity(plan.files.len());
         for (key, meta) in &plan.files {
-            let skipped = self
+            // Only files still held by this batch: not skipped, and not re-admitted since (a
+            // path whose listed version changed is discovered again under the same key; that
+            // new record belongs to a later batch, and this plan's version of it is gone).
+            let held = self
                 .state
                 .file(key)?
-                .is_some_and(|r| r.state == FileState::Skipped);
-            if !skipped {
+                .is_some_and(|r| r.state == FileState::InBatch && r.batch_id == Some(batch_id));
+            if held {
                 to_read.push((key.clone(), meta.clone()));
             }
         }
@@ -373,6 +409,9 @@ impl StreamWorker {
                         // recovery, leave the file out too.
                         self.state.skip_file(&key, reason.clone(), Utc::now())?;
                         self.events.file_skipped(batch_id, &self.shown(&path), &reason);
+                        if reason.kind == SkipKind::ChangedAfterListing {
+                            self.readmit(&path).await?;
+                        }
                         if partial {
                             return Err(SeamError::retryable(format!(
                                 "stream `{}`: batch {batch_id}: {} was skipped after part of it was read; the batch runs again without it",
