@@ -46,7 +46,9 @@ impl FileMeta {
 
     /// Whether `other` is the same version of the same file (what a pinned read checks).
     pub fn same_version(&self, other: &FileMeta) -> bool {
-        self.path == other.path && self.size == other.size && self.version_tag() == other.version_tag()
+        self.path == other.path
+            && self.size == other.size
+            && self.version_tag() == other.version_tag()
     }
 }
 

@@ -139,7 +139,12 @@ pub trait StateStore: Send + Sync {
     /// Mark a discovered or in-batch file `Skipped` with its reason, durably. An open batch
     /// holding it reads its other files only, on this attempt and every later one. Fails for a
     /// file already committed.
-    fn skip_file(&self, key: &FileKey, reason: SkipReason, now: DateTime<Utc>) -> SeamResult<FileRecord>;
+    fn skip_file(
+        &self,
+        key: &FileKey,
+        reason: SkipReason,
+        now: DateTime<Utc>,
+    ) -> SeamResult<FileRecord>;
     /// A committed batch's leftovers are settled (orphaned data files removed): forget its
     /// staged-file names, and plans older than the newest `keep_plans`.
     fn prune_batch(&self, batch_id: u64, keep_plans: u64) -> SeamResult<()>;

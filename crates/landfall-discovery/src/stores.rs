@@ -60,8 +60,14 @@ mod tests {
         assert_eq!(display_path(&local, "data/in/a.json"), "/data/in/a.json");
         assert_eq!(object_path(&local, "/data/in/a.json"), "data/in/a.json");
         let s3 = Url::parse("s3://bucket/landing/").unwrap();
-        assert_eq!(display_path(&s3, "landing/a.json"), "s3://bucket/landing/a.json");
-        assert_eq!(object_path(&s3, "s3://bucket/landing/a.json"), "landing/a.json");
+        assert_eq!(
+            display_path(&s3, "landing/a.json"),
+            "s3://bucket/landing/a.json"
+        );
+        assert_eq!(
+            object_path(&s3, "s3://bucket/landing/a.json"),
+            "landing/a.json"
+        );
         assert_eq!(object_path(&s3, "landing/a.json"), "landing/a.json");
         let az = Url::parse("abfss://c@acct.dfs.core.windows.net/p/").unwrap();
         assert_eq!(

@@ -14,6 +14,6 @@ pub mod supervisor;
 pub mod wiring;
 pub mod worker;
 
+pub use landfall_discovery::{display_path, object_path};
 pub use supervisor::{RunOptions, StreamOutcome, run_streams};
 pub use worker::{RunEnd, StreamWorker};
-pub use landfall_discovery::{display_path, object_path};

@@ -101,7 +101,9 @@ To recover: (1) restore the newest state directory, or run `landfall reset {name
             "stream `{name}`: the state in {dir} recorded batch {c} as committed to {location}, but the table holds {} of this stream, so the stream stopped. \
 The table was replaced or restored from an older copy, or the sink points at another table. \
 To recover: point the sink at the right table, or run `landfall reset {name}` to set this state aside and start over.",
-            table.map(|t| format!("batches up to {t} only")).unwrap_or_else(|| "no batch".into()),
+            table
+                .map(|t| format!("batches up to {t} only"))
+                .unwrap_or_else(|| "no batch".into()),
             dir = spec.state_dir.display()
         )));
     }

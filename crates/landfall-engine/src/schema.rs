@@ -129,8 +129,7 @@ async fn infer_from_sample(
             break;
         }
         let shown = landfall_discovery::display_path(&spec.source.url, &f.path);
-        let path =
-            Path::parse(&f.path).map_err(|e| SeamError::fatal(format!("{shown}: {e}")))?;
+        let path = Path::parse(&f.path).map_err(|e| SeamError::fatal(format!("{shown}: {e}")))?;
         let bytes = match store.get(&path).await {
             Ok(r) => r.bytes().await,
             Err(e) => Err(e),

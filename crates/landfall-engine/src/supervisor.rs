@@ -96,7 +96,9 @@ async fn run_once(
             };
             events.panicked(&message);
             RunResult {
-                end: Err(SeamError::retryable(format!("the stream worker panicked: {message}"))),
+                end: Err(SeamError::retryable(format!(
+                    "the stream worker panicked: {message}"
+                ))),
                 summary: None,
                 table_version: None,
             }

@@ -483,7 +483,8 @@ impl StreamWorker {
             let mine: Vec<String> = staged.iter().map(|f| f.path.clone()).collect();
             let n = self.committer.remove_files(&mine).await?;
             self.events.orphans_removed(batch_id, n);
-            self.events.batch_recovered(batch_id, Some(committed.version));
+            self.events
+                .batch_recovered(batch_id, Some(committed.version));
             self.state.prune_batch(batch_id, KEEP_PLANS)?;
             return Ok(());
         }

@@ -39,7 +39,9 @@ pub enum StateError {
     UnknownBatch { stream: String, batch_id: u64 },
     #[error("stream `{stream}`: no file `{key}` in the state store")]
     UnknownFile { stream: String, key: String },
-    #[error("stream `{stream}`: file `{key}` is {state}; only discovered, in-batch or failed files can be skipped")]
+    #[error(
+        "stream `{stream}`: file `{key}` is {state}; only discovered, in-batch or failed files can be skipped"
+    )]
     NotSkippable {
         stream: String,
         key: String,

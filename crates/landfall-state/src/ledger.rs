@@ -88,7 +88,7 @@ impl Stats {
 enum Known {
     No,
     /// Known under this key (or as the same version under the other kind of key).
-    Yes(FileRecord),
+    Yes(Box<FileRecord>),
     /// Another version of the path is known, and overwrites are not allowed.
     OtherVersion,
 }
@@ -190,18 +190,24 @@ impl<K: Kv> Ledger<K> {
     /// was toggled) counts: a file ingested under its plain path is not ingested again because
     /// overwrites became allowed, unless its content changed; and with overwrites off again,
     /// any version of a path makes the path known.
-    fn known(&self, key: &FileKey, meta: &FileMeta, kinds: (bool, bool)) -> Result<Known, StateError> {
+    fn known(
+        &self,
+        key: &FileKey,
+        meta: &FileMeta,
+        kinds: (bool, bool),
+    ) -> Result<Known, StateError> {
         if let Some(rec) = self.get_json::<FileRecord>(&file_key(key))? {
-            return Ok(Known::Yes(rec));
+            return Ok(Known::Yes(Box::new(rec)));
         }
         let (plain, versioned) = kinds;
         let overwrites = key.0 != meta.path;
         if overwrites
             && plain
-            && let Some(rec) = self.get_json::<FileRecord>(&file_key(&FileKey(meta.path.clone())))?
+            && let Some(rec) =
+                self.get_json::<FileRecord>(&file_key(&FileKey(meta.path.clone())))?
             && rec.meta.same_version(meta)
         {
-            return Ok(Known::Yes(rec));
+            return Ok(Known::Yes(Box::new(rec)));
         }
         if versioned {
             // Versioned keys of this path (written under either key format).
@@ -219,7 +225,11 @@ impl<K: Kv> Ledger<K> {
                 })
                 .map_err(self.backend("scan versions"))?;
             if let Some(r) = found {
-                return Ok(if overwrites { Known::Yes(r) } else { Known::OtherVersion });
+                return Ok(if overwrites {
+                    Known::Yes(Box::new(r))
+                } else {
+                    Known::OtherVersion
+                });
             }
         }
         Ok(Known::No)
@@ -252,7 +262,10 @@ impl<K: Kv> Ledger<K> {
                 Known::Yes(rec)
                     if rec.state == FileState::Skipped
                         && rec.key == *key
-                        && rec.skip.as_ref().is_some_and(|s| s.kind == SkipKind::ChangedAfterListing)
+                        && rec
+                            .skip
+                            .as_ref()
+                            .is_some_and(|s| s.kind == SkipKind::ChangedAfterListing)
                         && !rec.meta.same_version(meta) =>
                 {
                     Some(rec)
@@ -500,7 +513,9 @@ impl<K: Kv> Ledger<K> {
         let mut old = Vec::new();
         self.kv
             .scan(b"b/", b"b/", &mut |k, _| {
-                let id = std::str::from_utf8(&k[2..]).ok().and_then(|s| s.parse::<u64>().ok());
+                let id = std::str::from_utf8(&k[2..])
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok());
                 match id {
                     Some(id) if id < oldest_kept => {
                         if Some(id) != open {

@@ -73,7 +73,11 @@ fn open_error(dir: &Path, e: rocksdb::Error) -> StateError {
 fn lock_holder(lock: &Path) -> Option<u32> {
     let target = lock.canonicalize().ok()?;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == std::process::id() {

@@ -225,7 +225,11 @@ fn etagged(path: &str, size: u64, etag: &str) -> FileMeta {
 /// skipped.
 fn skips<K: Kv>(l: &Ledger<K>) {
     let now = t0();
-    let files = vec![meta("a.json", 10, now), meta("b.json", 20, now), meta("c.json", 5, now)];
+    let files = vec![
+        meta("a.json", 10, now),
+        meta("b.json", 20, now),
+        meta("c.json", 5, now),
+    ];
     l.admit(&files, None, now).unwrap();
     // A pending file skipped before planning never enters a plan.
     let manual = SkipReason {
@@ -244,14 +248,24 @@ fn skips<K: Kv>(l: &Ledger<K>) {
         detail: "gone".into(),
     };
     let rec = l.skip_file(&files[0].0, missing.clone(), now).unwrap();
-    assert_eq!((rec.state, rec.skip.clone()), (FileState::Skipped, Some(missing)));
+    assert_eq!(
+        (rec.state, rec.skip.clone()),
+        (FileState::Skipped, Some(missing))
+    );
     l.record_committed(plan.batch_id, receipt(2, now)).unwrap();
     let s = l.summary().unwrap();
-    assert_eq!((s.committed_files, s.committed_bytes), (1, 20), "only b landed");
+    assert_eq!(
+        (s.committed_files, s.committed_bytes),
+        (1, 20),
+        "only b landed"
+    );
     let counts: std::collections::HashMap<_, _> = s.files_by_state.into_iter().collect();
     assert_eq!(counts[&FileState::Skipped], 2);
     assert_eq!(counts[&FileState::Committed], 1);
-    assert_eq!(l.file(&files[0].0).unwrap().unwrap().state, FileState::Skipped);
+    assert_eq!(
+        l.file(&files[0].0).unwrap().unwrap().state,
+        FileState::Skipped
+    );
     let err = l
         .skip_file(
             &files[1].0,
@@ -270,20 +284,38 @@ fn skips<K: Kv>(l: &Ledger<K>) {
 fn toggled_keys<K: Kv>(l: &Ledger<K>) {
     let now = t0();
     let a1 = etagged("a.json", 10, "1");
-    assert_eq!(l.admit(&[(a1.key(false), a1.clone())], None, now).unwrap(), 1);
+    assert_eq!(
+        l.admit(&[(a1.key(false), a1.clone())], None, now).unwrap(),
+        1
+    );
     // Overwrites on, same version: known.
-    assert_eq!(l.admit(&[(a1.key(true), a1.clone())], None, now).unwrap(), 0);
+    assert_eq!(
+        l.admit(&[(a1.key(true), a1.clone())], None, now).unwrap(),
+        0
+    );
     // Overwrites on, new version: admitted under its versioned key.
     let a2 = etagged("a.json", 12, "2");
-    assert_eq!(l.admit(&[(a2.key(true), a2.clone())], None, now).unwrap(), 1);
+    assert_eq!(
+        l.admit(&[(a2.key(true), a2.clone())], None, now).unwrap(),
+        1
+    );
     assert_eq!(a2.key(true).0, "a.json@e:2");
     // Overwrites off again: any version of the path is known.
     let a3 = etagged("a.json", 14, "3");
-    assert_eq!(l.admit(&[(a3.key(false), a3.clone())], None, now).unwrap(), 0);
+    assert_eq!(
+        l.admit(&[(a3.key(false), a3.clone())], None, now).unwrap(),
+        0
+    );
     // A file first seen with overwrites on, then with them off: known.
     let b1 = etagged("b.json", 10, "1");
-    assert_eq!(l.admit(&[(b1.key(true), b1.clone())], None, now).unwrap(), 1);
-    assert_eq!(l.admit(&[(b1.key(false), b1.clone())], None, now).unwrap(), 0);
+    assert_eq!(
+        l.admit(&[(b1.key(true), b1.clone())], None, now).unwrap(),
+        1
+    );
+    assert_eq!(
+        l.admit(&[(b1.key(false), b1.clone())], None, now).unwrap(),
+        0
+    );
     // A path that only shares a prefix with a versioned key is not mistaken for it.
     let c = etagged("b.json@e:1x", 3, "9");
     assert_eq!(l.admit(&[(c.key(false), c.clone())], None, now).unwrap(), 1);
@@ -300,7 +332,8 @@ fn pruning<K: Kv>(l: &Ledger<K>) {
         let f = meta(&format!("f{i}.json"), 1, now);
         l.admit(&[f], None, now).unwrap();
         let plan = l.plan_batch(limits, 1, now).unwrap().unwrap();
-        l.record_staged(plan.batch_id, &format!("part-{i}.parquet")).unwrap();
+        l.record_staged(plan.batch_id, &format!("part-{i}.parquet"))
+            .unwrap();
         l.record_committed(plan.batch_id, receipt(1, now)).unwrap();
         l.prune_batch(plan.batch_id, 2).unwrap();
         assert!(l.batch(plan.batch_id).unwrap().unwrap().staged.is_empty());
@@ -330,10 +363,16 @@ fn rocks_skips_toggles_pruning_and_format() {
     }
     {
         let kv = landfall_state::RocksKv::open(&dir.path().join("d")).unwrap();
-        kv.write(vec![landfall_state::KvOp::Put(b"m/format".to_vec(), b"99".to_vec())])
-            .unwrap();
+        kv.write(vec![landfall_state::KvOp::Put(
+            b"m/format".to_vec(),
+            b"99".to_vec(),
+        )])
+        .unwrap();
     }
-    let err = open_rocks("s", &dir.path().join("d")).err().unwrap().to_string();
+    let err = open_rocks("s", &dir.path().join("d"))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("ledger format 99"), "{err}");
 }
 

@@ -37,7 +37,10 @@ sink.path = "{root}/bad_table"
     let out = text(&o);
     assert!(out.contains("stream bad: FAILED"), "{out}");
     assert!(
-        out.contains(&format!("{}: corrupt: ", root.join("bad/broken.parquet").display())),
+        out.contains(&format!(
+            "{}: corrupt: ",
+            root.join("bad/broken.parquet").display()
+        )),
         "the error names the file as the user wrote it: {out}"
     );
     assert!(out.contains("stream good: ok"), "{out}");

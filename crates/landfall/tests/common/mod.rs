@@ -36,11 +36,17 @@ pub fn landfall_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 /// `landfall run --available-now` that aborts at failpoint `point` (like `kill -9` there).
 pub fn crash_at(config: &Path, point: &str) -> Output {
     let o = landfall_env(
-        &["run", "--config", config.to_str().unwrap(), "--available-now"],
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--available-now",
+        ],
         &[("LANDFALL_FAILPOINTS", &format!("{point}=1"))],
     );
     assert!(
-        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains(&format!("failpoint {point}")),
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains(&format!("failpoint {point}")),
         "expected an abort at {point}:\n{}",
         text(&o)
     );
@@ -68,7 +74,11 @@ pub fn state_rows(config: &Path, stream: &str) -> Vec<Value> {
 /// The state row whose path ends with `/name`.
 pub fn state_of<'a>(rows: &'a [Value], name: &str) -> &'a Value {
     rows.iter()
-        .find(|r| r["path"].as_str().is_some_and(|p| p.ends_with(&format!("/{name}"))))
+        .find(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&format!("/{name}")))
+        })
         .unwrap_or_else(|| panic!("no state row for {name} in {rows:?}"))
 }
 
@@ -249,12 +259,20 @@ os.rename({tmp:?}, {dst:?})\n",
         tmp = dir.join(format!(".{name}.tmp")).display().to_string(),
         dst = dir.join(name).display().to_string(),
     );
-    let o = Command::new("python3").arg("-c").arg(script).output().unwrap();
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "pyarrow failed:\n{}", text(&o));
 }
 
 /// Bytes that no Parquet reader accepts (no footer magic).
 pub fn write_corrupt_parquet(dir: &Path, name: &str) {
     std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join(name), b"PAR1 this is not a parquet file at all, no footer").unwrap();
+    std::fs::write(
+        dir.join(name),
+        b"PAR1 this is not a parquet file at all, no footer",
+    )
+    .unwrap();
 }

@@ -1,0 +1,134 @@
+//! Operator actions on one stream's state, run while the stream is stopped (the daemon holds
+//! the state directory's lock while it runs): `landfall skip` marks a file skipped so a batch
+//! that stopped on it can go on without it; `landfall reset` sets the whole state aside.
+
+use chrono::Utc;
+use landfall_config::StreamSpec;
+use landfall_core::{FileKey, FileRecord, FileState, SkipKind, SkipReason, StateStore};
+use std::process::ExitCode;
+
+/// Find the record a user means by `path`: as `landfall state` shows it (a local path with its
+/// leading `/`, a URL), as an object path, or as a ledger key (`path@version`).
+fn find(ledger: &dyn StateStore, spec: &StreamSpec, path: &str) -> Result<Vec<FileRecord>, String> {
+    let object = landfall_engine::object_path(&spec.source.url, path);
+    if let Some(r) = ledger
+        .file(&FileKey(path.to_string()))
+        .map_err(|e| e.message)?
+    {
+        return Ok(vec![r]);
+    }
+    if let Some(r) = ledger
+        .file(&FileKey(object.to_string()))
+        .map_err(|e| e.message)?
+    {
+        return Ok(vec![r]);
+    }
+    // Versioned keys (allow_overwrites): the versions of this path not yet done with.
+    let open: Vec<FileRecord> = ledger
+        .files(None)
+        .map_err(|e| e.message)?
+        .into_iter()
+        .filter(|r| r.meta.path == object && !r.state.is_terminal())
+        .collect();
+    Ok(open)
+}
+
+pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
+    let ledger = match landfall_state::open_rocks(&spec.name, &spec.state_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: stream `{}`: {e}", spec.name);
+            return ExitCode::FAILURE;
+        }
+    };
+    let records = match find(&ledger, spec, path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let record = match records.as_slice() {
+        [one] => one,
+        [] => {
+            eprintln!(
+                "error: stream `{}` has no file `{path}` waiting to be ingested (see `landfall state {}`)",
+                spec.name, spec.name
+            );
+            return ExitCode::from(2);
+        }
+        many => {
+            eprintln!(
+                "error: `{path}` matches {} versions; name one by its key: {}",
+                many.len(),
+                many.iter()
+                    .map(|r| r.key.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let reason = SkipReason {
+        kind: SkipKind::Manual,
+        detail: reason.unwrap_or_else(|| "skipped by hand".into()),
+    };
+    match ledger.skip_file(&record.key, reason, Utc::now()) {
+        Ok(r) => {
+            let shown = landfall_engine::display_path(&spec.source.url, &r.meta.path);
+            match r.batch_id {
+                Some(b) if r.state == FileState::Skipped => println!(
+                    "{shown}: skipped ({}); batch {b} runs without it at the next start",
+                    r.skip.as_ref().map(|s| s.to_string()).unwrap_or_default()
+                ),
+                _ => println!(
+                    "{shown}: skipped ({})",
+                    r.skip.as_ref().map(|s| s.to_string()).unwrap_or_default()
+                ),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Move the stream's state directory aside (`<dir>.reset-<timestamp>`), keeping it for
+/// inspection. The next start begins a new state: batch ids continue after the table's.
+pub fn reset(spec: &StreamSpec) -> ExitCode {
+    let dir = &spec.state_dir;
+    if !dir.exists() {
+        eprintln!(
+            "error: stream `{}` has no state at {}",
+            spec.name,
+            dir.display()
+        );
+        return ExitCode::from(2);
+    }
+    // Opening takes the lock: refuse while the daemon runs the stream.
+    if let Err(e) = landfall_state::open_rocks(&spec.name, dir) {
+        eprintln!("error: stream `{}`: {e}", spec.name);
+        return ExitCode::FAILURE;
+    }
+    let aside = dir.with_file_name(format!(
+        "{}.reset-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("state"),
+        Utc::now().format("%Y%m%dT%H%M%SZ")
+    ));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => {
+            println!(
+                "stream `{}`: state moved to {}; the next start begins a new state (batch ids continue after the table's; files already in the table are ingested again unless include_existing_files = false)",
+                spec.name,
+                aside.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: cannot move {} aside: {e}", dir.display());
+            ExitCode::FAILURE
+        }
+    }
+}

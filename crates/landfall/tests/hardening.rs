@@ -1,0 +1,432 @@
+//! No file wedges a stream, and the table decides: files deleted, corrupted or changed between
+//! listing and reading are skipped with their reason (or stop the stream with a way on), a
+//! state restored from a backup is refused, toggling `allow_overwrites` re-ingests nothing.
+//! Each test drives the real binary on local directories and checks the table independently.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+fn config(root: &Path, extra: &str) -> std::path::PathBuf {
+    config_in(
+        root,
+        &r#"
+[streams.events]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+{extra}
+
+[streams.events.sink]
+path = "{root}/table"
+"#
+        .replace("{extra}", extra),
+    )
+}
+
+fn land(root: &Path, name: &str, ids: std::ops::Range<u64>) {
+    write_rows(&root.join("landing"), name, ids);
+}
+
+fn run_args(cfg: &Path) -> Vec<String> {
+    vec![
+        "run".into(),
+        "--config".into(),
+        cfg.to_str().unwrap().into(),
+        "--available-now".into(),
+    ]
+}
+
+fn run(cfg: &Path) -> std::process::Output {
+    let args = run_args(cfg);
+    landfall(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn table_ids(root: &Path) -> Vec<u64> {
+    ids(&verify("delta", &root.join("table"), Some("events")), "id")
+}
+
+/// The "write x.tmp, then rename" pattern without a glob: the plan names a file that is gone
+/// when the batch reads it. Skipped as `missing` (ignore_missing_files defaults to true), the
+/// rest of the batch commits.
+#[test]
+fn file_deleted_after_planning_is_skipped_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    land(root, "b.json", 5..10);
+    let cfg = config(root, "");
+    crash_at(&cfg, "after_plan");
+    std::fs::remove_file(root.join("landing/a.json")).unwrap();
+    let out = drain(&cfg);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 file(s) skipped"),
+        "{}",
+        text(&out)
+    );
+    assert_exactly(&table_ids(root), &(5..10).collect::<Vec<_>>());
+    let rows = state_rows(&cfg, "events");
+    let a = state_of(&rows, "a.json");
+    assert_eq!(a["state"], "skipped");
+    assert_eq!(a["reason"], "missing: deleted or moved after it was listed");
+    assert_eq!(state_of(&rows, "b.json")["state"], "committed");
+    // Paths appear as the user wrote the source: absolute, with the leading slash.
+    assert_eq!(
+        a["path"].as_str().unwrap(),
+        root.join("landing/a.json").to_str().unwrap()
+    );
+}
+
+/// With `ignore_missing_files = false` the stream stops, names the file and says how to go on;
+/// `landfall skip` lets the same batch commit without it.
+#[test]
+fn missing_file_stops_the_stream_until_skipped_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    land(root, "b.json", 5..10);
+    let cfg = config(root, "ignore_missing_files = false");
+    crash_at(&cfg, "after_plan");
+    std::fs::remove_file(root.join("landing/a.json")).unwrap();
+    let out = run(&cfg);
+    let shown = root.join("landing/a.json").display().to_string();
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("landfall skip events {shown}")),
+        "the error says how to go on: {all}"
+    );
+    // A fatal error is not retried: one attempt, no restart.
+    assert!(!all.contains("restarting"), "{all}");
+    let streams = landfall(&[
+        "streams",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let streams: serde_json::Value = serde_json::from_slice(&streams.stdout).unwrap();
+    let status = streams[0]["status"].as_str().unwrap();
+    assert!(
+        status.starts_with("stopped: ") && status.contains("landfall skip"),
+        "{status}"
+    );
+    assert_eq!(delta_version(&root.join("table")), 0, "nothing committed");
+
+    let o = landfall(&[
+        "skip",
+        "events",
+        &shown,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--reason",
+        "upload abandoned",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    drain(&cfg);
+    assert_exactly(&table_ids(root), &(5..10).collect::<Vec<_>>());
+    let rows = state_rows(&cfg, "events");
+    assert_eq!(
+        state_of(&rows, "a.json")["reason"],
+        "manual: upload abandoned"
+    );
+    let streams = landfall(&[
+        "streams",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let streams: serde_json::Value = serde_json::from_slice(&streams.stdout).unwrap();
+    assert_eq!(streams[0]["status"], "ok");
+    assert_eq!(streams[0]["skipped_files"], "1");
+}
+
+/// A corrupt file in continuous mode stops its stream instead of retrying forever, and with
+/// `ignore_corrupt_files` it is skipped with the decoder's reason.
+#[test]
+fn corrupt_file_stops_continuous_stream_or_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let landing = root.join("landing");
+    write_parquet_rows(&landing, "a.parquet", 0..5);
+    write_corrupt_parquet(&landing, "b.parquet");
+    write_parquet_rows(&landing, "c.parquet", 10..15);
+    let parquet_config = |extra: &str| {
+        config_in(
+            root,
+            &r#"
+[streams.events]
+source = "{root}/landing"
+format = "parquet"
+schema = "id BIGINT, name STRING"
+poll_interval = "100ms"
+{extra}
+sink.path = "{root}/table"
+"#
+            .replace("{extra}", extra),
+        )
+    };
+    let cfg = parquet_config("");
+    // Continuous mode (no --available-now): the process ends because its only stream stopped.
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .env("LANDFALL_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("a fatal error was retried for a minute:\n{}", text(&o));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let o = child.wait_with_output().unwrap();
+    assert!(!status.success(), "{}", text(&o));
+    let all = text(&o);
+    assert!(
+        all.contains("b.parquet")
+            && all.contains("ignore_corrupt_files")
+            && !all.contains("restarting"),
+        "{all}"
+    );
+
+    let cfg = parquet_config("ignore_corrupt_files = true");
+    drain(&cfg);
+    let mut expected: Vec<u64> = (0..5).collect();
+    expected.extend(10..15);
+    assert_exactly(&table_ids(root), &expected);
+    let b = state_of(&state_rows(&cfg, "events"), "b.parquet").clone();
+    assert_eq!(b["state"], "skipped");
+    assert!(
+        b["reason"].as_str().unwrap().starts_with("corrupt: "),
+        "{b}"
+    );
+}
+
+/// A file rewritten between listing and reading is never committed half-read or with the
+/// listed identity: the listed version is skipped as `changed_after_listing` and the content
+/// now there is ingested, once.
+#[test]
+fn file_changed_after_listing_is_read_as_it_is_now_never_mixed() {
+    for overwrites in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        land(root, "a.json", 0..5);
+        land(root, "b.json", 5..10);
+        let cfg = config(root, &format!("allow_overwrites = {overwrites}"));
+        crash_at(&cfg, "after_plan");
+        // Rewritten with other rows (and another size).
+        land(root, "a.json", 100..103);
+        drain(&cfg);
+        drain(&cfg);
+        let mut expected: Vec<u64> = (100..103).collect();
+        expected.extend(5..10);
+        assert_exactly(&table_ids(root), &expected);
+        let rows = state_rows(&cfg, "events");
+        let a: Vec<_> = rows
+            .iter()
+            .filter(|r| r["path"].as_str().unwrap().ends_with("/a.json"))
+            .collect();
+        let states: Vec<_> = a.iter().map(|r| r["state"].as_str().unwrap()).collect();
+        if overwrites {
+            // Two identities: the listed version (skipped) and the new one (committed).
+            assert_eq!(states.len(), 2, "{a:?}");
+            assert!(
+                states.contains(&"skipped") && states.contains(&"committed"),
+                "{a:?}"
+            );
+        } else {
+            // One identity (the path), ingested once with its current content; the record
+            // keeps what happened to the listed version.
+            assert_eq!(states, vec!["committed"], "{a:?}");
+            assert!(
+                a[0]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("changed after listing"),
+                "{a:?}"
+            );
+        }
+    }
+}
+
+/// Turning `allow_overwrites` on and off again re-ingests nothing that is unchanged.
+#[test]
+fn toggling_allow_overwrites_reingests_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    land(root, "b.json", 5..10);
+    drain(&config(root, ""));
+    let v = delta_version(&root.join("table"));
+    drain(&config(root, "allow_overwrites = true"));
+    assert_eq!(
+        delta_version(&root.join("table")),
+        v,
+        "nothing new with overwrites on"
+    );
+    // A real overwrite is ingested again under allow_overwrites...
+    land(root, "a.json", 50..52);
+    drain(&config(root, "allow_overwrites = true"));
+    // ... and switching back re-ingests nothing.
+    let v = delta_version(&root.join("table"));
+    drain(&config(root, ""));
+    assert_eq!(delta_version(&root.join("table")), v);
+    let mut expected: Vec<u64> = (0..10).collect();
+    expected.extend(50..52);
+    assert_exactly(&table_ids(root), &expected);
+}
+
+/// A state directory restored from last night's backup while the table moved on: refused with
+/// the causes and the way out; `landfall reset` starts a new state after the table's batches.
+#[test]
+fn state_restored_from_backup_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = config(root, "");
+    land(root, "a.json", 0..5);
+    drain(&cfg);
+    let state = root.join("state/events");
+    let backup = root.join("backup");
+    copy_dir(&state, &backup);
+    land(root, "b.json", 5..10);
+    drain(&cfg);
+    std::fs::remove_dir_all(&state).unwrap();
+    copy_dir(&backup, &state);
+    land(root, "c.json", 10..15);
+    let v = delta_version(&root.join("table"));
+    let out = run(&cfg);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    for needle in [
+        "already holds batch 1 of this stream",
+        "restored from an older backup",
+        "another landfall instance",
+        "stream name was reused",
+        "landfall reset events",
+    ] {
+        assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
+    }
+    assert_eq!(delta_version(&root.join("table")), v, "nothing committed");
+
+    let o = landfall(&["reset", "events", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    drain(&cfg);
+    // A new state ingests every file again (as Auto Loader with a new checkpoint), under
+    // batch ids after the table's: the txn never goes backwards.
+    let v = verify("delta", &root.join("table"), None);
+    let mut expected: Vec<u64> = (0..10).collect();
+    expected.extend(0..15);
+    assert_exactly(&ids(&v, "id"), &expected);
+    let last = last_txn(&root.join("table"), "events");
+    assert_eq!(last, 2, "batch ids continue after the table's");
+}
+
+/// A zero-byte object is passed over, not tracked: the rest commits, and once it has content
+/// it is ingested.
+#[test]
+fn zero_byte_objects_are_passed_over_until_they_have_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    std::fs::write(root.join("landing/empty.json"), "").unwrap();
+    let cfg = config(root, "");
+    drain(&cfg);
+    assert_exactly(&table_ids(root), &(0..5).collect::<Vec<_>>());
+    assert!(
+        !state_rows(&cfg, "events")
+            .iter()
+            .any(|r| r["path"].as_str().unwrap().ends_with("/empty.json")),
+        "an empty object is not tracked"
+    );
+    land(root, "empty.json", 5..7);
+    drain(&cfg);
+    assert_exactly(&table_ids(root), &(0..7).collect::<Vec<_>>());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// The highest txn version of `app` in the table's JSON log.
+fn last_txn(table: &Path, app: &str) -> i64 {
+    let mut last = -1;
+    for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            for line in std::fs::read_to_string(&p).unwrap().lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                if v["txn"]["appId"] == app {
+                    last = last.max(v["txn"]["version"].as_i64().unwrap());
+                }
+            }
+        }
+    }
+    last
+}
+
+/// TIMESTAMP, DATE and DECIMAL columns with known values, read back typed by the independent
+/// reader, with the stream's txn checked strictly on every commit.
+#[test]
+fn typed_columns_round_trip_with_known_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let landing = root.join("landing");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(
+        landing.join("a.json"),
+        concat!(
+            "{\"id\":1,\"ts\":\"2024-01-02T03:04:05.123456Z\",\"d\":\"2024-02-29\",\"amount\":12.34}\n",
+            "{\"id\":2,\"ts\":\"1999-12-31T23:59:59+02:00\",\"d\":\"1970-01-01\",\"amount\":-0.05}\n",
+            "{\"id\":3,\"ts\":null,\"d\":null,\"amount\":null}\n",
+        ),
+    )
+    .unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.typed]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT NOT NULL, ts TIMESTAMP, d DATE, amount DECIMAL(10,2)"
+sink.path = "{root}/table"
+"#,
+    );
+    drain(&cfg);
+    let v = verify("delta", &root.join("table"), Some("typed"));
+    assert_eq!(v["schema"]["id"], "long", "{}", v["schema"]);
+    assert_eq!(v["schema"]["ts"], "timestamp");
+    assert_eq!(v["schema"]["d"], "date");
+    assert_eq!(v["schema"]["amount"], "decimal(10,2)");
+    let r1 = row_by_id(&v, 1);
+    assert_eq!(r1["ts"], "2024-01-02T03:04:05.123456");
+    assert_eq!(r1["d"], "2024-02-29");
+    assert_eq!(r1["amount"], "12.34");
+    let r2 = row_by_id(&v, 2);
+    assert_eq!(r2["ts"], "1999-12-31T21:59:59", "the instant, in UTC");
+    assert_eq!(r2["d"], "1970-01-01");
+    assert_eq!(r2["amount"], "-0.05");
+    let r3 = row_by_id(&v, 3);
+    assert!(
+        r3["ts"].is_null() && r3["d"].is_null() && r3["amount"].is_null(),
+        "{r3}"
+    );
+    assert_eq!(v["txn"]["typed"], 0);
+}
