@@ -120,6 +120,11 @@ pub fn hit(name: &str) {
         .get_or_insert_with(|| Dice::new(seed_from_env()))
         .roll(name, &armed);
     if fire {
+        // `LANDFALL_FAILPOINT_ACTION=panic`: unwind instead (tests of the supervisor's panic
+        // handling); the default is an abort, like `kill -9`.
+        if std::env::var("LANDFALL_FAILPOINT_ACTION").as_deref() == Ok("panic") {
+            panic!("failpoint {name}: panicking (hit #{n})");
+        }
         eprintln!("failpoint {name}: aborting (hit #{n})");
         std::process::abort();
     }

@@ -430,3 +430,75 @@ sink.path = "{root}/table"
     );
     assert_eq!(v["txn"]["typed"], 0);
 }
+
+/// SIGTERM during `--available-now` with a backlog: the batch in flight finishes, and the run
+/// exits non-zero saying the stream did not drain (it used to report success).
+#[test]
+fn sigterm_before_draining_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for f in 0..60u64 {
+        land(root, &format!("f{f:03}.json"), f * 2..f * 2 + 2);
+    }
+    let cfg = config(root, "max_files_per_trigger = 1");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--available-now"])
+        .env("LANDFALL_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let table = root.join("table");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while delta_version(&table) < 3 {
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("{}", text(&child.wait_with_output().unwrap()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let o = child.wait_with_output().unwrap();
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("stopped by shutdown before it drained"),
+        "{all}"
+    );
+    // What committed is whole: every committed file's rows, once.
+    let v = verify("delta", &table, Some("events"));
+    let got = ids(&v, "id");
+    assert!(!got.is_empty() && got.len() < 120, "{} rows", got.len());
+    assert_eq!(got.len() % 2, 0, "whole files only");
+    assert_exactly(&got, &(0..got.len() as u64).collect::<Vec<_>>());
+}
+
+/// A panicking worker is caught, reported with its message and restarted like a failed one;
+/// the batch it was running lands once.
+#[test]
+fn a_panicking_worker_is_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    land(root, "b.json", 5..10);
+    let cfg = config(root, "");
+    let o = landfall_env(
+        &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
+        &[
+            ("LANDFALL_FAILPOINTS", "after_stage=#1"),
+            ("LANDFALL_FAILPOINT_ACTION", "panic"),
+        ],
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    assert!(
+        all.contains("stream worker panicked") && all.contains("failpoint after_stage: panicking"),
+        "{all}"
+    );
+    assert!(all.contains("restarting"), "{all}");
+    assert_exactly(&table_ids(root), &(0..10).collect::<Vec<_>>());
+}
