@@ -595,7 +595,7 @@ target_file_size = "64k"
     // (Reported with the ledger's view below.)
 
     // The ledger: one row per file, each INGESTED or skipped with a reason.
-    let rows = ledger_rows(&cfg, "crashy");
+    let rows = state_rows(&cfg, "crashy");
     let mut by_path: HashMap<String, &Value> = HashMap::new();
     let mut skipped_by_reason: BTreeMap<String, u64> = BTreeMap::new();
     let mut readmitted = 0u64;
@@ -677,21 +677,6 @@ target_file_size = "64k"
         problems.len(),
         problems[..problems.len().min(30)].join("\n")
     );
-}
-
-/// `landfall state <stream> --format json` as JSON rows.
-fn ledger_rows(config: &Path, stream: &str) -> Vec<Value> {
-    let o = landfall(&[
-        "state",
-        stream,
-        "--config",
-        config.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("state prints JSON");
-    v.as_array().unwrap().clone()
 }
 
 /// The independent verifier with extra arguments.

@@ -42,6 +42,30 @@ fn run(cfg: &Path) -> std::process::Output {
     landfall(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
+/// a.json (0..5) and b.json (5..10) planned in one batch, the daemon killed after the plan,
+/// then a.json deleted: the plan names a file that is gone.
+fn planned_then_deleted(root: &Path, extra: &str) -> std::path::PathBuf {
+    land(root, "a.json", 0..5);
+    land(root, "b.json", 5..10);
+    let cfg = config(root, extra);
+    crash_at(&cfg, "after_plan");
+    std::fs::remove_file(root.join("landing/a.json")).unwrap();
+    cfg
+}
+
+/// `landfall streams --format json`.
+fn streams_json(cfg: &Path) -> serde_json::Value {
+    let o = landfall(&[
+        "streams",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 fn table_ids(root: &Path) -> Vec<u64> {
     ids(&verify("delta", &root.join("table"), Some("events")), "id")
 }
@@ -53,11 +77,7 @@ fn table_ids(root: &Path) -> Vec<u64> {
 fn file_deleted_after_planning_is_skipped_as_missing() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    land(root, "a.json", 0..5);
-    land(root, "b.json", 5..10);
-    let cfg = config(root, "");
-    crash_at(&cfg, "after_plan");
-    std::fs::remove_file(root.join("landing/a.json")).unwrap();
+    let cfg = planned_then_deleted(root, "");
     let out = drain(&cfg);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("1 file(s) skipped"),
@@ -83,11 +103,7 @@ fn file_deleted_after_planning_is_skipped_as_missing() {
 fn missing_file_stops_the_stream_until_skipped_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    land(root, "a.json", 0..5);
-    land(root, "b.json", 5..10);
-    let cfg = config(root, "ignore_missing_files = false");
-    crash_at(&cfg, "after_plan");
-    std::fs::remove_file(root.join("landing/a.json")).unwrap();
+    let cfg = planned_then_deleted(root, "ignore_missing_files = false");
     let out = run(&cfg);
     let shown = root.join("landing/a.json").display().to_string();
     let all = text(&out);
@@ -98,14 +114,7 @@ fn missing_file_stops_the_stream_until_skipped_by_hand() {
     );
     // A fatal error is not retried: one attempt, no restart.
     assert!(!all.contains("restarting"), "{all}");
-    let streams = landfall(&[
-        "streams",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let streams: serde_json::Value = serde_json::from_slice(&streams.stdout).unwrap();
+    let streams = streams_json(&cfg);
     let status = streams[0]["status"].as_str().unwrap();
     assert!(
         status.starts_with("stopped: ") && status.contains("landfall skip"),
@@ -130,14 +139,7 @@ fn missing_file_stops_the_stream_until_skipped_by_hand() {
         state_of(&rows, "a.json")["reason"],
         "manual: upload abandoned"
     );
-    let streams = landfall(&[
-        "streams",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let streams: serde_json::Value = serde_json::from_slice(&streams.stdout).unwrap();
+    let streams = streams_json(&cfg);
     assert_eq!(streams[0]["status"], "ok");
     assert_eq!(streams[0]["skipped_files"], "1");
 }
