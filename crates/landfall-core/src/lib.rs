@@ -14,7 +14,7 @@ pub mod seams;
 pub mod size;
 
 pub use file::{FileKey, FileMeta, FileRecord, FileState, SkipKind, SkipReason};
-pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile};
+pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
     AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch, SeamError,
     StateStore, StreamSummary,

@@ -47,6 +47,19 @@ pub struct BatchPlan {
     pub staged: Vec<String>,
     #[serde(default)]
     pub committed: Option<CommitReceipt>,
+    /// Attempts that reached the commit call. A commit whose outcome was not seen may land
+    /// later (a timed-out PUT the store still applies): until the batch is settled, the data
+    /// files of these attempts are never deleted.
+    #[serde(default)]
+    pub commit_attempts: Vec<u32>,
+}
+
+/// The attempt a staged data file was written by, from its name
+/// (`part-<batch>-a<attempt>-<run>-c<n>.snappy.parquet`); `None` for another name.
+pub fn staged_attempt(path: &str) -> Option<u32> {
+    let name = path.rsplit('/').next()?;
+    let rest = name.strip_prefix("part-")?;
+    rest.split('-').nth(1)?.strip_prefix('a')?.parse().ok()
 }
 
 impl BatchPlan {
@@ -85,6 +98,19 @@ pub struct StagedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempt_from_staged_name() {
+        assert_eq!(
+            staged_attempt("k=v/part-0000000003-a2-abc123def456-c001.snappy.parquet"),
+            Some(2)
+        );
+        assert_eq!(
+            staged_attempt("_landfall/staging/part-0000000003-a11-x-c001.snappy.parquet"),
+            Some(11)
+        );
+        assert_eq!(staged_attempt("other.parquet"), None);
+    }
 
     #[test]
     fn byte_cap_is_soft_and_file_cap_hard() {

@@ -112,6 +112,9 @@ pub trait StateStore: Send + Sync {
     ) -> SeamResult<Option<BatchPlan>>;
     /// Count one more attempt of the open batch and return the updated plan.
     fn start_attempt(&self, batch_id: u64) -> SeamResult<BatchPlan>;
+    /// Record that `attempt` of the open batch is about to call commit (see
+    /// `BatchPlan::commit_attempts`).
+    fn commit_started(&self, batch_id: u64, attempt: u32) -> SeamResult<()>;
     /// Remember a data file an attempt is about to create (before it exists).
     fn record_staged(&self, batch_id: u64, path: &str) -> SeamResult<()>;
     /// The batch landed: mark it and its files committed.

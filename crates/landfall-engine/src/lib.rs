@@ -8,7 +8,7 @@ pub mod events;
 pub mod failpoint;
 mod partition;
 mod pipeline;
-mod recovery;
+pub mod recovery;
 pub mod schema;
 pub mod supervisor;
 pub mod wiring;

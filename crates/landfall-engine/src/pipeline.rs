@@ -192,9 +192,9 @@ async fn read_file(
         let mut file = FileDecoder::new(&job, &meta).map_err(&corrupt)?;
         let mut out = Vec::new();
         while let Some(chunk) = body.next().await {
-            out.extend(file.feed(&job, Some(chunk?)).map_err(&corrupt)?);
+            out.extend(file.feed(&job, Some(chunk?))?);
         }
-        out.extend(file.feed(&job, None).map_err(&corrupt)?);
+        out.extend(file.feed(&job, None)?);
         Ok(FileRead::Whole(out))
     });
     task.await.map_err(|e| {
@@ -221,7 +221,7 @@ async fn stream_file(
             None => None,
         };
         let done = chunk.is_none();
-        for item in file.feed(job, chunk).map_err(&corrupt)? {
+        for item in file.feed(job, chunk)? {
             *sent = true;
             if tx.send(Ok(item)).await.is_err() {
                 return Ok(());
@@ -276,17 +276,26 @@ impl FileDecoder {
     }
 
     /// Decode a chunk (`None`: the end of the file) into partitions; at the end, `FileDone`.
-    fn feed(&mut self, job: &DecodeJob, chunk: Option<Bytes>) -> SeamResult<Vec<Decoded>> {
-        let batches = match &chunk {
-            Some(c) => self.decoder.push(c.clone())?,
-            None => self.decoder.finish()?,
+    /// Only the decoder's errors say the file is corrupt; errors adding path columns or
+    /// splitting partitions are the stream's (its schema, its partitioning) and stop it.
+    fn feed(&mut self, job: &DecodeJob, chunk: Option<Bytes>) -> Result<Vec<Decoded>, FileError> {
+        let decoded = match &chunk {
+            Some(c) => self.decoder.push(c.clone()),
+            None => self.decoder.finish(),
         };
+        let batches = decoded.map_err(FileError::corrupt(&self.shown))?;
+        let not_the_file = |e: SeamError| FileError::Transient(SeamError::fatal(e.message));
         let mut out = Vec::new();
         for b in batches {
-            let b = with_constant_columns(&self.shown, b, &self.constants, &job.schema.table)?;
+            let b = with_constant_columns(&self.shown, b, &self.constants, &job.schema.table)
+                .map_err(|e| not_the_file(e.into()))?;
             self.rows += b.num_rows() as u64;
-            let parts = crate::partition::split(&b, &job.partition_by)
-                .map_err(|e| SeamError::fatal(format!("{}: partitioning: {e}", self.shown)))?;
+            let parts = crate::partition::split(&b, &job.partition_by).map_err(|e| {
+                not_the_file(SeamError::fatal(format!(
+                    "{}: partitioning: {e}",
+                    self.shown
+                )))
+            })?;
             out.extend(
                 parts
                     .into_iter()
@@ -377,24 +386,39 @@ async fn classify(
     meta: &FileMeta,
     e: object_store::Error,
 ) -> FileError {
-    match e {
-        object_store::Error::NotFound { .. } => FileError::Unreadable(SkipReason {
+    let missing = || {
+        FileError::Unreadable(SkipReason {
             kind: SkipKind::Missing,
             detail: "deleted or moved after it was listed".into(),
-        }),
-        object_store::Error::Precondition { .. } | object_store::Error::NotModified { .. } => {
-            changed(meta, meta.size)
+        })
+    };
+    if let object_store::Error::NotFound { .. } = e {
+        return missing();
+    }
+    // Anything else (a failed precondition included: stores spell etags differently in
+    // listings and in headers) is judged by what the store says the object is now.
+    match store.head(path).await {
+        Ok(now) => {
+            let now = FileMeta {
+                path: meta.path.clone(),
+                size: now.size,
+                modified: now.last_modified,
+                etag: now.e_tag,
+                version: now.version,
+            };
+            if !meta.same_version(&now) {
+                changed(meta, now.size)
+            } else {
+                FileError::Transient(SeamError::retryable(format!(
+                    "{}: read failed (the file is unchanged): {e}",
+                    meta.path
+                )))
+            }
         }
-        other => match store.head(path).await {
-            Ok(now) if now.size != meta.size || now.e_tag != meta.etag => changed(meta, now.size),
-            Err(object_store::Error::NotFound { .. }) => FileError::Unreadable(SkipReason {
-                kind: SkipKind::Missing,
-                detail: "deleted or moved after it was listed".into(),
-            }),
-            _ => FileError::Transient(SeamError::retryable(format!(
-                "{}: read failed: {other}",
-                meta.path
-            ))),
-        },
+        Err(object_store::Error::NotFound { .. }) => missing(),
+        Err(_) => FileError::Transient(SeamError::retryable(format!(
+            "{}: read failed: {e}",
+            meta.path
+        ))),
     }
 }

@@ -46,7 +46,18 @@ pub async fn recover(
         events.batch_recovered(plan.batch_id, version);
         return Ok(Recovered::Nothing);
     }
-    let removed = committer.remove_files(&plan.staged).await?;
+    // Files of attempts that reached the commit call stay: their commit may still land (an
+    // ambiguous failure), and must then find its files. They are removed once the batch is
+    // settled by a later attempt's commit, as orphans of that one.
+    let unsettled: Vec<String> = plan
+        .staged
+        .iter()
+        .filter(|p| {
+            landfall_core::staged_attempt(p).is_some_and(|a| !plan.commit_attempts.contains(&a))
+        })
+        .cloned()
+        .collect();
+    let removed = committer.remove_files(&unsettled).await?;
     events.batch_replayed(plan.batch_id, removed);
     Ok(Recovered::Replay(plan))
 }
@@ -61,6 +72,9 @@ pub async fn recover(
 ///   neither committed nor can verify.
 /// - The table lacks a batch the ledger recorded as committed: refused (the table was
 ///   replaced, restored, or the sink points elsewhere).
+/// Ledger setting written by `landfall reset` into the new state: starting over was asked for.
+pub const RESET_META: &str = "reset_from";
+
 pub async fn check_table(
     spec: &StreamSpec,
     state: &dyn StateStore,
@@ -68,14 +82,25 @@ pub async fn check_table(
     events: &StreamEvents,
 ) -> SeamResult<()> {
     let table = committer.last_committed().await?;
+    let name = &spec.name;
     let Some(last_planned) = state.last_batch_id()? else {
         if let Some(v) = table {
+            // A new state facing a table that holds this stream's batches: a state volume
+            // that did not mount, or a mistyped state_dir, would ingest every file again.
+            // Only a deliberate `landfall reset` starts over.
+            if state.meta(RESET_META)?.is_none() {
+                return Err(SeamError::fatal(format!(
+                    "stream `{name}`: the state in {dir} is new (empty or missing), but the table {location} already holds batches up to {v} of this stream, so the stream stopped: starting over would ingest every file again. \
+If the state directory did not mount or state_dir is wrong, fix that. If the state is really lost and ingesting the files again is acceptable (or include_existing_files = false), run `landfall reset {name}`; batch ids then continue after the table's.",
+                    dir = spec.state_dir.display(),
+                    location = committer.location(),
+                )));
+            }
             state.ensure_batch_floor(v + 1)?;
             events.batch_floor_raised(v + 1);
         }
         return Ok(());
     };
-    let name = &spec.name;
     let location = committer.location();
     if let Some(t) = table
         && t > last_planned

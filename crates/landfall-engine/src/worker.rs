@@ -458,6 +458,7 @@ impl StreamWorker {
             }
         };
         failpoint::hit("after_stage");
+        self.state.commit_started(batch_id, plan.attempts)?;
         let committed = match self.committer.commit(batch_id, &staged).await {
             Ok(c) => c,
             Err(e) => {

@@ -395,6 +395,7 @@ impl<K: Kv> Ledger<K> {
             attempts: 0,
             staged: Vec::new(),
             committed: None,
+            commit_attempts: Vec::new(),
         };
         ops.push(Self::put_json(batch_key(batch_id), &plan));
         ops.push(Self::put_json(LAST_BATCH.to_vec(), &batch_id));
@@ -669,6 +670,15 @@ impl<K: Kv> StateStore for Ledger<K> {
 
     fn start_attempt(&self, batch_id: u64) -> SeamResult<BatchPlan> {
         Ok(self.update_plan(batch_id, |p| p.attempts += 1)?)
+    }
+
+    fn commit_started(&self, batch_id: u64, attempt: u32) -> SeamResult<()> {
+        self.update_plan(batch_id, |p| {
+            if !p.commit_attempts.contains(&attempt) {
+                p.commit_attempts.push(attempt);
+            }
+        })?;
+        Ok(())
     }
 
     fn record_staged(&self, batch_id: u64, path: &str) -> SeamResult<()> {

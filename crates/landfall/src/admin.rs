@@ -99,36 +99,50 @@ pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
 /// inspection. The next start begins a new state: batch ids continue after the table's.
 pub fn reset(spec: &StreamSpec) -> ExitCode {
     let dir = &spec.state_dir;
-    if !dir.exists() {
-        eprintln!(
-            "error: stream `{}` has no state at {}",
-            spec.name,
-            dir.display()
-        );
-        return ExitCode::from(2);
+    let mut moved = None;
+    if dir.exists() {
+        // Opening takes the lock: refuse while the daemon runs the stream.
+        if let Err(e) = landfall_state::open_rocks(&spec.name, dir) {
+            eprintln!("error: stream `{}`: {e}", spec.name);
+            return ExitCode::FAILURE;
+        }
+        let aside = dir.with_file_name(format!(
+            "{}.reset-{}",
+            dir.file_name().and_then(|n| n.to_str()).unwrap_or("state"),
+            Utc::now().format("%Y%m%dT%H%M%SZ")
+        ));
+        if let Err(e) = std::fs::rename(dir, &aside) {
+            eprintln!("error: cannot move {} aside: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+        moved = Some(aside);
     }
-    // Opening takes the lock: refuse while the daemon runs the stream.
-    if let Err(e) = landfall_state::open_rocks(&spec.name, dir) {
-        eprintln!("error: stream `{}`: {e}", spec.name);
+    // The new state says it was asked for, so the start check lets it continue after the
+    // table's batches instead of refusing a new state facing a table with this stream's data.
+    let marker = moved
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "(no earlier state)".into());
+    let written = landfall_state::open_rocks(&spec.name, dir)
+        .map_err(|e| e.to_string())
+        .and_then(|l| {
+            l.set_meta(landfall_engine::recovery::RESET_META, &marker)
+                .map_err(|e| e.message)
+        });
+    if let Err(e) = written {
+        eprintln!(
+            "error: stream `{}`: cannot start a new state: {e}",
+            spec.name
+        );
         return ExitCode::FAILURE;
     }
-    let aside = dir.with_file_name(format!(
-        "{}.reset-{}",
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("state"),
-        Utc::now().format("%Y%m%dT%H%M%SZ")
-    ));
-    match std::fs::rename(dir, &aside) {
-        Ok(()) => {
-            println!(
-                "stream `{}`: state moved to {}; the next start begins a new state (batch ids continue after the table's; files already in the table are ingested again unless include_existing_files = false)",
-                spec.name,
-                aside.display()
-            );
-            ExitCode::SUCCESS
+    println!(
+        "stream `{}`: {}; the next start begins a new state (batch ids continue after the table's; files already in the table are ingested again unless include_existing_files = false)",
+        spec.name,
+        match &moved {
+            Some(p) => format!("state moved to {}", p.display()),
+            None => "there was no state".into(),
         }
-        Err(e) => {
-            eprintln!("error: cannot move {} aside: {e}", dir.display());
-            ExitCode::FAILURE
-        }
-    }
+    );
+    ExitCode::SUCCESS
 }

@@ -504,3 +504,40 @@ fn a_panicking_worker_is_restarted() {
     assert!(all.contains("restarting"), "{all}");
     assert_exactly(&table_ids(root), &(0..10).collect::<Vec<_>>());
 }
+
+/// A state directory that is gone (a volume that did not mount, a mistyped state_dir) facing a
+/// table with the stream's batches is refused instead of ingesting everything again; after
+/// `landfall reset` batch ids continue after the table's.
+#[test]
+fn lost_state_is_refused_until_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = config(root, "max_files_per_trigger = 1");
+    land(root, "a.json", 0..5);
+    land(root, "b.json", 5..10);
+    drain(&cfg);
+    std::fs::remove_dir_all(root.join("state/events")).unwrap();
+    let out = run(&cfg);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("is new (empty or missing)") && all.contains("landfall reset events"),
+        "{all}"
+    );
+    assert_eq!(
+        last_txn(&root.join("table"), "events"),
+        1,
+        "nothing committed"
+    );
+    let o = landfall(&["reset", "events", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    drain(&cfg);
+    assert_eq!(
+        last_txn(&root.join("table"), "events"),
+        3,
+        "batches 2 and 3"
+    );
+    let mut expected: Vec<u64> = (0..10).collect();
+    expected.extend(0..10);
+    assert_exactly(&table_ids(root), &expected);
+}
