@@ -62,6 +62,9 @@ pub async fn recover(
     Ok(Recovered::Replay(plan))
 }
 
+/// Ledger setting written by `landfall reset` into the new state: starting over was asked for.
+pub const RESET_META: &str = "reset_from";
+
 /// At every start, before recovery: the table decides, and the ledger must agree with it.
 ///
 /// - A new ledger (no batch ever planned) facing a table that holds batches of this stream:
@@ -72,9 +75,6 @@ pub async fn recover(
 ///   neither committed nor can verify.
 /// - The table lacks a batch the ledger recorded as committed: refused (the table was
 ///   replaced, restored, or the sink points elsewhere).
-/// Ledger setting written by `landfall reset` into the new state: starting over was asked for.
-pub const RESET_META: &str = "reset_from";
-
 pub async fn check_table(
     spec: &StreamSpec,
     state: &dyn StateStore,
