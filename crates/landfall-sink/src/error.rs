@@ -33,6 +33,15 @@ pub enum SinkError {
         path: String,
         reason: String,
     },
+    /// A data file that can never be written as asked (a partition directory name past the
+    /// file system's limit, a path the store cannot address): retrying cannot help.
+    #[error("table {location}: batch {batch_id} cannot be written: {path}: {reason}")]
+    Unwritable {
+        location: String,
+        batch_id: u64,
+        path: String,
+        reason: String,
+    },
     #[error("table {location}: commit of batch {batch_id} failed: {reason}")]
     Commit {
         location: String,
@@ -126,6 +135,7 @@ impl From<SinkError> for SeamError {
             SinkError::Incompatible { .. }
             | SinkError::Location { .. }
             | SinkError::Unsupported { .. }
+            | SinkError::Unwritable { .. }
             | SinkError::Log { .. } => SeamError::fatal(e.to_string()),
             SinkError::Open { ref source, .. } => classify(delta_retryable(source), &e),
             SinkError::DeltaCommit { ref source, .. } | SinkError::Delta { ref source, .. } => {

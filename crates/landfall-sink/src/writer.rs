@@ -235,6 +235,16 @@ impl PartitionedWriter {
         }
     }
 
+    /// A file that can never be written as asked: fatal, not retried.
+    fn unwritable(&self, path: &str, reason: impl ToString) -> SinkError {
+        SinkError::Unwritable {
+            location: self.location.clone(),
+            batch_id: self.batch_id,
+            path: path.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
     fn project(&self, batch: RecordBatch) -> Result<RecordBatch, SinkError> {
         if self.partition_by.is_empty() {
             return Ok(batch);
@@ -255,11 +265,11 @@ impl PartitionedWriter {
             "part-{:010}-a{}-{}-c{:03}.snappy.parquet",
             self.batch_id, self.attempt, self.run, self.files_started
         );
-        let dir =
-            partition_dir(&self.partition_by, values).map_err(|reason| self.err(&name, reason))?;
+        let dir = partition_dir(&self.partition_by, values)
+            .map_err(|reason| self.unwritable(&name, reason))?;
         let path = format!("{}{dir}{name}", self.prefix);
+        let object = Path::parse(&path).map_err(|e| self.unwritable(&path, e))?;
         (self.on_new_file)(&path).map_err(SinkError::Hook)?;
-        let object = Path::parse(&path).map_err(|e| self.err(&path, e))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .build();

@@ -362,6 +362,10 @@ async fn a_partition_value_too_long_for_a_directory_fails_with_a_clear_error() {
     assert!(err.message.contains(&"東".repeat(64)), "{err:?}");
     assert!(err.message.contains("255-byte limit"), "{err:?}");
     assert!(
+        !err.retryable,
+        "it can never succeed: the stream stops instead of retrying"
+    );
+    assert!(
         seen.lock().unwrap().is_empty(),
         "no file was recorded or created"
     );
