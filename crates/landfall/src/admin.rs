@@ -69,6 +69,27 @@ pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A file of the open batch: if that batch's commit landed after all (the stream stopped
+    // on an error after the commit), the file's rows are in the table; skipping it would
+    // record a lie. Recovery at the next start records the batch instead.
+    if record.state == FileState::InBatch
+        && let Some(b) = record.batch_id
+    {
+        match batch_landed(spec, b) {
+            Ok(true) => {
+                eprintln!(
+                    "error: batch {b} holding `{path}` already landed in the table {}; nothing to skip: start the stream and recovery records it",
+                    spec.sink.location.as_table_uri()
+                );
+                return ExitCode::from(2);
+            }
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("error: cannot ask the table whether batch {b} landed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let reason = SkipReason {
         kind: SkipKind::Manual,
         detail: reason.unwrap_or_else(|| "skipped by hand".into()),
@@ -93,6 +114,18 @@ pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether the table already holds batch `batch_id` of the stream.
+fn batch_landed(spec: &StreamSpec, batch_id: u64) -> Result<bool, String> {
+    let committer = landfall_engine::wiring::open_committer(spec).map_err(|e| e.message)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(committer.last_committed())
+        .map(|t| t.is_some_and(|t| t >= batch_id))
+        .map_err(|e| e.message)
 }
 
 /// Move the stream's state directory aside (`<dir>.reset-<timestamp>`), keeping it for

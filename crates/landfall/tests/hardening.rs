@@ -541,3 +541,24 @@ fn lost_state_is_refused_until_reset() {
     expected.extend(0..10);
     assert_exactly(&table_ids(root), &expected);
 }
+
+/// `landfall skip` refuses a file of a batch whose commit already landed (the process died
+/// between commit and record): its rows are in the table, and recovery records the batch.
+#[test]
+fn skip_refuses_a_file_whose_batch_landed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    let cfg = config(root, "");
+    crash_at(&cfg, "after_commit");
+    let shown = root.join("landing/a.json").display().to_string();
+    let o = landfall(&["skip", "events", &shown, "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("already landed"), "{}", text(&o));
+    drain(&cfg);
+    assert_exactly(&table_ids(root), &(0..5).collect::<Vec<_>>());
+    assert_eq!(
+        state_of(&state_rows(&cfg, "events"), "a.json")["state"],
+        "committed"
+    );
+}
