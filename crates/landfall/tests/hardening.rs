@@ -562,3 +562,47 @@ fn skip_refuses_a_file_whose_batch_landed() {
         "committed"
     );
 }
+
+/// `landfall state` and `landfall streams` work while the daemon holds the state directory
+/// (they open it read-only), and `landfall skip` is refused with the lock named.
+#[test]
+fn state_is_readable_while_the_daemon_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    let cfg = config(root, "poll_interval = \"100ms\"");
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .env("LANDFALL_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while delta_version(&root.join("table")) < 1 {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("nothing committed in a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let rows = state_rows(&cfg, "events");
+    let streams = streams_json(&cfg);
+    let skip = landfall(&[
+        "skip",
+        "events",
+        "x.json",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(state_of(&rows, "a.json")["state"], "committed");
+    assert_eq!(streams[0]["committed_files"], "1");
+    assert!(!skip.status.success());
+    assert!(
+        text(&skip).contains("locked by another process (pid "),
+        "{}",
+        text(&skip)
+    );
+}
