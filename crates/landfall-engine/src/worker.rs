@@ -44,6 +44,10 @@ pub struct StreamWorker {
     last_expiry: Option<Instant>,
 }
 
+/// The ledger's `m/user/` entry holding the `include_existing_files = false` cutoff, fixed at
+/// the first start (and carried over by `landfall reset`).
+pub const EXISTING_CUTOFF_META: &str = "existing_files_cutoff";
+
 /// The ledger's `m/user/` entry holding the last error a run of the stream ended with.
 pub const STATUS_META: &str = "last_error";
 
@@ -117,7 +121,7 @@ impl StreamWorker {
         if self.spec.include_existing_files {
             return Ok(());
         }
-        let cutoff = match self.state.meta("existing_files_cutoff")? {
+        let cutoff = match self.state.meta(EXISTING_CUTOFF_META)? {
             Some(t) => chrono::DateTime::parse_from_rfc3339(&t)
                 .map(|d| d.with_timezone(&Utc))
                 .map_err(|e| {
@@ -129,7 +133,7 @@ impl StreamWorker {
             None => {
                 let now = Utc::now();
                 self.state
-                    .set_meta("existing_files_cutoff", &now.to_rfc3339())?;
+                    .set_meta(EXISTING_CUTOFF_META, &now.to_rfc3339())?;
                 now
             }
         };

@@ -133,11 +133,22 @@ fn batch_landed(spec: &StreamSpec, batch_id: u64) -> Result<bool, String> {
 pub fn reset(spec: &StreamSpec) -> ExitCode {
     let dir = &spec.state_dir;
     let mut moved = None;
+    // The include_existing_files cutoff carries over: files that were pending in the old state
+    // are not older than it, so the new state still ingests them.
+    let mut cutoff = None;
     if dir.exists() {
         // Opening takes the lock: refuse while the daemon runs the stream.
-        if let Err(e) = landfall_state::open_rocks(&spec.name, dir) {
-            eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::FAILURE;
+        match landfall_state::open_rocks(&spec.name, dir) {
+            Ok(old) => {
+                cutoff = old
+                    .meta(landfall_engine::worker::EXISTING_CUTOFF_META)
+                    .ok()
+                    .flatten()
+            }
+            Err(e) => {
+                eprintln!("error: stream `{}`: {e}", spec.name);
+                return ExitCode::FAILURE;
+            }
         }
         let aside = dir.with_file_name(format!(
             "{}.reset-{}",
@@ -159,6 +170,10 @@ pub fn reset(spec: &StreamSpec) -> ExitCode {
     let written = landfall_state::open_rocks(&spec.name, dir)
         .map_err(|e| e.to_string())
         .and_then(|l| {
+            if let Some(c) = &cutoff {
+                l.set_meta(landfall_engine::worker::EXISTING_CUTOFF_META, c)
+                    .map_err(|e| e.message)?;
+            }
             l.set_meta(landfall_engine::recovery::RESET_META, &marker)
                 .map_err(|e| e.message)
         });

@@ -606,3 +606,21 @@ fn state_is_readable_while_the_daemon_runs() {
         text(&skip)
     );
 }
+
+/// `landfall reset` keeps the `include_existing_files = false` cutoff: a file that arrived
+/// after the first start but was still pending is ingested by the new state.
+#[test]
+fn reset_keeps_the_existing_files_cutoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "old.json", 0..5);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let cfg = config(root, "include_existing_files = false");
+    drain(&cfg);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    land(root, "new.json", 5..10);
+    let o = landfall(&["reset", "events", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    drain(&cfg);
+    assert_exactly(&table_ids(root), &(5..10).collect::<Vec<_>>());
+}
