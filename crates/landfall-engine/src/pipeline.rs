@@ -105,6 +105,18 @@ impl From<SeamError> for FileError {
 /// plus one); larger files are decoded as a stream of chunks, one at a time.
 const DECODE_WHOLE_BELOW: u64 = 16 << 20;
 
+/// The size from which files are streamed: `DECODE_WHOLE_BELOW`, or
+/// `LANDFALL_STREAM_FILES_FROM` (bytes) so tests can drive the streaming path with small files.
+fn stream_files_from() -> u64 {
+    static FROM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *FROM.get_or_init(|| {
+        std::env::var("LANDFALL_STREAM_FILES_FROM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DECODE_WHOLE_BELOW)
+    })
+}
+
 /// What a file's read step produced: all its rows (decoded in parallel), or a file too large to
 /// hold, to be decoded chunk by chunk in order.
 enum FileRead {
@@ -181,7 +193,7 @@ async fn read_file(
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
 ) -> Result<FileRead, FileError> {
-    if meta.size >= DECODE_WHOLE_BELOW {
+    if meta.size >= stream_files_from() {
         return Ok(FileRead::Large(meta));
     }
     let path = meta.path.clone();
@@ -344,7 +356,7 @@ async fn fetch(
     }) {
         return Err(changed(&meta, result.meta.size));
     }
-    let body = if meta.size < FETCH_WHOLE_BELOW {
+    let body = if meta.size < FETCH_WHOLE_BELOW.min(stream_files_from()) {
         let p = meta.path.clone();
         let bytes = result
             .bytes()

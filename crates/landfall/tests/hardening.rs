@@ -624,3 +624,45 @@ fn reset_keeps_the_existing_files_cutoff() {
     drain(&cfg);
     assert_exactly(&table_ids(root), &(5..10).collect::<Vec<_>>());
 }
+
+/// The streaming path for large files (forced here with a 1-byte threshold), and a file that
+/// turns out bad after part of it was sent to the writer (a row lacking a NOT NULL column,
+/// after 9,000 good rows): with `ignore_corrupt_files` the skip is recorded, the attempt
+/// fails, and the batch runs again without the file; no row of it is committed.
+#[test]
+fn a_file_corrupt_midway_through_streaming_is_left_out_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    land(root, "c.json", 10..15);
+    let mut bad: String = (100_000..109_000u64).map(row).collect();
+    bad.push_str("{\"name\":\"no id\"}\n");
+    bad.push_str(&row(200_000));
+    std::fs::write(root.join("landing/b.json"), bad).unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.events]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT NOT NULL, name STRING, amount DOUBLE, tag STRING"
+ignore_corrupt_files = true
+sink.path = "{root}/table"
+"#,
+    );
+    let o = landfall_env(
+        &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
+        &[("LANDFALL_STREAM_FILES_FROM", "1")],
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    assert!(
+        all.contains("was skipped after part of it was read"),
+        "{all}"
+    );
+    let mut expected: Vec<u64> = (0..5).collect();
+    expected.extend(10..15);
+    assert_exactly(&table_ids(root), &expected);
+    let b = state_of(&state_rows(&cfg, "events"), "b.json").clone();
+    assert_eq!(b["state"], "skipped", "{b}");
+}
