@@ -579,14 +579,20 @@ fn state_is_readable_while_the_daemon_runs() {
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while delta_version(&root.join("table")) < 1 {
+    // The table commit comes before the ledger record: wait until the ledger says so too.
+    let rows = loop {
+        if delta_version(&root.join("table")) >= 1 {
+            let rows = state_rows(&cfg, "events");
+            if state_of(&rows, "a.json")["state"] == "committed" {
+                break rows;
+            }
+        }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            panic!("nothing committed in a minute");
+            panic!("nothing recorded as committed in a minute");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let rows = state_rows(&cfg, "events");
+    };
     let streams = streams_json(&cfg);
     let skip = landfall(&[
         "skip",
