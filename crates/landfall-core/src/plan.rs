@@ -62,6 +62,23 @@ pub fn staged_attempt(path: &str) -> Option<u32> {
     rest.split('-').nth(1)?.strip_prefix('a')?.parse().ok()
 }
 
+impl CommitReceipt {
+    /// The receipt of a batch found in the table rather than committed by this call (after a
+    /// crash between commit and record, or an ambiguous commit that landed): its version is
+    /// the commit holding it (-1 when unknown); its row and file counts are not known without
+    /// reading the table back.
+    pub fn recovered(table_version: i64) -> Self {
+        CommitReceipt {
+            table_version,
+            rows: 0,
+            data_files: 0,
+            data_bytes: 0,
+            committed_at: chrono::Utc::now(),
+            recovered: true,
+        }
+    }
+}
+
 impl BatchPlan {
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|(_, m)| m.size).sum()

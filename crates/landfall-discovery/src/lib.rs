@@ -9,4 +9,4 @@ mod stores;
 
 pub use listing::{Filters, ListingDiscovery};
 pub use partitions::hive_partitions;
-pub use stores::{display_path, object_path, open_store, relative_path};
+pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

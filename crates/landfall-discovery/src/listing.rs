@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use landfall_core::seams::SeamResult;
-use landfall_core::{Discovery, DiscoveryBatch, FileMeta, SeamError};
+use landfall_core::{Discovery, DiscoveryBatch, SeamError};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use std::sync::Arc;
@@ -112,13 +112,7 @@ impl Discovery for ListingDiscovery {
             } else if m.size == 0 {
                 batch.passed_over.push(("empty", path));
             } else {
-                batch.files.push(FileMeta {
-                    path,
-                    size: m.size,
-                    modified: m.last_modified,
-                    etag: m.e_tag,
-                    version: m.version,
-                });
+                batch.files.push(crate::file_meta(m));
             }
         }
         batch.files.sort_by(|a, b| a.path.cmp(&b.path));

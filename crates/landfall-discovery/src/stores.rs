@@ -26,6 +26,17 @@ pub fn relative_path<'a>(prefix: &Path, path: &'a str) -> &'a str {
         .unwrap_or(path)
 }
 
+/// What discovery and pinned reads know of an object: its path, size, time and version.
+pub fn file_meta(m: object_store::ObjectMeta) -> landfall_core::FileMeta {
+    landfall_core::FileMeta {
+        path: m.location.to_string(),
+        size: m.size,
+        modified: m.last_modified,
+        etag: m.e_tag,
+        version: m.version,
+    }
+}
+
 /// An object path as the user wrote its location: a local file keeps its leading `/`, an object
 /// store path is a URL again (`s3://bucket/key`), for errors, logs and `landfall state`.
 pub fn display_path(source: &Url, object_path: &str) -> String {

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileKey, FileMeta, SeamError, SkipKind, SkipReason};
-use landfall_discovery::{hive_partitions, relative_path};
+use landfall_discovery::{display_path, file_meta, hive_partitions, relative_path};
 use landfall_formats::{DecodeOptions, FileFormat, with_constant_columns};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
@@ -38,15 +38,13 @@ pub struct DecodeJob {
     pub schema: StreamSchema,
     pub partition_by: Vec<String>,
     pub prefix: Path,
-    /// Turns an object path into the path as the user wrote the source, for messages.
-    pub shown: fn(&str, &str) -> String,
-    /// The source URL, for `shown`.
-    pub source: String,
+    /// The source as the user wrote it, to show object paths in messages.
+    pub source: url::Url,
 }
 
 impl DecodeJob {
     fn show(&self, object_path: &str) -> String {
-        (self.shown)(&self.source, object_path)
+        display_path(&self.source, object_path)
     }
 }
 
@@ -347,13 +345,7 @@ async fn fetch(
         Ok(r) => r,
         Err(e) => return Err(classify(&store, &path, &meta, e).await),
     };
-    if !meta.same_version(&FileMeta {
-        path: meta.path.clone(),
-        size: result.meta.size,
-        modified: result.meta.last_modified,
-        etag: result.meta.e_tag.clone(),
-        version: result.meta.version.clone(),
-    }) {
+    if !meta.same_version(&file_meta(result.meta.clone())) {
         return Err(changed(&meta, result.meta.size));
     }
     let body = if meta.size < FETCH_WHOLE_BELOW.min(stream_files_from()) {
@@ -411,13 +403,7 @@ async fn classify(
     // listings and in headers) is judged by what the store says the object is now.
     match store.head(path).await {
         Ok(now) => {
-            let now = FileMeta {
-                path: meta.path.clone(),
-                size: now.size,
-                modified: now.last_modified,
-                etag: now.e_tag,
-                version: now.version,
-            };
+            let now = file_meta(now);
             if !meta.same_version(&now) {
                 changed(meta, now.size)
             } else {

@@ -4,7 +4,6 @@
 //! same plan again under the same id.
 
 use crate::events::StreamEvents;
-use chrono::Utc;
 use landfall_config::StreamSpec;
 use landfall_core::seams::SeamResult;
 use landfall_core::{BatchPlan, CommitReceipt, Committer, SeamError, StateStore};
@@ -32,16 +31,10 @@ pub async fn recover(
         committer.complete(plan.batch_id).await?;
         // The version of the commit that holds the batch, not the table's latest.
         let version = committer.batch_version(plan.batch_id).await?;
-        let receipt = CommitReceipt {
-            table_version: version.unwrap_or(-1),
-            // The row count of a batch recovered this way is not known without reading it back.
-            rows: 0,
-            data_files: 0,
-            data_bytes: 0,
-            committed_at: Utc::now(),
-            recovered: true,
-        };
-        state.record_committed(plan.batch_id, receipt)?;
+        state.record_committed(
+            plan.batch_id,
+            CommitReceipt::recovered(version.unwrap_or(-1)),
+        )?;
         state.prune_batch(plan.batch_id, crate::worker::KEEP_PLANS)?;
         events.batch_recovered(plan.batch_id, version);
         return Ok(Recovered::Nothing);
@@ -68,7 +61,8 @@ pub const RESET_META: &str = "reset_from";
 /// At every start, before recovery: the table decides, and the ledger must agree with it.
 ///
 /// - A new ledger (no batch ever planned) facing a table that holds batches of this stream:
-///   batch ids continue after the table's (they are never reused; the state was deleted).
+///   refused (a state volume that did not mount would ingest every file again), unless
+///   `landfall reset` made it; then batch ids continue after the table's (never reused).
 /// - The table holds a batch id this ledger never planned: refused (the state is older than
 ///   the table: restored from a backup, a second instance with its own state, or the stream
 ///   name reused). Taking the table's word would mark batches committed that this process

@@ -314,13 +314,7 @@ impl StreamWorker {
         if now.size == 0 {
             return Ok(());
         }
-        let meta = FileMeta {
-            path: path.to_string(),
-            size: now.size,
-            modified: now.last_modified,
-            etag: now.e_tag,
-            version: now.version,
-        };
+        let meta = landfall_discovery::file_meta(now);
         let key = meta.key(self.spec.allow_overwrites);
         self.state.admit(&[(key, meta)], None, Utc::now())?;
         Ok(())
@@ -345,7 +339,7 @@ impl StreamWorker {
         SeamError::fatal(format!(
             "stream `{s}`: batch {batch_id}: {path}: {reason}. The stream stopped; to go on without this file, run `landfall skip {s} {path}` (or set {option} = true to skip such files), then start it again",
             s = self.spec.name,
-            path = landfall_discovery::display_path(&self.spec.source.url, path),
+            path = self.shown(path),
         ))
     }
 
@@ -388,11 +382,7 @@ impl StreamWorker {
                     .expect("schema resolved before planning"),
                 partition_by: self.spec.sink.partition_by.clone(),
                 prefix: self.discovery.prefix().clone(),
-                shown: |source, path| match url::Url::parse(source) {
-                    Ok(u) => landfall_discovery::display_path(&u, path),
-                    Err(_) => path.to_string(),
-                },
-                source: self.spec.source.url.to_string(),
+                source: self.spec.source.url.clone(),
             };
             let expected = to_read.len();
             let mut decoded = pipeline::spawn(job, self.store().clone(), to_read);
@@ -476,15 +466,8 @@ impl StreamWorker {
         if committed.landed_before {
             // An earlier attempt's commit landed after all: its data files are the live ones,
             // this attempt's are the orphans. Record what the table holds (row count unknown).
-            let receipt = CommitReceipt {
-                table_version: committed.version,
-                rows: 0,
-                data_files: 0,
-                data_bytes: 0,
-                committed_at: Utc::now(),
-                recovered: true,
-            };
-            self.state.record_committed(batch_id, receipt)?;
+            self.state
+                .record_committed(batch_id, CommitReceipt::recovered(committed.version))?;
             let mine: Vec<String> = staged.iter().map(|f| f.path.clone()).collect();
             let n = self.committer.remove_files(&mine).await?;
             self.events.orphans_removed(batch_id, n);
