@@ -12,10 +12,12 @@ near zero when memory is bounded) as JSON. Runs only on loopback / local directo
 import argparse, json, os, subprocess, sys, tempfile, threading, time
 
 
-def rss_mb(pid):
+def rss_mb(pid, field="VmRSS"):
+    """A resident-memory figure of /proc/<pid>/status in MB: VmRSS (all), RssAnon (heap and
+    other anonymous memory) or RssFile (mapped files: mostly the binary's own pages)."""
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -89,9 +91,11 @@ sink.path = "{table}"
             time.sleep(a.sample)
             if daemon.poll() is not None:
                 sys.exit(f"soak: the daemon exited ({daemon.returncode}); see {root}/daemon.log")
-            s = (round(time.monotonic() - start), written[0], committed(table), round(rss_mb(daemon.pid), 1))
+            s = (round(time.monotonic() - start), written[0], committed(table), round(rss_mb(daemon.pid), 1),
+                 round(rss_mb(daemon.pid, "RssAnon"), 1), round(rss_mb(daemon.pid, "RssFile"), 1))
             samples.append(s)
-            print(f"t={s[0]:>5}s written={s[1]:>7} committed={s[2]:>7} rss={s[3]:>7} MB", flush=True)
+            print(f"t={s[0]:>5}s written={s[1]:>7} committed={s[2]:>7} rss={s[3]:>7} MB"
+                  f" (anon {s[4]} MB, file {s[5]} MB)", flush=True)
     finally:
         stop.set()
         daemon.terminate()
@@ -103,6 +107,7 @@ sink.path = "{table}"
         "files_committed": last[2], "rss_first_mb": first[3], "rss_mid_mb": mid[3], "rss_last_mb": last[3],
         "mb_per_1000_files_first_half": round(per_k(first, mid), 3),
         "mb_per_1000_files_second_half": round(per_k(mid, last), 3),
+        "anon_first_mb": first[4], "anon_mid_mb": mid[4], "anon_last_mb": last[4],
         "state_dir": f"{root}/state",
     }))
 

@@ -62,12 +62,31 @@ pub struct DiscoveryBatch {
     /// Listed objects that are not files to ingest at all, by reason (`empty`,
     /// `directory_marker`, `unrepresentable_key`), for the logs and metrics.
     pub passed_over: Vec<(&'static str, String)>,
+    /// Objects listed (or events received) in this round, before any filter.
+    pub listed: u64,
 }
+
+/// Decides, for one page of listed candidates, which may be new to the stream's state (see
+/// [`StateStore::may_be_new`]).
+pub type NewFilter<'a> = &'a (dyn Fn(&[FileMeta]) -> SeamResult<Vec<bool>> + Send + Sync);
 
 #[async_trait]
 pub trait Discovery: Send + Sync {
     /// Find candidate files, resuming from `cursor` where the mode supports it.
     async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch>;
+    /// Like `discover`, keeping only the candidates `may_be_new` does not rule out. Listing
+    /// modes apply it page by page, so memory follows the new files, not the prefix size.
+    async fn discover_new(
+        &self,
+        cursor: Option<&str>,
+        may_be_new: NewFilter<'_>,
+    ) -> SeamResult<DiscoveryBatch> {
+        let mut batch = self.discover(cursor).await?;
+        let keep = may_be_new(&batch.files)?;
+        let mut keep = keep.into_iter();
+        batch.files.retain(|_| keep.next().unwrap_or(true));
+        Ok(batch)
+    }
     /// Acknowledge messages whose files are durably admitted. A no-op for listing.
     async fn acknowledge(&self, _tokens: Vec<AckToken>) -> SeamResult<()> {
         Ok(())
@@ -97,6 +116,10 @@ pub trait StateStore: Send + Sync {
         cursor: Option<&str>,
         now: DateTime<Utc>,
     ) -> SeamResult<u64>;
+    /// For each listed file (under the key `allow_overwrites` gives it), whether `admit`
+    /// could take it: `false` only for files the ledger already knows. Discovery calls this
+    /// on each page of a listing, so a poll holds the new files, not the whole prefix.
+    fn may_be_new(&self, files: &[FileMeta], allow_overwrites: bool) -> SeamResult<Vec<bool>>;
     fn cursor(&self) -> SeamResult<Option<String>>;
     /// Whether the ledger has ever admitted anything (for `include_existing_files`).
     fn is_new(&self) -> SeamResult<bool>;

@@ -2,6 +2,10 @@
 //! one call per directory), then the filters, sorted by path so discovery order is stable
 //! across stores.
 //!
+//! The listing is consumed as a stream and checked against the state a page (1,000 files) at
+//! a time: a round holds one page and the files new to the stream, never the whole prefix, so
+//! memory does not grow with the number of files already ingested.
+//!
 //! Skipped without being tracked: directory markers, hidden paths (any level starting with `_`
 //! or `.`, as Spark does: `_SUCCESS`, `.crc`, `_landfall/`), files outside the glob or the
 //! modification window, and files older than `max_file_age`.
@@ -12,8 +16,8 @@
 
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use landfall_core::seams::SeamResult;
-use landfall_core::{Discovery, DiscoveryBatch, SeamError};
+use landfall_core::seams::{NewFilter, SeamResult};
+use landfall_core::{Discovery, DiscoveryBatch, FileMeta, SeamError};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use std::sync::Arc;
@@ -92,32 +96,81 @@ impl ListingDiscovery {
     }
 }
 
-#[async_trait::async_trait]
-impl Discovery for ListingDiscovery {
-    async fn discover(&self, _cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
+/// Listed candidates are checked against the state this many at a time.
+const PAGE: usize = 1000;
+
+impl ListingDiscovery {
+    /// One pass over the listing stream: filter, and keep what `may_be_new` does not rule out,
+    /// a page at a time, so the round holds one page plus the new files.
+    async fn list(&self, may_be_new: NewFilter<'_>) -> SeamResult<DiscoveryBatch> {
         let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
-        let listed: Vec<_> = self.store.list(prefix).try_collect().await.map_err(|e| {
-            SeamError::retryable(format!(
-                "stream `{}`: listing {}: {e}",
-                self.stream, self.prefix
-            ))
-        })?;
+        let mut listing = self.store.list(prefix);
         let now = Utc::now();
         let mut batch = DiscoveryBatch::default();
-        for m in listed {
-            let path = m.location.to_string();
-            let relative = crate::relative_path(&self.prefix, &path);
+        let mut page = Vec::with_capacity(PAGE);
+        let mut last: Option<String> = None;
+        loop {
+            let next = listing.try_next().await.map_err(|e| {
+                SeamError::retryable(format!(
+                    "stream `{}`: listing {}: {e}",
+                    self.stream, self.prefix
+                ))
+            })?;
+            let Some(m) = next else { break };
+            batch.listed += 1;
+            let path = m.location.as_ref();
+            let relative = crate::relative_path(&self.prefix, path);
             if !self.filters.accepts(relative, m.last_modified, now) {
                 batch.filtered += 1;
             } else if m.size == 0 {
-                batch.passed_over.push(("empty", path));
+                batch.passed_over.push(("empty", path.to_string()));
             } else {
-                batch.files.push(crate::file_meta(m));
+                if last.as_deref().is_none_or(|l| l < path) {
+                    last = Some(path.to_string());
+                }
+                page.push(crate::file_meta(m));
+                if page.len() == PAGE {
+                    keep_new(&mut page, &mut batch.files, may_be_new)?;
+                }
             }
         }
+        keep_new(&mut page, &mut batch.files, may_be_new)?;
         batch.files.sort_by(|a, b| a.path.cmp(&b.path));
-        batch.cursor = batch.files.last().map(|f| f.path.clone());
+        batch.cursor = last;
         Ok(batch)
+    }
+}
+
+/// Move the files of `page` that may be new into `out`.
+fn keep_new(
+    page: &mut Vec<FileMeta>,
+    out: &mut Vec<FileMeta>,
+    may_be_new: NewFilter<'_>,
+) -> SeamResult<()> {
+    if page.is_empty() {
+        return Ok(());
+    }
+    let keep = may_be_new(page)?;
+    out.extend(
+        page.drain(..)
+            .zip(keep.into_iter().chain(std::iter::repeat(true)))
+            .filter_map(|(m, k)| k.then_some(m)),
+    );
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl Discovery for ListingDiscovery {
+    async fn discover(&self, _cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
+        self.list(&|files| Ok(vec![true; files.len()])).await
+    }
+
+    async fn discover_new(
+        &self,
+        _cursor: Option<&str>,
+        may_be_new: NewFilter<'_>,
+    ) -> SeamResult<DiscoveryBatch> {
+        self.list(may_be_new).await
     }
 }
 

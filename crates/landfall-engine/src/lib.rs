@@ -7,6 +7,7 @@
 pub mod events;
 pub mod failpoint;
 mod partition;
+mod pinned;
 mod pipeline;
 pub mod recovery;
 pub mod schema;

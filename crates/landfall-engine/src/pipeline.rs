@@ -3,28 +3,29 @@
 //! and split rows by the table's partition columns. The writer receives ready partitions over a
 //! bounded channel, so memory stays bounded and decoding overlaps Parquet encoding.
 //!
-//! Every file is read pinned to what discovery listed: a conditional GET on its etag (or its
-//! object version) and a byte range capped at the listed size, and the object's metadata is
-//! checked against the listing. A file that changed since it was listed is never read half-new:
-//! it is reported as [`Decoded::FileUnreadable`] with reason `changed_after_listing`. A file gone
-//! is `missing`; a file that does not decode is `corrupt`. The worker decides what each means
-//! (skip it, or stop the stream); other errors (network) fail the batch as retryable.
+//! Every file is read pinned to what discovery listed (see [`crate::pinned`]). A file that
+//! changed since it was listed is never read half-new: it is reported as
+//! [`Decoded::FileUnreadable`] with reason `changed_after_listing`. A file gone is `missing`; a
+//! file that does not decode is `corrupt`. The worker decides what each means (skip it, or stop
+//! the stream); other errors (network) fail the batch as retryable.
+//!
+//! Large Parquet files are not streamed as bytes: their footer is read first, then one row
+//! group at a time through ranged reads, so memory follows the row group, not the file.
 
+use crate::pinned::{FileError, PinnedReader, fetch};
 use crate::schema::StreamSchema;
+use arrow::array::RecordBatch;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use landfall_core::seams::SeamResult;
-use landfall_core::{FileKey, FileMeta, SeamError, SkipKind, SkipReason};
-use landfall_discovery::{display_path, file_meta, hive_partitions, relative_path};
+use landfall_core::{FileKey, FileMeta, SeamError, SkipReason};
+use landfall_discovery::{display_path, hive_partitions, relative_path};
 use landfall_formats::{DecodeOptions, FileFormat, with_constant_columns};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// Files up to this size are read whole by the prefetcher; larger ones are streamed in chunks.
-const FETCH_WHOLE_BELOW: u64 = 8 << 20;
 /// Files fetched ahead of the decoder (at most this many small files in memory).
 const PREFETCH_FILES: usize = 16;
 /// Decoded partitions waiting for the writer.
@@ -69,43 +70,13 @@ pub enum Decoded {
     },
 }
 
-/// Why one file could not be read, before the worker decides what it means.
-enum FileError {
-    Unreadable(SkipReason),
-    /// Not the file's fault (network, store): the batch fails and is retried.
-    Transient(SeamError),
-}
-
-impl FileError {
-    /// A decode error of the file shown as `shown`; the reason without the path it repeats.
-    fn corrupt(shown: &str) -> impl Fn(SeamError) -> FileError + '_ {
-        move |e| {
-            let detail = e
-                .message
-                .strip_prefix(shown)
-                .map(|r| r.trim_start_matches(": ").to_string())
-                .unwrap_or(e.message);
-            FileError::Unreadable(SkipReason {
-                kind: SkipKind::Corrupt,
-                detail,
-            })
-        }
-    }
-}
-
-impl From<SeamError> for FileError {
-    fn from(e: SeamError) -> Self {
-        FileError::Transient(e)
-    }
-}
-
 /// Files up to this size are decoded whole in their own task, several at once (one per core,
 /// plus one); larger files are decoded as a stream of chunks, one at a time.
 const DECODE_WHOLE_BELOW: u64 = 16 << 20;
 
 /// The size from which files are streamed: `DECODE_WHOLE_BELOW`, or
 /// `LANDFALL_STREAM_FILES_FROM` (bytes) so tests can drive the streaming path with small files.
-fn stream_files_from() -> u64 {
+pub(crate) fn stream_files_from() -> u64 {
     static FROM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *FROM.get_or_init(|| {
         std::env::var("LANDFALL_STREAM_FILES_FROM")
@@ -153,6 +124,9 @@ pub fn spawn(
                         }
                     }
                     Ok(())
+                }
+                Ok(FileRead::Large(meta)) if job.format == FileFormat::Parquet => {
+                    stream_parquet(&job, store.clone(), &meta, &tx, &mut sent).await
                 }
                 Ok(FileRead::Large(meta)) => match fetch(store.clone(), meta).await {
                     Ok((meta, body)) => stream_file(&job, &meta, body, &tx, &mut sent).await,
@@ -243,6 +217,50 @@ async fn stream_file(
     }
 }
 
+/// Read a large Parquet file row group by row group (pinned ranged reads), sending its
+/// partitions as they come.
+async fn stream_parquet(
+    job: &DecodeJob,
+    store: Arc<dyn ObjectStore>,
+    meta: &FileMeta,
+    tx: &mpsc::Sender<SeamResult<Decoded>>,
+    sent: &mut bool,
+) -> Result<(), FileError> {
+    let shown = job.show(&meta.path);
+    let (reader, failure) = PinnedReader::new(store, meta)?;
+    // A failed read says why (missing, changed, transient); anything else is the file's content.
+    let fail = |e: landfall_formats::FormatError| {
+        failure
+            .take()
+            .unwrap_or_else(|| FileError::corrupt(&shown)(e.into()))
+    };
+    let mut file = FileDecoder::new(job, meta).map_err(FileError::corrupt(&shown))?;
+    let mut batches = landfall_formats::parquet_batches(
+        &shown,
+        reader,
+        job.schema.decoded.clone(),
+        job.options.batch_size,
+    )
+    .await
+    .map_err(fail)?;
+    loop {
+        let batch = match batches.next().await {
+            Some(b) => Some(b.map_err(fail)?),
+            None => None,
+        };
+        let done = batch.is_none();
+        for item in file.emit(job, batch.into_iter().collect(), done)? {
+            *sent = true;
+            if tx.send(Ok(item)).await.is_err() {
+                return Ok(());
+            }
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
 /// One file being decoded: its decoder, its path partition values, and its row count.
 struct FileDecoder {
     path: String,
@@ -294,6 +312,17 @@ impl FileDecoder {
             None => self.decoder.finish(),
         };
         let batches = decoded.map_err(FileError::corrupt(&self.shown))?;
+        self.emit(job, batches, chunk.is_none())
+    }
+
+    /// Add the path columns to decoded `batches` and split them into partitions; `done`: the
+    /// file is complete, so `FileDone` follows.
+    fn emit(
+        &mut self,
+        job: &DecodeJob,
+        batches: Vec<RecordBatch>,
+        done: bool,
+    ) -> Result<Vec<Decoded>, FileError> {
         let not_the_file = |e: SeamError| FileError::Transient(SeamError::fatal(e.message));
         let mut out = Vec::new();
         for b in batches {
@@ -312,7 +341,7 @@ impl FileDecoder {
                     .map(|(values, part)| Decoded::Rows(values, part)),
             );
         }
-        if chunk.is_none() {
+        if done {
             out.push(Decoded::FileDone {
                 path: self.path.clone(),
                 rows: self.rows,
@@ -320,103 +349,5 @@ impl FileDecoder {
             });
         }
         Ok(out)
-    }
-}
-
-/// Open one file for reading, pinned to the listed version and size: small files are read
-/// whole (so several can be in flight), large ones become a stream of chunks.
-async fn fetch(
-    store: Arc<dyn ObjectStore>,
-    meta: FileMeta,
-) -> Result<(FileMeta, BoxStream<'static, SeamResult<Bytes>>), FileError> {
-    let path = Path::parse(&meta.path).map_err(|e| {
-        FileError::Unreadable(SkipReason {
-            kind: SkipKind::Missing,
-            detail: format!("the key cannot be addressed: {e}"),
-        })
-    })?;
-    let options = GetOptions {
-        if_match: meta.etag.clone(),
-        version: meta.version.clone(),
-        range: (meta.size > 0).then_some(GetRange::Bounded(0..meta.size)),
-        ..Default::default()
-    };
-    let result = match store.get_opts(&path, options).await {
-        Ok(r) => r,
-        Err(e) => return Err(classify(&store, &path, &meta, e).await),
-    };
-    if !meta.same_version(&file_meta(result.meta.clone())) {
-        return Err(changed(&meta, result.meta.size));
-    }
-    let body = if meta.size < FETCH_WHOLE_BELOW.min(stream_files_from()) {
-        let p = meta.path.clone();
-        let bytes = result
-            .bytes()
-            .await
-            .map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}")))?;
-        if bytes.len() as u64 != meta.size {
-            return Err(changed(&meta, bytes.len() as u64));
-        }
-        futures::stream::once(async move { Ok(bytes) }).boxed()
-    } else {
-        let p = meta.path.clone();
-        result
-            .into_stream()
-            .map(move |c| c.map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}"))))
-            .boxed()
-    };
-    Ok((meta, body))
-}
-
-fn changed(meta: &FileMeta, now_size: u64) -> FileError {
-    FileError::Unreadable(SkipReason {
-        kind: SkipKind::ChangedAfterListing,
-        detail: format!(
-            "listed with {} bytes{}, now {now_size} bytes or another version",
-            meta.size,
-            meta.etag
-                .as_deref()
-                .map(|e| format!(" and etag {e}"))
-                .unwrap_or_default()
-        ),
-    })
-}
-
-/// What a failed pinned GET means: the file is gone, it changed, or the store failed (then a
-/// HEAD tells whether the file changed, e.g. shrank below the requested range).
-async fn classify(
-    store: &Arc<dyn ObjectStore>,
-    path: &Path,
-    meta: &FileMeta,
-    e: object_store::Error,
-) -> FileError {
-    let missing = || {
-        FileError::Unreadable(SkipReason {
-            kind: SkipKind::Missing,
-            detail: "deleted or moved after it was listed".into(),
-        })
-    };
-    if let object_store::Error::NotFound { .. } = e {
-        return missing();
-    }
-    // Anything else (a failed precondition included: stores spell etags differently in
-    // listings and in headers) is judged by what the store says the object is now.
-    match store.head(path).await {
-        Ok(now) => {
-            let now = file_meta(now);
-            if !meta.same_version(&now) {
-                changed(meta, now.size)
-            } else {
-                FileError::Transient(SeamError::retryable(format!(
-                    "{}: read failed (the file is unchanged): {e}",
-                    meta.path
-                )))
-            }
-        }
-        Err(object_store::Error::NotFound { .. }) => missing(),
-        Err(_) => FileError::Transient(SeamError::retryable(format!(
-            "{}: read failed: {e}",
-            meta.path
-        ))),
     }
 }

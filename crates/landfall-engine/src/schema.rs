@@ -3,14 +3,15 @@
 //! from paths are part of it: listed in `partition_columns`, or, when inferring, every `k=v`
 //! level seen in the sampled paths.
 
+use crate::pinned::{FileError, PinnedReader};
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use landfall_config::{Format, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileMeta, SeamError, StateStore};
 use landfall_discovery::{hive_partitions, relative_path};
 use landfall_formats::{CsvFormat, FileFormat};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -111,17 +112,22 @@ fn build(version: u32, schema: &Schema, path_column_names: &[String]) -> StreamS
     }
 }
 
-/// Infer from up to `max_files` / `max_bytes` of `files`, one file in memory at a time.
+/// At most this much of each sampled JSON or CSV file is read for inference (cut back to its
+/// last complete line), so one huge file cannot fill memory.
+const INFER_BYTES_PER_FILE: u64 = 16 << 20;
+
+/// Infer from up to `max_files` / `max_bytes` of `files`, one file in memory at a time: a
+/// Parquet file's footer only; a JSON or CSV file's first 16 MB at most.
 async fn infer_from_sample(
     spec: &StreamSpec,
     store: &Arc<dyn ObjectStore>,
     files: &[FileMeta],
 ) -> SeamResult<Schema> {
-    let mut merger = landfall_formats::SchemaMerger::new(
-        file_format(spec.format)?,
-        csv_format(spec),
-        spec.infer_column_types,
-    );
+    let format = file_format(spec.format)?;
+    let mut merger =
+        landfall_formats::SchemaMerger::new(format, csv_format(spec), spec.infer_column_types);
+    let fatal =
+        |e: landfall_formats::FormatError| SeamError::fatal(format!("stream `{}`: {e}", spec.name));
     let mut total = 0u64;
     let mut read = 0usize;
     for f in files.iter().take(spec.sample_files) {
@@ -129,28 +135,84 @@ async fn infer_from_sample(
             break;
         }
         let shown = landfall_discovery::display_path(&spec.source.url, &f.path);
-        let path = Path::parse(&f.path).map_err(|e| SeamError::fatal(format!("{shown}: {e}")))?;
-        let bytes = match store.get(&path).await {
-            Ok(r) => r.bytes().await,
-            Err(e) => Err(e),
+        let sampled = if format == FileFormat::Parquet {
+            footer_schema(store, f, &shown).await
+        } else {
+            head_of(store, f, &shown).await
         };
-        let bytes = match bytes {
-            Ok(b) => b,
-            // Gone since listing: sample the others (the batch decides what the file means).
-            Err(object_store::Error::NotFound { .. }) => continue,
-            Err(e) => {
-                return Err(SeamError::retryable(format!("schema sample {shown}: {e}")));
-            }
-        };
+        // Gone or changed since listing: sample the others (the batch decides what it means).
+        let Some(sampled) = sampled? else { continue };
         total += f.size;
         read += 1;
-        merger
-            .add(&shown, &bytes)
-            .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))?;
+        let added = match sampled {
+            Sampled::Schema(s) => s.map(|s| merger.add_schema(&s)),
+            Sampled::Bytes(b) => merger.add(&shown, &b),
+        };
+        match added {
+            Ok(()) => {}
+            // The batch will skip it too; a sample of the others decides the schema.
+            Err(e) if spec.ignore_corrupt_files => {
+                tracing::warn!(stream = %spec.name, file = %shown, error = %e,
+                    "schema inference passed over a corrupt file (ignore_corrupt_files)");
+            }
+            Err(e) => return Err(fatal(e)),
+        }
     }
-    merger
-        .finish()
-        .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))
+    merger.finish().map_err(fatal)
+}
+
+enum Sampled {
+    /// A Parquet footer's schema, or why the footer is unreadable.
+    Schema(Result<SchemaRef, landfall_formats::FormatError>),
+    Bytes(bytes::Bytes),
+}
+
+/// A Parquet file's schema from its footer (pinned ranged reads); `None` when the file is gone
+/// or changed.
+async fn footer_schema(
+    store: &Arc<dyn ObjectStore>,
+    f: &FileMeta,
+    shown: &str,
+) -> SeamResult<Option<Sampled>> {
+    let (reader, failure) = PinnedReader::new(store.clone(), f)
+        .map_err(|e| SeamError::fatal(format!("schema sample {shown}: {e}")))?;
+    match landfall_formats::parquet_footer_schema(shown, reader).await {
+        Ok(s) => Ok(Some(Sampled::Schema(Ok(s)))),
+        Err(e) => match failure.take() {
+            Some(FileError::Unreadable(_)) => Ok(None),
+            Some(FileError::Transient(e)) => Err(SeamError::retryable(format!(
+                "schema sample {shown}: {}",
+                e.message
+            ))),
+            None => Ok(Some(Sampled::Schema(Err(e)))),
+        },
+    }
+}
+
+/// The start of a text file, cut back to its last complete line when the file is longer than
+/// `INFER_BYTES_PER_FILE`; `None` when the file is gone or changed.
+async fn head_of(
+    store: &Arc<dyn ObjectStore>,
+    f: &FileMeta,
+    shown: &str,
+) -> SeamResult<Option<Sampled>> {
+    let mut head = f.clone();
+    head.size = f.size.min(INFER_BYTES_PER_FILE);
+    let body = match crate::pinned::fetch_range(store, f, 0..head.size).await {
+        Ok(b) => b,
+        Err(FileError::Unreadable(_)) => return Ok(None),
+        Err(FileError::Transient(e)) => {
+            return Err(SeamError::retryable(format!(
+                "schema sample {shown}: {}",
+                e.message
+            )));
+        }
+    };
+    if head.size == f.size {
+        return Ok(Some(Sampled::Bytes(body)));
+    }
+    let end = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    Ok(Some(Sampled::Bytes(body.slice(..end))))
 }
 
 /// Load the stored schema, or fix it now (explicit, or inferred from `candidates`). `None`

@@ -141,11 +141,24 @@ impl StreamWorker {
         Ok(())
     }
 
-    /// List, and admit unknown files with the cursor in one write. Returns the candidates.
+    /// List, and admit unknown files with the cursor in one write. Returns the candidates:
+    /// every listed file while the schema is not resolved yet (inference samples them), else
+    /// only the files the state did not know (the listing is checked page by page, so a
+    /// round's memory follows the new files, not the size of the prefix).
     async fn discover(&self) -> SeamResult<Vec<FileMeta>> {
         let t = Instant::now();
         let cursor = self.state.cursor()?;
-        let found = self.discovery.discover(cursor.as_deref()).await?;
+        let found = if self.schema.is_none() {
+            self.discovery.discover(cursor.as_deref()).await?
+        } else {
+            let state = self.state.clone();
+            let overwrites = self.spec.allow_overwrites;
+            self.discovery
+                .discover_new(cursor.as_deref(), &move |files| {
+                    state.may_be_new(files, overwrites)
+                })
+                .await?
+        };
         let keyed: Vec<_> = found
             .files
             .iter()
@@ -154,12 +167,13 @@ impl StreamWorker {
         let admitted = self
             .state
             .admit(&keyed, found.cursor.as_deref(), Utc::now())?;
+        drop(keyed);
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {
             self.events.passed_over(reason, &self.shown(path));
         }
         self.events
-            .discovered(found.files.len(), admitted, found.filtered, t.elapsed());
+            .discovered(found.listed as usize, admitted, found.filtered, t.elapsed());
         Ok(found.files)
     }
 

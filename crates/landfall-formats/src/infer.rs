@@ -157,6 +157,12 @@ impl SchemaMerger {
         Ok(())
     }
 
+    /// Merge a schema read from a file's own metadata (Parquet's footer), without its data.
+    pub fn add_schema(&mut self, schema: &Schema) {
+        self.merged = merge_fields(&self.merged, schema.fields());
+        self.files += 1;
+    }
+
     pub fn finish(self) -> Result<Schema, FormatError> {
         if self.merged.is_empty() {
             return Err(FormatError::Inference {

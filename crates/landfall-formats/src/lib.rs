@@ -18,6 +18,7 @@ pub use csv::CsvDecoder;
 pub use error::{FormatError, MalformedRecord};
 pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
 pub use json::JsonDecoder;
+pub use parquet_file::{parquet_batches, parquet_footer_schema};
 
 use arrow_schema::SchemaRef;
 use landfall_core::Decoder;

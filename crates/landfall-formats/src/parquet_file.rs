@@ -1,13 +1,20 @@
-//! Parquet input: the file is buffered (its footer is at the end), then read batch by batch
-//! and conformed to the stream schema by column name.
+//! Parquet input, conformed to the stream schema by column name.
+//!
+//! Two ways in: [`ParquetDecoder`] buffers a small file (its footer is at the end) and decodes
+//! it at `finish`; [`parquet_batches`] reads a file of any size through an
+//! [`AsyncFileReader`] (ranged reads): the footer first, then one row group at a time, so
+//! memory follows the largest row group, not the file.
 
 use crate::conform::conform;
 use crate::error::FormatError;
 use arrow::array::RecordBatch;
 use arrow_schema::SchemaRef;
 use bytes::{Bytes, BytesMut};
+use futures::stream::{BoxStream, StreamExt};
 use landfall_core::seams::SeamResult;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::async_reader::AsyncFileReader;
 
 pub struct ParquetDecoder {
     path: String,
@@ -31,10 +38,52 @@ impl ParquetDecoder {
 pub fn parquet_schema(path: &str, bytes: Bytes) -> Result<SchemaRef, FormatError> {
     ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map(|b| b.schema().clone())
-        .map_err(|e| FormatError::Unreadable {
-            path: path.to_string(),
-            reason: format!("not a readable Parquet file: {e}"),
+        .map_err(|e| unreadable(path, &e))
+}
+
+fn unreadable(path: &str, e: &dyn std::fmt::Display) -> FormatError {
+    FormatError::Unreadable {
+        path: path.to_string(),
+        reason: format!("not a readable Parquet file: {e}"),
+    }
+}
+
+/// The Arrow schema of a Parquet file, from its footer only (one or two ranged reads).
+pub async fn parquet_footer_schema<R>(path: &str, reader: R) -> Result<SchemaRef, FormatError>
+where
+    R: AsyncFileReader + Unpin + Send + 'static,
+{
+    ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map(|b| b.schema().clone())
+        .map_err(|e| unreadable(path, &e))
+}
+
+/// Read a Parquet file row group by row group, in batches of `batch_size` rows conformed to
+/// `schema`. An error of the reader (the object changed, the network) ends the stream as an
+/// `Unreadable` error; the caller's reader may record what it was.
+pub async fn parquet_batches<R>(
+    path: &str,
+    reader: R,
+    schema: SchemaRef,
+    batch_size: usize,
+) -> Result<BoxStream<'static, Result<RecordBatch, FormatError>>, FormatError>
+where
+    R: AsyncFileReader + Unpin + Send + 'static,
+{
+    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| unreadable(path, &e))?
+        .with_batch_size(batch_size)
+        .build()
+        .map_err(|e| unreadable(path, &e))?;
+    let path = path.to_string();
+    Ok(stream
+        .map(move |b| match b {
+            Ok(b) => conform(&path, b, &schema),
+            Err(e) => Err(unreadable(&path, &e)),
         })
+        .boxed())
 }
 
 impl landfall_core::Decoder for ParquetDecoder {
@@ -45,10 +94,7 @@ impl landfall_core::Decoder for ParquetDecoder {
 
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let bytes = std::mem::take(&mut self.buf).freeze();
-        let unreadable = |e: &dyn std::fmt::Display| FormatError::Unreadable {
-            path: self.path.clone(),
-            reason: format!("not a readable Parquet file: {e}"),
-        };
+        let unreadable = |e: &dyn std::fmt::Display| unreadable(&self.path, e);
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(|e| unreadable(&e))?
             .with_batch_size(self.batch_size)

@@ -235,6 +235,67 @@ impl<K: Kv> Ledger<K> {
         Ok(Known::No)
     }
 
+    /// Whether a listed file is admitted: `None` when it is known, `Some(previous)` when it
+    /// is new, with the record it replaces (a path whose listed version changed before it was
+    /// read, and was never ingested: its current version is ingested, once, under the same key).
+    ///
+    /// The common case (the key is known and not skipped) decodes only the record's state.
+    fn admission(
+        &self,
+        key: &FileKey,
+        meta: &FileMeta,
+        kinds: (bool, bool),
+    ) -> Result<Option<Option<Box<FileRecord>>>, StateError> {
+        #[derive(Deserialize)]
+        struct StateOnly {
+            state: FileState,
+        }
+        if let Some(raw) = self.kv.get(&file_key(key)).map_err(self.backend("read"))?
+            && serde_json::from_slice::<StateOnly>(&raw)
+                .is_ok_and(|r| r.state != FileState::Skipped)
+        {
+            return Ok(None);
+        }
+        Ok(match self.known(key, meta, kinds)? {
+            Known::Yes(rec)
+                if rec.state == FileState::Skipped
+                    && rec.key == *key
+                    && rec
+                        .skip
+                        .as_ref()
+                        .is_some_and(|s| s.kind == SkipKind::ChangedAfterListing)
+                    && !rec.meta.same_version(meta) =>
+            {
+                Some(Some(rec))
+            }
+            Known::Yes(_) | Known::OtherVersion => None,
+            Known::No => Some(None),
+        })
+    }
+
+    fn key_kinds(&self) -> Result<(bool, bool), StateError> {
+        Ok((
+            self.get_u64(KEYS_PLAIN)?.is_some(),
+            self.get_u64(KEYS_VERSIONED)?.is_some(),
+        ))
+    }
+
+    fn may_be_new_inner(
+        &self,
+        files: &[FileMeta],
+        allow_overwrites: bool,
+    ) -> Result<Vec<bool>, StateError> {
+        let kinds = self.key_kinds()?;
+        files
+            .iter()
+            .map(|m| {
+                Ok(self
+                    .admission(&m.key(allow_overwrites), m, kinds)?
+                    .is_some())
+            })
+            .collect()
+    }
+
     fn admit_inner(
         &self,
         files: &[(FileKey, FileMeta)],
@@ -247,31 +308,14 @@ impl<K: Kv> Ledger<K> {
         let mut ops = Vec::new();
         let mut seen = HashSet::new();
         let mut admitted = 0;
-        let kinds = (
-            self.get_u64(KEYS_PLAIN)?.is_some(),
-            self.get_u64(KEYS_VERSIONED)?.is_some(),
-        );
+        let kinds = self.key_kinds()?;
         let mut new_kind = (false, false);
         for (key, meta) in files {
             if !seen.insert(key.clone()) {
                 continue;
             }
-            let previous = match self.known(key, meta, kinds)? {
-                // A path whose listed version changed before it was read, and was never
-                // ingested: its current version is ingested (once, under the same key).
-                Known::Yes(rec)
-                    if rec.state == FileState::Skipped
-                        && rec.key == *key
-                        && rec
-                            .skip
-                            .as_ref()
-                            .is_some_and(|s| s.kind == SkipKind::ChangedAfterListing)
-                        && !rec.meta.same_version(meta) =>
-                {
-                    Some(rec)
-                }
-                Known::Yes(_) | Known::OtherVersion => continue,
-                Known::No => None,
+            let Some(previous) = self.admission(key, meta, kinds)? else {
+                continue;
             };
             seq += 1;
             let mut rec = FileRecord::discovered(key.clone(), meta.clone(), seq, now);
@@ -641,6 +685,10 @@ impl<K: Kv> StateStore for Ledger<K> {
         now: DateTime<Utc>,
     ) -> SeamResult<u64> {
         Ok(self.admit_inner(files, cursor, now)?)
+    }
+
+    fn may_be_new(&self, files: &[FileMeta], allow_overwrites: bool) -> SeamResult<Vec<bool>> {
+        Ok(self.may_be_new_inner(files, allow_overwrites)?)
     }
 
     fn cursor(&self) -> SeamResult<Option<String>> {

@@ -631,6 +631,49 @@ fn reset_keeps_the_existing_files_cutoff() {
     assert_exactly(&table_ids(root), &(5..10).collect::<Vec<_>>());
 }
 
+/// Large Parquet inputs (forced here with a 1-byte threshold) are read through pinned ranged
+/// reads, footer first and then row group by row group, and the schema is inferred from the
+/// footers alone. A file without a footer is corrupt, for inference and for the batch alike:
+/// with `ignore_corrupt_files` it is passed over by both, and recorded as skipped.
+#[test]
+fn large_parquet_files_are_read_row_group_by_row_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let landing = root.join("landing");
+    write_parquet_row_groups(&landing, "a.parquet", 0..5000, Some(700));
+    write_corrupt_parquet(&landing, "b.parquet");
+    write_parquet_row_groups(&landing, "c.parquet", 10_000..10_003, None);
+    let cfg = config_in(
+        root,
+        r#"
+[streams.events]
+source = "{root}/landing"
+format = "parquet"
+ignore_corrupt_files = true
+sink.path = "{root}/table"
+"#,
+    );
+    let o = landfall_env(
+        &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
+        &[("LANDFALL_STREAM_FILES_FROM", "1")],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let mut expected: Vec<u64> = (0..5000).collect();
+    expected.extend(10_000..10_003);
+    assert_exactly(&table_ids(root), &expected);
+    let table = verify("delta", &root.join("table"), Some("events"));
+    assert_eq!(table["schema"]["name"], "string", "{table}");
+    assert_eq!(table["schema"]["id"], "long", "{table}");
+    let b = state_of(&state_rows(&cfg, "events"), "b.parquet").clone();
+    assert_eq!(b["state"], "skipped", "{b}");
+    assert!(
+        b["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("corrupt") && r.contains("Parquet")),
+        "{b}"
+    );
+}
+
 /// The streaming path for large files (forced here with a 1-byte threshold), and a file that
 /// turns out bad after part of it was sent to the writer (a row lacking a NOT NULL column,
 /// after 9,000 good rows): with `ignore_corrupt_files` the skip is recorded, the attempt

@@ -247,15 +247,28 @@ pub fn drain_stream(config: &Path, stream: &str) -> Output {
 
 /// Write a Parquet file of rows `ids` (columns id BIGINT, name STRING) with pyarrow, atomically.
 pub fn write_parquet_rows(dir: &Path, name: &str, ids: impl Iterator<Item = u64>) {
+    write_parquet_row_groups(dir, name, ids, None)
+}
+
+/// [`write_parquet_rows`] with at most `row_group_size` rows per row group.
+pub fn write_parquet_row_groups(
+    dir: &Path,
+    name: &str,
+    ids: impl Iterator<Item = u64>,
+    row_group_size: Option<usize>,
+) {
     std::fs::create_dir_all(dir).unwrap();
     let ids: Vec<String> = ids.map(|i| i.to_string()).collect();
     let script = format!(
         "import pyarrow as pa, pyarrow.parquet as pq, os\n\
 ids = [{}]\n\
 t = pa.table({{'id': pa.array(ids, pa.int64()), 'name': pa.array(['n%d' % i for i in ids])}})\n\
-pq.write_table(t, {tmp:?})\n\
+pq.write_table(t, {tmp:?}, row_group_size={rg})\n\
+assert pq.ParquetFile({tmp:?}).metadata.num_row_groups == {groups}\n\
 os.rename({tmp:?}, {dst:?})\n",
         ids.join(","),
+        rg = row_group_size.map_or("None".to_string(), |n| n.to_string()),
+        groups = row_group_size.map_or(1, |n| ids.len().div_ceil(n).max(1)),
         tmp = dir.join(format!(".{name}.tmp")).display().to_string(),
         dst = dir.join(name).display().to_string(),
     );

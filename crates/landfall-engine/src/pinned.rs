@@ -1,0 +1,281 @@
+//! Reads pinned to what discovery listed.
+//!
+//! Every GET of a file carries the listed etag (`If-Match`) or object version, and a byte
+//! range inside the listed size; the metadata the store returns is compared with the listing.
+//! So a file overwritten, grown or deleted after it was listed is never read half-new: the
+//! read fails with a reason the worker acts on (`changed_after_listing`, `missing`), and a
+//! store error that leaves the file unchanged is transient (the batch is retried).
+//!
+//! [`fetch`] reads a whole file (small ones in one piece, large ones as a stream of chunks);
+//! [`PinnedReader`] serves the ranged reads of the Parquet reader, which reads the footer and
+//! then one row group at a time.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use landfall_core::seams::SeamResult;
+use landfall_core::{FileMeta, SeamError, SkipKind, SkipReason};
+use landfall_discovery::file_meta;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+/// Files up to this size are read whole by the prefetcher; larger ones are streamed in chunks.
+const FETCH_WHOLE_BELOW: u64 = 8 << 20;
+/// Bytes the Parquet reader asks for at the end of a file before it knows the footer's size.
+const FOOTER_HINT: usize = 64 << 10;
+
+/// Why one file could not be read, before the worker decides what it means.
+pub(crate) enum FileError {
+    Unreadable(SkipReason),
+    /// Not the file's fault (network, store): the batch fails and is retried.
+    Transient(SeamError),
+}
+
+impl FileError {
+    /// A decode error of the file shown as `shown`; the reason without the path it repeats.
+    pub(crate) fn corrupt(shown: &str) -> impl Fn(SeamError) -> FileError + '_ {
+        move |e| {
+            let detail = e
+                .message
+                .strip_prefix(shown)
+                .map(|r| r.trim_start_matches(": ").to_string())
+                .unwrap_or(e.message);
+            FileError::Unreadable(SkipReason {
+                kind: SkipKind::Corrupt,
+                detail,
+            })
+        }
+    }
+}
+
+impl From<SeamError> for FileError {
+    fn from(e: SeamError) -> Self {
+        FileError::Transient(e)
+    }
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileError::Unreadable(r) => write!(f, "{}: {}", r.kind.as_str(), r.detail),
+            FileError::Transient(e) => write!(f, "{}", e.message),
+        }
+    }
+}
+
+fn object_path(meta: &FileMeta) -> Result<Path, FileError> {
+    Path::parse(&meta.path).map_err(|e| {
+        FileError::Unreadable(SkipReason {
+            kind: SkipKind::Missing,
+            detail: format!("the key cannot be addressed: {e}"),
+        })
+    })
+}
+
+/// A GET of `range`, pinned to the listed version (etag or object version) and size.
+fn pinned(meta: &FileMeta, range: Range<u64>) -> GetOptions {
+    GetOptions {
+        if_match: meta.etag.clone(),
+        version: meta.version.clone(),
+        range: (meta.size > 0).then(|| GetRange::Bounded(range.start..range.end.min(meta.size))),
+        ..Default::default()
+    }
+}
+
+/// The Parquet reader's ranged reads of one file, each pinned to the listed version. The
+/// reader only sees a message when a read fails; what the failure means for the file
+/// (missing, changed, or a transient store error) is kept for [`PinnedReader::failure`].
+pub(crate) struct PinnedReader {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    meta: FileMeta,
+    failure: Arc<Mutex<Option<FileError>>>,
+}
+
+/// Where a [`PinnedReader`] leaves the cause of its first failed read.
+#[derive(Clone, Default)]
+pub(crate) struct ReadFailure(Arc<Mutex<Option<FileError>>>);
+
+impl ReadFailure {
+    /// The cause of the first failed read, if a read failed.
+    pub(crate) fn take(&self) -> Option<FileError> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl PinnedReader {
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        meta: &FileMeta,
+    ) -> Result<(Self, ReadFailure), FileError> {
+        let failure = ReadFailure::default();
+        let reader = PinnedReader {
+            store,
+            path: object_path(meta)?,
+            meta: meta.clone(),
+            failure: failure.0.clone(),
+        };
+        Ok((reader, failure))
+    }
+
+    fn fail(&self, e: FileError) -> ParquetError {
+        let msg = e.to_string();
+        let mut slot = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        ParquetError::General(msg)
+    }
+
+    async fn read(&self, range: Range<u64>) -> Result<Bytes, FileError> {
+        if range.end > self.meta.size {
+            return Err(changed(&self.meta, self.meta.size));
+        }
+        let result = match self
+            .store
+            .get_opts(&self.path, pinned(&self.meta, range.clone()))
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return Err(classify(&self.store, &self.path, &self.meta, e).await),
+        };
+        if !self.meta.same_version(&file_meta(result.meta.clone())) {
+            return Err(changed(&self.meta, result.meta.size));
+        }
+        let bytes = result.bytes().await.map_err(|e| {
+            FileError::Transient(SeamError::retryable(format!(
+                "{}: read failed: {e}",
+                self.meta.path
+            )))
+        })?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(changed(&self.meta, self.meta.size));
+        }
+        Ok(bytes)
+    }
+}
+
+/// Read `range` of a file, pinned to its listed version.
+pub(crate) async fn fetch_range(
+    store: &Arc<dyn ObjectStore>,
+    meta: &FileMeta,
+    range: Range<u64>,
+) -> Result<Bytes, FileError> {
+    let (reader, _) = PinnedReader::new(store.clone(), meta)?;
+    reader.read(range).await
+}
+
+impl AsyncFileReader for PinnedReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        Box::pin(async move { self.read(range).await.map_err(|e| self.fail(e)) })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        Box::pin(async move {
+            let size = self.meta.size;
+            ParquetMetaDataReader::new()
+                .with_prefetch_hint(Some(FOOTER_HINT))
+                .load_and_finish(self, size)
+                .await
+                .map(Arc::new)
+        })
+    }
+}
+
+/// Open one file for reading, pinned to the listed version and size: small files are read
+/// whole (so several can be in flight), large ones become a stream of chunks.
+pub(crate) async fn fetch(
+    store: Arc<dyn ObjectStore>,
+    meta: FileMeta,
+) -> Result<(FileMeta, BoxStream<'static, SeamResult<Bytes>>), FileError> {
+    let path = object_path(&meta)?;
+    let options = pinned(&meta, 0..meta.size);
+    let result = match store.get_opts(&path, options).await {
+        Ok(r) => r,
+        Err(e) => return Err(classify(&store, &path, &meta, e).await),
+    };
+    if !meta.same_version(&file_meta(result.meta.clone())) {
+        return Err(changed(&meta, result.meta.size));
+    }
+    let body = if meta.size < FETCH_WHOLE_BELOW.min(crate::pipeline::stream_files_from()) {
+        let p = meta.path.clone();
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}")))?;
+        if bytes.len() as u64 != meta.size {
+            return Err(changed(&meta, bytes.len() as u64));
+        }
+        futures::stream::once(async move { Ok(bytes) }).boxed()
+    } else {
+        let p = meta.path.clone();
+        result
+            .into_stream()
+            .map(move |c| c.map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}"))))
+            .boxed()
+    };
+    Ok((meta, body))
+}
+
+fn changed(meta: &FileMeta, now_size: u64) -> FileError {
+    FileError::Unreadable(SkipReason {
+        kind: SkipKind::ChangedAfterListing,
+        detail: format!(
+            "listed with {} bytes{}, now {now_size} bytes or another version",
+            meta.size,
+            meta.etag
+                .as_deref()
+                .map(|e| format!(" and etag {e}"))
+                .unwrap_or_default()
+        ),
+    })
+}
+
+/// What a failed pinned GET means: the file is gone, it changed, or the store failed (then a
+/// HEAD tells whether the file changed, e.g. shrank below the requested range).
+async fn classify(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    meta: &FileMeta,
+    e: object_store::Error,
+) -> FileError {
+    let missing = || {
+        FileError::Unreadable(SkipReason {
+            kind: SkipKind::Missing,
+            detail: "deleted or moved after it was listed".into(),
+        })
+    };
+    if let object_store::Error::NotFound { .. } = e {
+        return missing();
+    }
+    // Anything else (a failed precondition included: stores spell etags differently in
+    // listings and in headers) is judged by what the store says the object is now.
+    match store.head(path).await {
+        Ok(now) => {
+            let now = file_meta(now);
+            if !meta.same_version(&now) {
+                changed(meta, now.size)
+            } else {
+                FileError::Transient(SeamError::retryable(format!(
+                    "{}: read failed (the file is unchanged): {e}",
+                    meta.path
+                )))
+            }
+        }
+        Err(object_store::Error::NotFound { .. }) => missing(),
+        Err(_) => FileError::Transient(SeamError::retryable(format!(
+            "{}: read failed: {e}",
+            meta.path
+        ))),
+    }
+}
