@@ -1,12 +1,15 @@
 //! Finding files: flat recursive listing through object_store for local directories, S3, Azure
-//! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths.
+//! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths. S3
+//! is listed by [`S3Lister`], which survives keys object_store cannot represent.
 //!
 //! Queue notifications and managed file events plug in behind the same `Discovery` seam later.
 
 mod listing;
 mod partitions;
+mod s3_list;
 mod stores;
 
 pub use listing::{Filters, ListingDiscovery};
 pub use partitions::hive_partitions;
+pub use s3_list::{Listed, S3Lister};
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

@@ -12,10 +12,12 @@
 //!
 //! Passed over with a counted reason (not tracked, so a file that gets content later is still
 //! ingested): zero-byte objects (`empty`; this includes S3 console "folder/" markers, whose
-//! trailing slash object_store strips).
+//! trailing slash object_store strips), and S3 keys object_store cannot address
+//! (`unrepresentable_key`, e.g. `a//b`: it could be neither read nor committed).
 
+use crate::s3_list::{Listed, S3Lister};
 use chrono::{DateTime, Utc};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use landfall_core::seams::{NewFilter, SeamResult};
 use landfall_core::{Discovery, DiscoveryBatch, FileMeta, SeamError};
 use object_store::ObjectStore;
@@ -68,6 +70,8 @@ impl Filters {
 pub struct ListingDiscovery {
     stream: String,
     store: Arc<dyn ObjectStore>,
+    /// S3 sources are listed with our own ListObjectsV2 (see [`S3Lister`]).
+    s3: Option<S3Lister>,
     prefix: Path,
     filters: Filters,
 }
@@ -77,9 +81,16 @@ impl ListingDiscovery {
         ListingDiscovery {
             stream: stream.to_string(),
             store,
+            s3: None,
             prefix,
             filters,
         }
+    }
+
+    /// List with `lister` instead of the store (S3 sources).
+    pub fn with_s3_lister(mut self, lister: Option<S3Lister>) -> Self {
+        self.s3 = lister;
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
@@ -104,7 +115,14 @@ impl ListingDiscovery {
     /// a page at a time, so the round holds one page plus the new files.
     async fn list(&self, may_be_new: NewFilter<'_>) -> SeamResult<DiscoveryBatch> {
         let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
-        let mut listing = self.store.list(prefix);
+        let mut listing = match &self.s3 {
+            Some(s3) => s3.list(prefix),
+            None => self
+                .store
+                .list(prefix)
+                .map(|r| r.map(Listed::Object).map_err(|e| e.to_string()))
+                .boxed(),
+        };
         let now = Utc::now();
         let mut batch = DiscoveryBatch::default();
         let mut page = Vec::with_capacity(PAGE);
@@ -116,7 +134,20 @@ impl ListingDiscovery {
                     self.stream, self.prefix
                 ))
             })?;
-            let Some(m) = next else { break };
+            let m = match next {
+                None => break,
+                Some(Listed::Object(m)) => m,
+                Some(Listed::Unrepresentable(key)) => {
+                    batch.listed += 1;
+                    let relative = crate::relative_path(&self.prefix, &key);
+                    if self.filters.accepts(relative, now, now) {
+                        batch.passed_over.push(("unrepresentable_key", key));
+                    } else {
+                        batch.filtered += 1;
+                    }
+                    continue;
+                }
+            };
             batch.listed += 1;
             let path = m.location.as_ref();
             let relative = crate::relative_path(&self.prefix, path);

@@ -4,7 +4,7 @@
 use landfall_config::{SinkFormat, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
-use landfall_discovery::{Filters, ListingDiscovery, open_store};
+use landfall_discovery::{Filters, ListingDiscovery, S3Lister, open_store};
 use std::sync::Arc;
 
 /// Open the stream's RocksDB ledger.
@@ -25,7 +25,9 @@ pub fn open_discovery(spec: &StreamSpec) -> SeamResult<ListingDiscovery> {
         modified_before: spec.modified_before,
         max_file_age: spec.max_file_age,
     };
-    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters))
+    let s3 = S3Lister::for_url(&spec.source.url, spec.source_options.iter())
+        .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
+    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters).with_s3_lister(s3))
 }
 
 /// The committer of the stream's sink.
