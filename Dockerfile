@@ -50,8 +50,8 @@ LABEL org.opencontainers.image.title="landfall" \
       org.opencontainers.image.description="Exactly-once file ingestion from object storage into Delta Lake and Parquet tables" \
       org.opencontainers.image.source="https://github.com/landfall-rs/landfall" \
       org.opencontainers.image.licenses="Apache-2.0"
-# CA certificates for TLS to object storage; nothing else is needed at run time (RocksDB and
-# zstd are linked statically).
+# CA certificates for TLS to object storage. RocksDB and zstd are linked into the binary; the
+# libstdc++ RocksDB needs is already in the base image (apt itself uses it).
 # Versions unpinned on purpose: see the build stage.
 # A fixed uid lets Kubernetes' runAsUser/fsGroup and host-mounted volumes match it; --no-log-init
 # keeps a high uid from growing /var/log/faillog into a huge sparse file in the layer.
