@@ -9,12 +9,26 @@ export CARGO_TARGET_DIR="$(target_dir)"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-# libclang for RocksDB's bindgen.
+# Whether every package named is installed. `dpkg -s` alone also succeeds for a package that
+# was removed but not purged (its config files remain), whose programs are gone.
+deb_installed() {
+  local p
+  for p in "$@"; do
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] || return 1
+  done
+}
+
+# libclang for RocksDB's bindgen; promtool (package prometheus) and systemd-analyze (package
+# systemd) for tests/deploy/check_deploy.sh. One apt run for whatever is missing.
 ensure_system_packages() {
-  if ! dpkg -s libclang1-14 libclang-common-14-dev >/dev/null 2>&1; then
-    echo "installing libclang (RocksDB bindings)..." >&2
+  local missing=()
+  deb_installed libclang1-14 libclang-common-14-dev || missing+=(libclang1-14 libclang-common-14-dev)
+  deb_installed prometheus || missing+=(prometheus)
+  deb_installed systemd || missing+=(systemd)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}..." >&2
     $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends libclang1-14 libclang-common-14-dev >/dev/null
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 }
 

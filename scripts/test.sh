@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs libclang, the Python verification tools and
-# Azurite, starts moto server and Azurite on loopback, and runs every test (unit, integration
-# against the emulators, the exactly-once crash test) in a debug build.
+# The whole test suite on a fresh machine: installs libclang, promtool, systemd-analyze, the
+# Python verification and linting tools and Azurite, starts moto server and Azurite on loopback,
+# checks the deployment files, and runs every test (unit, integration against the emulators,
+# the exactly-once crash test) in a debug build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -10,6 +11,8 @@ ensure_test_tools
 start_emulators
 # Self-test of the independent table verifier the Rust tests rely on (fails the run on any failure).
 python3 tests/verify/test_verify_table.py
+# systemd unit, Dockerfile, Kubernetes manifests, alert rules and dashboard (seconds).
+bash tests/deploy/check_deploy.sh
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
 else
