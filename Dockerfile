@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# landfall container image (docs/operations.md, "Run in a container").
+# landfall container image (docs/operations.md, Install, "Container").
 #
 #   docker build -t landfall .
 #   docker run --stop-timeout 300 -p 8686:8686 \
