@@ -137,10 +137,10 @@ impl ListingDiscovery {
             let m = match next {
                 None => break,
                 Some(Listed::Object(m)) => m,
-                Some(Listed::Unrepresentable(key)) => {
+                Some(Listed::Unrepresentable(key, modified)) => {
                     batch.listed += 1;
                     let relative = crate::relative_path(&self.prefix, &key);
-                    if self.filters.accepts(relative, now, now) {
+                    if self.filters.accepts(relative, modified, now) {
                         batch.passed_over.push(("unrepresentable_key", key));
                     } else {
                         batch.filtered += 1;

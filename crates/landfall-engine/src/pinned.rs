@@ -32,6 +32,7 @@ const FETCH_WHOLE_BELOW: u64 = 8 << 20;
 const FOOTER_HINT: usize = 64 << 10;
 
 /// Why one file could not be read, before the worker decides what it means.
+#[derive(Debug)]
 pub(crate) enum FileError {
     Unreadable(SkipReason),
     /// Not the file's fault (network, store): the batch fails and is retried.
@@ -177,6 +178,24 @@ impl AsyncFileReader for PinnedReader {
         Box::pin(async move { self.read(range).await.map_err(|e| self.fail(e)) })
     }
 
+    /// The ranges of one row group's column chunks: ranges close together are merged and up
+    /// to ten pinned GETs run at once (object_store's own coalescing), instead of one GET per
+    /// column chunk in turn.
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        Box::pin(async move {
+            let this = &*self;
+            object_store::coalesce_ranges(
+                &ranges,
+                |r| async move { this.read(r).await.map_err(|e| this.fail(e)) },
+                object_store::OBJECT_STORE_COALESCE_DEFAULT,
+            )
+            .await
+        })
+    }
+
     fn get_metadata<'a>(
         &'a mut self,
         _options: Option<&'a ArrowReaderOptions>,
@@ -277,5 +296,94 @@ async fn classify(
             "{}: read failed: {e}",
             meta.path
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use object_store::memory::InMemory;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    /// A Parquet file of `rows` ids in row groups of 1,000 rows.
+    fn parquet(rows: i64) -> (Arc<Schema>, Bytes) {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(1000))
+            .build();
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, schema.clone(), Some(props)).unwrap();
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from_iter_values(0..rows))],
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        (schema, out.into())
+    }
+
+    async fn listed(store: &Arc<dyn ObjectStore>, path: &str, body: Bytes) -> FileMeta {
+        let p = Path::from(path);
+        store.put(&p, body.into()).await.unwrap();
+        file_meta(store.head(&p).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn reads_row_group_by_row_group_and_stops_at_a_rewrite() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (schema, body) = parquet(3000);
+        let meta = listed(&store, "in/a.parquet", body.clone()).await;
+
+        // Unchanged: every row, in three row groups.
+        let (reader, failure) = PinnedReader::new(store.clone(), &meta).unwrap();
+        let mut batches = landfall_formats::parquet_batches("a", reader, schema.clone(), 1000)
+            .await
+            .unwrap();
+        let mut rows = 0;
+        while let Some(b) = batches.next().await {
+            rows += b.unwrap().num_rows();
+        }
+        assert_eq!(rows, 3000);
+        assert!(failure.take().is_none());
+
+        // Rewritten after the first row group was read: the next read is refused as changed,
+        // so no row of the new version joins rows of the old one.
+        let (reader, failure) = PinnedReader::new(store.clone(), &meta).unwrap();
+        let mut batches = landfall_formats::parquet_batches("a", reader, schema, 1000)
+            .await
+            .unwrap();
+        assert_eq!(batches.next().await.unwrap().unwrap().num_rows(), 1000);
+        listed(&store, "in/a.parquet", body).await;
+        assert!(batches.next().await.unwrap().is_err());
+        match failure.take() {
+            Some(FileError::Unreadable(r)) => assert_eq!(r.kind, SkipKind::ChangedAfterListing),
+            Some(other) => panic!("expected changed_after_listing, got {other}"),
+            None => panic!("the rewrite went unnoticed"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_deleted_before_its_footer_is_read_is_missing() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (schema, body) = parquet(10);
+        let meta = listed(&store, "in/b.parquet", body).await;
+        store.delete(&Path::from("in/b.parquet")).await.unwrap();
+        let (reader, failure) = PinnedReader::new(store, &meta).unwrap();
+        assert!(
+            landfall_formats::parquet_batches("b", reader, schema, 1000)
+                .await
+                .is_err()
+        );
+        assert!(matches!(
+            failure.take(),
+            Some(FileError::Unreadable(SkipReason {
+                kind: SkipKind::Missing,
+                ..
+            }))
+        ));
     }
 }

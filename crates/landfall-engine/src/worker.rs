@@ -238,6 +238,9 @@ impl StreamWorker {
     /// Run until drained (available_now) or until `shutdown` turns true.
     pub async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
         self.apply_existing_cutoff()?;
+        // A stored or explicit schema needs no listing: resolving it first lets even the first
+        // listing of this run keep only new files. (Inference needs the full first listing.)
+        self.ensure_schema(&[]).await?;
         let mut candidates = self.discover().await?;
         if !self.ensure_schema(&candidates).await? && self.available_now {
             return Ok(RunEnd::Drained);
