@@ -53,6 +53,7 @@ def main():
     with open(cfg, "w") as fh:
         fh.write(f"""[server]
 state_dir = "{root}/state"
+listen = "127.0.0.1:0"
 
 [streams.soak]
 source = "{landing}"

@@ -1,54 +1,200 @@
-//! Every observable event of a stream is one method here that writes the log line and moves
-//! the counters together, so the logs, the run summary and (later) the metrics never disagree.
+//! Every observable event of a stream is one method here that writes the log line, moves the
+//! Prometheus metrics ([`crate::metrics`]) and updates what the API shows
+//! ([`crate::progress`]) together, so the logs, the metrics, the API and the run summary never
+//! disagree.
 
-use landfall_core::{BatchPlan, CommitReceipt, SkipReason};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::metrics::{self, ErrorLabel, Metrics, PhaseLabel, ReasonLabel};
+use crate::progress::{BatchProgress, PhaseDurations, RunState, StreamView};
+use chrono::{DateTime, Utc};
+use landfall_core::{BatchPlan, CommitReceipt, SkipReason, StreamSummary};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-/// Counters of one stream in this process.
-#[derive(Debug, Default)]
+/// Counters of one stream in this process: its series of the process's metric families (and
+/// two per-stream totals over reasons), readable for the run summary.
+#[derive(Debug)]
 pub struct StreamCounters {
-    pub files_discovered: AtomicU64,
-    pub files_filtered: AtomicU64,
-    pub batches_committed: AtomicU64,
-    pub batches_recovered: AtomicU64,
-    pub batches_failed: AtomicU64,
-    pub rows_committed: AtomicU64,
-    pub files_committed: AtomicU64,
-    pub bytes_committed: AtomicU64,
-    pub orphan_files_removed: AtomicU64,
-    pub restarts: AtomicU64,
+    pub files_discovered: Counter,
+    pub files_filtered: Counter,
+    pub batches_committed: Counter,
+    pub batches_recovered: Counter,
+    pub batches_failed: Counter,
+    pub rows_committed: Counter,
+    pub files_committed: Counter,
+    pub bytes_committed: Counter,
+    pub orphan_files_removed: Counter,
+    pub restarts: Counter,
     /// Files not ingested on purpose (missing, corrupt, changed after listing, by hand).
-    pub files_skipped: AtomicU64,
+    pub files_skipped: Counter,
     /// Rows kept with null values where their values did not fit the schema.
-    pub rows_malformed: AtomicU64,
+    pub rows_malformed: Counter,
     /// Listed objects passed over without tracking (zero-byte objects), per listing round.
-    pub objects_passed_over: AtomicU64,
+    pub objects_passed_over: Counter,
 }
 
 impl StreamCounters {
-    pub fn get(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
+    fn new(m: &Metrics, stream: &str) -> Self {
+        let l = metrics::stream(stream);
+        StreamCounters {
+            files_discovered: m.files_discovered.get_or_create(&l).clone(),
+            files_filtered: m.files_filtered.get_or_create(&l).clone(),
+            batches_committed: m.batches_committed.get_or_create(&l).clone(),
+            batches_recovered: m.batches_recovered.get_or_create(&l).clone(),
+            batches_failed: m.batches_failed.get_or_create(&l).clone(),
+            rows_committed: m.rows_committed.get_or_create(&l).clone(),
+            files_committed: m.files_committed.get_or_create(&l).clone(),
+            bytes_committed: m.bytes_committed.get_or_create(&l).clone(),
+            orphan_files_removed: m.orphan_files_removed.get_or_create(&l).clone(),
+            restarts: m.stream_restarts.get_or_create(&l).clone(),
+            files_skipped: Counter::default(),
+            rows_malformed: m.rows_malformed.get_or_create(&l).clone(),
+            objects_passed_over: Counter::default(),
+        }
+    }
+
+    pub fn get(c: &Counter) -> u64 {
+        c.get()
     }
 }
 
-fn add(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
+fn add(c: &Counter, n: u64) {
+    c.inc_by(n);
+}
+
+fn set(g: &Gauge, v: i64) {
+    g.set(v);
 }
 
 /// The event emitter of one stream.
-#[derive(Debug)]
 pub struct StreamEvents {
     pub stream: String,
     pub counters: StreamCounters,
+    metrics: Arc<Metrics>,
+    /// This process's run of the stream (progress records carry it).
+    run_id: String,
+    view: Mutex<StreamView>,
+    source: RwLock<String>,
+    /// The open state of the running worker, for the API's file listing.
+    state: RwLock<Option<Arc<dyn landfall_core::StateStore>>>,
+}
+
+impl std::fmt::Debug for StreamEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamEvents")
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// What a committed batch took, and where its files came from.
+#[derive(Debug, Clone, Default)]
+pub struct BatchTimings {
+    pub durations: PhaseDurations,
+    /// When each committed file was discovered.
+    pub discovered: Vec<DateTime<Utc>>,
+    /// Discovery sequence numbers of the batch's first and last file.
+    pub offsets: (Option<u64>, Option<u64>),
 }
 
 impl StreamEvents {
-    pub fn new(stream: &str) -> Self {
+    pub fn new(stream: &str, metrics: Arc<Metrics>) -> Self {
         StreamEvents {
             stream: stream.to_string(),
-            counters: StreamCounters::default(),
+            counters: StreamCounters::new(&metrics, stream),
+            metrics,
+            run_id: uuid::Uuid::new_v4().to_string(),
+            view: Mutex::new(StreamView::new(stream)),
+            source: RwLock::new(String::new()),
+            state: RwLock::new(None),
         }
+    }
+
+    fn label(&self) -> metrics::StreamLabel {
+        metrics::stream(&self.stream)
+    }
+
+    fn view(&self) -> MutexGuard<'_, StreamView> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of what the API shows of the stream, with its progress history.
+    pub fn snapshot(&self) -> StreamView {
+        self.view().clone()
+    }
+
+    /// The running worker's state store, if a worker runs.
+    pub fn state_store(&self) -> Option<Arc<dyn landfall_core::StateStore>> {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn error(&self, stage: &str, kind: &str) {
+        self.metrics
+            .errors
+            .get_or_create(&ErrorLabel {
+                stream: self.stream.clone(),
+                stage: stage.into(),
+                kind: kind.into(),
+            })
+            .inc();
+    }
+
+    fn up(&self, up: bool) {
+        set(
+            &self.metrics.stream_up.get_or_create(&self.label()),
+            up as i64,
+        );
+    }
+
+    /// A worker is opening the stream.
+    pub fn starting(&self) {
+        self.view().set(RunState::Starting);
+    }
+
+    /// The worker opened its state, source and table and runs.
+    pub fn running(&self, state: Arc<dyn landfall_core::StateStore>) {
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
+        self.up(true);
+        self.view().set(RunState::Running);
+        tracing::info!(stream = %self.stream, run_id = %self.run_id, "stream started");
+    }
+
+    /// The worker ended (its state is closed).
+    pub fn worker_ended(&self) {
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = None;
+        self.up(false);
+    }
+
+    /// The stream ended for good: drained, or shut down (errors are reported by their own
+    /// events).
+    pub fn terminated(&self, drained: bool) {
+        self.up(false);
+        let mut v = self.view();
+        if matches!(v.state, RunState::Running | RunState::Starting) {
+            v.set(if drained {
+                RunState::Drained
+            } else {
+                RunState::Shutdown
+            });
+        }
+        tracing::info!(stream = %self.stream, run_id = %self.run_id, state = ?v.state, "stream terminated");
+    }
+
+    /// The ledger's counts after a round: backlog and tracked files.
+    pub fn ledger(&self, s: &StreamSummary) {
+        let l = self.label();
+        let m = &self.metrics;
+        set(
+            &m.files_outstanding.get_or_create(&l),
+            s.pending_files as i64,
+        );
+        set(
+            &m.bytes_outstanding.get_or_create(&l),
+            s.pending_bytes as i64,
+        );
+        let tracked: u64 = s.files_by_state.iter().map(|(_, n)| n).sum();
+        set(&m.tracked_files.get_or_create(&l), tracked as i64);
     }
 
     pub fn discovered(&self, listed: usize, admitted: u64, filtered: u64, took: Duration) {
@@ -76,20 +222,100 @@ impl StreamEvents {
 
     pub fn file_skipped(&self, batch_id: u64, path: &str, reason: &SkipReason) {
         add(&self.counters.files_skipped, 1);
+        self.metrics
+            .files_skipped
+            .get_or_create(&ReasonLabel {
+                stream: self.stream.clone(),
+                reason: reason.kind.as_str().into(),
+            })
+            .inc();
         tracing::warn!(stream = %self.stream, batch_id, path, reason = %reason, "file skipped; the rest of the batch goes on");
     }
 
     pub fn passed_over(&self, reason: &str, path: &str) {
         add(&self.counters.objects_passed_over, 1);
+        self.metrics
+            .objects_passed_over
+            .get_or_create(&ReasonLabel {
+                stream: self.stream.clone(),
+                reason: reason.into(),
+            })
+            .inc();
         tracing::debug!(stream = %self.stream, path, reason, "object passed over");
     }
 
-    pub fn batch_committed(&self, plan: &BatchPlan, receipt: &CommitReceipt, took: Duration) {
+    /// A batch landed: counters, phase and latency histograms, the progress record (logged as
+    /// JSON, kept for the API) and the falling-behind check. `after`: the ledger's counts after
+    /// the batch.
+    pub fn batch_committed(
+        &self,
+        plan: &BatchPlan,
+        receipt: &CommitReceipt,
+        timings: &BatchTimings,
+        after: Option<&StreamSummary>,
+        sink: &str,
+    ) {
         add(&self.counters.batches_committed, 1);
         add(&self.counters.rows_committed, receipt.rows);
         add(&self.counters.files_committed, plan.files.len() as u64);
         add(&self.counters.bytes_committed, plan.total_bytes());
-        let secs = took.as_secs_f64().max(1e-6);
+        let m = &self.metrics;
+        let d = timings.durations;
+        for (phase, ms) in d.phases() {
+            m.batch_duration
+                .get_or_create(&PhaseLabel {
+                    stream: self.stream.clone(),
+                    phase: phase.into(),
+                })
+                .observe(ms as f64 / 1000.0);
+        }
+        let latency = m.commit_latency.get_or_create(&self.label());
+        for t in &timings.discovered {
+            let secs = (receipt.committed_at - *t).num_milliseconds().max(0) as f64 / 1000.0;
+            latency.observe(secs);
+        }
+        set(
+            &m.table_version.get_or_create(&self.label()),
+            receipt.table_version,
+        );
+        if let Some(s) = after {
+            self.ledger(s);
+        }
+        let total_s = (d.total as f64 / 1000.0).max(1e-3);
+        let mut view = self.view();
+        let since_last = view
+            .last()
+            .map(|p| (receipt.committed_at - p.timestamp).num_milliseconds() as f64 / 1000.0)
+            .unwrap_or(total_s)
+            .max(1e-3);
+        let progress = BatchProgress {
+            id: self.stream.clone(),
+            run_id: self.run_id.clone(),
+            name: self.stream.clone(),
+            batch_id: plan.batch_id,
+            timestamp: receipt.committed_at,
+            num_input_rows: receipt.rows,
+            num_input_files: plan.files.len() as u64,
+            input_rows_per_second: receipt.rows as f64 / since_last,
+            processed_rows_per_second: receipt.rows as f64 / total_s,
+            duration_ms: d,
+            source: crate::progress::SourceProgress {
+                description: self.source_description(),
+                start_offset: timings.offsets.0,
+                end_offset: timings.offsets.1,
+                files_outstanding: after.map_or(0, |s| s.pending_files),
+                bytes_outstanding: after.map_or(0, |s| s.pending_bytes),
+                approximate_queue_size: None,
+            },
+            sink: crate::progress::SinkProgress {
+                description: sink.to_string(),
+                table_version: receipt.table_version,
+                num_output_rows: receipt.rows,
+            },
+        };
+        let json = serde_json::to_string(&progress).unwrap_or_default();
+        let (behind, changed) = view.push(progress);
+        drop(view);
         tracing::info!(
             stream = %self.stream,
             batch_id = plan.batch_id,
@@ -99,19 +325,53 @@ impl StreamEvents {
             rows = receipt.rows,
             data_files = receipt.data_files,
             table_version = receipt.table_version,
-            took_ms = took.as_millis() as u64,
-            rows_per_second = (receipt.rows as f64 / secs) as u64,
+            took_ms = d.total,
+            rows_per_second = (receipt.rows as f64 / total_s) as u64,
+            progress = %json,
             "batch committed"
         );
+        set(
+            &m.falling_behind.get_or_create(&self.label()),
+            behind as i64,
+        );
+        if changed && behind {
+            tracing::warn!(stream = %self.stream, batches = crate::progress::FALLING_BEHIND_AFTER, "stream is falling behind: its backlog grew (or processing was slower than arrival) for several batches in a row");
+        } else if changed {
+            tracing::info!(stream = %self.stream, "stream caught up");
+        }
     }
 
-    pub fn batch_failed(&self, batch_id: u64, error: &str) {
+    fn source_description(&self) -> String {
+        self.source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// What the progress records name as the stream's source.
+    pub fn set_source(&self, description: &str) {
+        *self.source.write().unwrap_or_else(|e| e.into_inner()) = description.to_string();
+    }
+
+    pub fn batch_failed(&self, batch_id: u64, error: &landfall_core::SeamError) {
         add(&self.counters.batches_failed, 1);
+        self.error(
+            "batch",
+            if error.retryable {
+                "retryable"
+            } else {
+                "fatal"
+            },
+        );
+        let error = error.message.as_str();
         tracing::error!(stream = %self.stream, batch_id, error, "batch failed");
     }
 
     pub fn batch_recovered(&self, batch_id: u64, table_version: Option<i64>) {
         add(&self.counters.batches_recovered, 1);
+        if let Some(v) = table_version {
+            set(&self.metrics.table_version.get_or_create(&self.label()), v);
+        }
         tracing::warn!(stream = %self.stream, batch_id, table_version, "batch found in the table after a crash; recorded as committed");
     }
 
@@ -138,14 +398,24 @@ impl StreamEvents {
     }
 
     pub fn schema_resolved(&self, version: u32, ddl: &str, inferred: bool) {
+        set(
+            &self.metrics.schema_version.get_or_create(&self.label()),
+            version as i64,
+        );
         tracing::info!(stream = %self.stream, schema_version = version, inferred, schema = ddl, "stream schema");
     }
 
     pub fn stream_stopped(&self, error: &str) {
+        self.error("worker", "fatal");
+        self.up(false);
+        self.view().set(RunState::Stopped {
+            error: error.to_string(),
+        });
         tracing::error!(stream = %self.stream, error, "stream stopped: this error does not heal by retrying");
     }
 
     pub fn panicked(&self, message: &str) {
+        self.error("worker", "panic");
         tracing::error!(stream = %self.stream, panic = message, "stream worker panicked");
     }
 
@@ -155,6 +425,15 @@ impl StreamEvents {
 
     pub fn restarting(&self, error: &str, backoff: Duration) {
         add(&self.counters.restarts, 1);
+        self.error("worker", "retryable");
+        self.up(false);
+        let mut v = self.view();
+        v.restarts += 1;
+        v.set(RunState::Restarting {
+            error: error.to_string(),
+            retry_in_ms: backoff.as_millis() as u64,
+        });
+        drop(v);
         tracing::error!(stream = %self.stream, error, backoff_ms = backoff.as_millis() as u64, "stream failed; restarting");
     }
 }

@@ -6,15 +6,19 @@
 
 pub mod events;
 pub mod failpoint;
+pub mod hub;
+pub mod metrics;
 mod partition;
 mod pinned;
 mod pipeline;
+pub mod progress;
 pub mod recovery;
 pub mod schema;
 pub mod supervisor;
 pub mod wiring;
 pub mod worker;
 
+pub use hub::Hub;
 pub use landfall_discovery::{display_path, object_path};
 pub use supervisor::{RunOptions, StreamOutcome, run_streams};
 pub use worker::{RunEnd, StreamWorker};

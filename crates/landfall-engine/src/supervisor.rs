@@ -11,6 +11,7 @@
 //! `landfall run --available-now` exits non-zero.
 
 use crate::events::{StreamCounters, StreamEvents};
+use crate::hub::Hub;
 use crate::worker::{RunEnd, StreamWorker};
 use landfall_config::{StreamSpec, Trigger, ValidatedConfig};
 use landfall_core::{SeamError, StreamSummary};
@@ -77,11 +78,13 @@ async fn run_once(
         if let Err(e) = &end {
             w.record_status(e);
         }
-        RunResult {
+        let r = RunResult {
             end,
             summary: w.state().summary().ok(),
             table_version: w.committer().table_version().await.ok().flatten(),
-        }
+        };
+        w.events().worker_ended();
+        r
     });
     match task.await {
         Ok(r) => r,
@@ -95,6 +98,7 @@ async fn run_once(
                 Err(e) => e.to_string(),
             };
             events.panicked(&message);
+            events.worker_ended();
             RunResult {
                 end: Err(SeamError::retryable(format!(
                     "the stream worker panicked: {message}"
@@ -108,10 +112,10 @@ async fn run_once(
 
 async fn supervise(
     spec: StreamSpec,
+    events: Arc<StreamEvents>,
     available_now: bool,
     shutdown: watch::Receiver<bool>,
 ) -> StreamOutcome {
-    let events = Arc::new(StreamEvents::new(&spec.name));
     let mut backoff = BACKOFF_START;
     let mut failures = 0;
     let drain = available_now || spec.trigger == Trigger::AvailableNow;
@@ -120,6 +124,7 @@ async fn supervise(
     let mut last: Option<(Option<StreamSummary>, Option<i64>)> = None;
     loop {
         let committed_before = StreamCounters::get(&events.counters.batches_committed);
+        events.starting();
         let r = run_once(&spec, &events, available_now, &shutdown).await;
         if r.summary.is_some() || last.is_none() {
             last = Some((r.summary.clone(), r.table_version));
@@ -170,6 +175,9 @@ async fn supervise(
             }
         }
     }
+    if error.is_none() {
+        events.terminated(!*shutdown.borrow());
+    }
     let c = &events.counters;
     let get = StreamCounters::get;
     let (summary, table_version) = last.unwrap_or((None, None));
@@ -189,18 +197,23 @@ async fn supervise(
 }
 
 /// Run the configured streams until they drain (available_now) or `shutdown` turns true.
+/// Each stream's events are registered in `hub` before any starts, so the HTTP surface sees
+/// every stream from the beginning.
 pub async fn run_streams(
     cfg: &ValidatedConfig,
     opts: RunOptions,
     shutdown: watch::Receiver<bool>,
+    hub: Arc<Hub>,
 ) -> Vec<StreamOutcome> {
     let mut tasks = Vec::new();
     for spec in &cfg.streams {
         if !opts.only.is_empty() && !opts.only.contains(&spec.name) {
             continue;
         }
+        let events = hub.register(&spec.name);
         tasks.push(tokio::spawn(supervise(
             spec.clone(),
+            events,
             opts.available_now,
             shutdown.clone(),
         )));

@@ -5,9 +5,10 @@
 //! every data file's name is recorded before it is created, and the batch is recorded as
 //! committed only after the table holds it. Shutdown is honoured between batches only.
 
-use crate::events::StreamEvents;
+use crate::events::{BatchTimings, StreamEvents};
 use crate::failpoint;
 use crate::pipeline::{self, DecodeJob, Decoded};
+use crate::progress::PhaseDurations;
 use crate::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
 use chrono::Utc;
@@ -42,6 +43,9 @@ pub struct StreamWorker {
     schema: Option<StreamSchema>,
     available_now: bool,
     last_expiry: Option<Instant>,
+    /// How long the last discovery round and the last planning took (for progress records).
+    discover_took: Duration,
+    plan_took: Duration,
 }
 
 /// The ledger's `m/user/` entry holding the `include_existing_files = false` cutoff, fixed at
@@ -87,7 +91,13 @@ impl StreamWorker {
             schema: None,
             available_now,
             last_expiry: None,
+            discover_took: Duration::ZERO,
+            plan_took: Duration::ZERO,
         })
+    }
+
+    pub fn events(&self) -> &Arc<StreamEvents> {
+        &self.events
     }
 
     pub fn state(&self) -> &Arc<dyn StateStore> {
@@ -177,6 +187,17 @@ impl StreamWorker {
         Ok(found.files)
     }
 
+    /// `discover`, timed, with the ledger's counts reported after it.
+    async fn timed_discover(&mut self) -> SeamResult<Vec<FileMeta>> {
+        let t = Instant::now();
+        let found = self.discover().await?;
+        self.discover_took = t.elapsed();
+        if let Ok(s) = self.state.summary() {
+            self.events.ledger(&s);
+        }
+        Ok(found)
+    }
+
     fn expire(&mut self) -> SeamResult<()> {
         let Some(age) = self.spec.max_file_age else {
             return Ok(());
@@ -237,11 +258,16 @@ impl StreamWorker {
 
     /// Run until drained (available_now) or until `shutdown` turns true.
     pub async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
+        self.events.running(self.state.clone());
+        self.events.set_source(&landfall_discovery::display_path(
+            &self.spec.source.url,
+            self.discovery.prefix().as_ref(),
+        ));
         self.apply_existing_cutoff()?;
         // A stored or explicit schema needs no listing: resolving it first lets even the first
         // listing of this run keep only new files. (Inference needs the full first listing.)
         self.ensure_schema(&[]).await?;
-        let mut candidates = self.discover().await?;
+        let mut candidates = self.timed_discover().await?;
         if !self.ensure_schema(&candidates).await? && self.available_now {
             return Ok(RunEnd::Drained);
         }
@@ -265,7 +291,7 @@ impl StreamWorker {
             if !self.available_now
                 && (!backlog || last_listing.elapsed() >= self.spec.poll_interval)
             {
-                candidates = self.discover().await?;
+                candidates = self.timed_discover().await?;
                 last_listing = Instant::now();
             }
             self.expire()?;
@@ -276,10 +302,12 @@ impl StreamWorker {
                 continue;
             }
             let version = self.schema.as_ref().map_or(1, |s| s.version);
-            match self
+            let planning = Instant::now();
+            let planned = self
                 .state
-                .plan_batch(self.spec.limits, version, Utc::now())?
-            {
+                .plan_batch(self.spec.limits, version, Utc::now())?;
+            self.plan_took = planning.elapsed();
+            match planned {
                 Some(plan) => {
                     backlog = true;
                     self.events.batch_planned(&plan);
@@ -369,21 +397,29 @@ impl StreamWorker {
         let state = self.state.clone();
         let batch_id = plan.batch_id;
         let mut to_read: Vec<(FileKey, FileMeta)> = Vec::with_capacity(plan.files.len());
+        let mut timings = BatchTimings::default();
         for (key, meta) in &plan.files {
             // Only files still held by this batch: not skipped, and not re-admitted since (a
             // path whose listed version changed is discovered again under the same key; that
             // new record belongs to a later batch, and this plan's version of it is gone).
-            let held = self
-                .state
-                .file(key)?
+            let record = self.state.file(key)?;
+            let held = record
+                .as_ref()
                 .is_some_and(|r| r.state == FileState::InBatch && r.batch_id == Some(batch_id));
-            if held {
+            if let Some(r) = record.filter(|_| held) {
+                timings.discovered.push(r.discovery_time);
+                let (first, last) = &mut timings.offsets;
+                *first = Some(first.map_or(r.seq, |f: u64| f.min(r.seq)));
+                *last = Some(last.map_or(r.seq, |l: u64| l.max(r.seq)));
                 to_read.push((key.clone(), meta.clone()));
             }
         }
         let hook: StagedHook = Arc::new(move |path: &str| state.record_staged(batch_id, path));
         let mut writer = self.committer.writer(batch_id, plan.attempts, hook).await?;
         let mut rows = 0u64;
+        // Time the writer spent writing; the rest of the read loop is waiting for rows.
+        let mut writing = Duration::ZERO;
+        let reading = Instant::now();
         let written: SeamResult<Vec<_>> = async {
             // Fetching and decoding run in their own task, ahead of the writer: decoding one
             // file overlaps encoding the previous one, and object-store latency overlaps both.
@@ -406,7 +442,11 @@ impl StreamWorker {
             let mut files_done = 0usize;
             while let Some(item) = decoded.recv().await {
                 match item? {
-                    Decoded::Rows(values, part) => writer.write(&values, part).await?,
+                    Decoded::Rows(values, part) => {
+                        let t = Instant::now();
+                        writer.write(&values, part).await?;
+                        writing += t.elapsed();
+                    }
                     Decoded::FileDone { path, rows: n, malformed } => {
                         self.events.file_decoded(batch_id, &self.shown(&path), n, malformed);
                         rows += n;
@@ -442,13 +482,17 @@ impl StreamWorker {
                     self.spec.name,
                 )));
             }
-            writer.finish().await
+            let t = Instant::now();
+            let staged = writer.finish().await;
+            writing += t.elapsed();
+            staged
         }
         .await;
+        let read_loop = reading.elapsed();
         let staged = match written {
             Ok(s) => s,
             Err(e) => {
-                self.events.batch_failed(batch_id, &e.message);
+                self.events.batch_failed(batch_id, &e);
                 // Nothing was committed: this attempt's files can go now (recovery would
                 // remove them too, from the ledger's list).
                 let mine = self
@@ -470,15 +514,17 @@ impl StreamWorker {
         };
         failpoint::hit("after_stage");
         self.state.commit_started(batch_id, plan.attempts)?;
+        let committing = Instant::now();
         let committed = match self.committer.commit(batch_id, &staged).await {
             Ok(c) => c,
             Err(e) => {
                 // The outcome may be unknown (the commit may have landed): keep the files;
                 // recovery decides from the table.
-                self.events.batch_failed(batch_id, &e.message);
+                self.events.batch_failed(batch_id, &e);
                 return Err(e);
             }
         };
+        let commit_took = committing.elapsed();
         failpoint::hit("after_commit");
         if committed.landed_before {
             // An earlier attempt's commit landed after all: its data files are the live ones,
@@ -513,8 +559,22 @@ impl StreamWorker {
             self.events.orphans_removed(batch_id, n);
         }
         self.state.prune_batch(batch_id, KEEP_PLANS)?;
-        self.events
-            .batch_committed(&plan, &receipt, started.elapsed());
+        let ms = |d: Duration| d.as_millis() as u64;
+        timings.durations = PhaseDurations {
+            discover: ms(self.discover_took),
+            plan: ms(self.plan_took),
+            read: ms(read_loop.saturating_sub(writing)),
+            write: ms(writing),
+            commit: ms(commit_took),
+            total: ms(started.elapsed()),
+        };
+        self.events.batch_committed(
+            &plan,
+            &receipt,
+            &timings,
+            self.state.summary().ok().as_ref(),
+            &self.committer.location(),
+        );
         Ok(())
     }
 }

@@ -1,10 +1,10 @@
-//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`.
+//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `health`.
 
-use crate::{admin, report};
+use crate::{admin, daemon, report};
 use clap::{Parser, Subcommand, ValueEnum};
 use landfall_config::{LogFormat, ValidatedConfig};
 use landfall_core::FileState;
-use landfall_engine::{RunOptions, run_streams};
+use landfall_engine::RunOptions;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -31,6 +31,18 @@ enum Command {
         /// Run only this stream (repeatable).
         #[arg(long = "stream")]
         streams: Vec<String>,
+        /// Address of the HTTP endpoints (overrides `server.listen`; `127.0.0.1:0` picks a
+        /// free port, logged at start). Only continuous runs serve them.
+        #[arg(long, env = "LANDFALL_LISTEN")]
+        listen: Option<String>,
+    },
+    /// Probe a running daemon's `/healthz` (exit 0 when healthy): for container health checks.
+    Health {
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        /// The daemon's address (default: `server.listen` of the config).
+        #[arg(long, env = "LANDFALL_LISTEN")]
+        listen: Option<String>,
     },
     /// Validate the configuration without running anything.
     Check {
@@ -142,11 +154,15 @@ pub fn main() -> ExitCode {
             config,
             available_now,
             streams,
+            listen,
         } => {
-            let cfg = match load(&config) {
+            let mut cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
+            if let Some(l) = listen {
+                cfg.server.listen = l;
+            }
             for s in &streams {
                 if cfg.stream(s).is_none() {
                     eprintln!("error: stream `{s}` is not defined in {}", config.display());
@@ -154,13 +170,23 @@ pub fn main() -> ExitCode {
                 }
             }
             init_logging(cfg.server.log_format);
-            run(
+            daemon::run(
                 cfg,
                 RunOptions {
                     available_now,
                     only: streams,
                 },
             )
+        }
+        Command::Health { config, listen } => {
+            let listen = match listen {
+                Some(l) => l,
+                None => match load(&config) {
+                    Ok(cfg) => cfg.server.listen,
+                    Err(code) => return code,
+                },
+            };
+            daemon::health(&listen)
         }
         Command::Skip {
             stream,
@@ -203,49 +229,5 @@ pub fn main() -> ExitCode {
             Ok(cfg) => report::print_streams(&cfg, format),
             Err(code) => code,
         },
-    }
-}
-
-fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    rt.block_on(async move {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!("shutdown requested; finishing the batches in flight");
-            let _ = tx.send(true);
-        });
-        let outcomes = run_streams(&cfg, opts, rx).await;
-        report::print_run_summary(&outcomes);
-        if outcomes.iter().any(|o| o.error.is_some()) {
-            ExitCode::FAILURE
-        } else {
-            ExitCode::SUCCESS
-        }
-    })
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -2,6 +2,8 @@
 
 mod admin;
 mod cli;
+mod daemon;
+mod memory;
 mod report;
 
 fn main() -> std::process::ExitCode {

@@ -415,6 +415,7 @@ target_file_size = "64k"
         let mut writer_rng = Rng(mix(fp_seed));
         let stderr_path = logs.join(format!("round{round:03}.stderr"));
         let mut child = Command::new(bin())
+            .env("LANDFALL_LISTEN", "127.0.0.1:0")
             .args(["run", "--config", cfg.to_str().unwrap()])
             .env("LANDFALL_FAILPOINTS", &plan.failpoints)
             .env("LANDFALL_FAILPOINT_SEED", fp_seed.to_string())

@@ -107,6 +107,7 @@ sink.path = "{root}/table"
 "#,
     );
     let child = Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
         .args(["run", "--config", cfg.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -172,6 +172,7 @@ sink.path = "{root}/table"
     let cfg = parquet_config("");
     // Continuous mode (no --available-now): the process ends because its only stream stopped.
     let mut child = std::process::Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
         .args(["run", "--config", cfg.to_str().unwrap()])
         .env("LANDFALL_LOG", "info")
         .stdout(std::process::Stdio::piped())
@@ -444,6 +445,7 @@ fn sigterm_before_draining_exits_non_zero() {
     }
     let cfg = config(root, "max_files_per_trigger = 1");
     let mut child = std::process::Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
         .args(["run", "--config", cfg.to_str().unwrap(), "--available-now"])
         .env("LANDFALL_LOG", "info")
         .stdout(std::process::Stdio::piped())
@@ -572,6 +574,7 @@ fn state_is_readable_while_the_daemon_runs() {
     land(root, "a.json", 0..5);
     let cfg = config(root, "poll_interval = \"100ms\"");
     let mut child = std::process::Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
         .args(["run", "--config", cfg.to_str().unwrap()])
         .env("LANDFALL_LOG", "warn")
         .stdout(std::process::Stdio::null())

@@ -26,6 +26,7 @@ pub fn landfall(args: &[&str]) -> Output {
 /// Run `landfall <args>` with extra environment variables (failpoints).
 pub fn landfall_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
         .args(args)
         .env("LANDFALL_LOG", "info")
         .envs(env.iter().copied())

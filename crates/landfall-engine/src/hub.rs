@@ -1,0 +1,46 @@
+//! What the HTTP surface reads: the process's metrics and each running stream's events (run
+//! state, progress history, open state store).
+
+use crate::events::StreamEvents;
+use crate::metrics::Metrics;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug, Default)]
+pub struct Hub {
+    pub metrics: Arc<Metrics>,
+    streams: RwLock<BTreeMap<String, Arc<StreamEvents>>>,
+}
+
+impl Hub {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Hub::default())
+    }
+
+    /// The events of `stream`, created on first use with the hub's metrics.
+    pub fn register(&self, stream: &str) -> Arc<StreamEvents> {
+        let mut streams = self.streams.write().unwrap_or_else(|e| e.into_inner());
+        streams
+            .entry(stream.to_string())
+            .or_insert_with(|| Arc::new(StreamEvents::new(stream, self.metrics.clone())))
+            .clone()
+    }
+
+    pub fn stream(&self, name: &str) -> Option<Arc<StreamEvents>> {
+        self.streams
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Every registered stream, by name.
+    pub fn streams(&self) -> Vec<Arc<StreamEvents>> {
+        self.streams
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}

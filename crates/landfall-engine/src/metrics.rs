@@ -1,0 +1,279 @@
+//! The process's Prometheus metrics: one registry, one family per metric, every series labelled
+//! with its `stream`. [`crate::events::StreamEvents`] is the only writer: each event updates
+//! its metrics in the same call that logs it, so logs, metrics and the run summary agree.
+//!
+//! Names follow Prometheus conventions (counters end in `_total`, durations in `_seconds`);
+//! docs/operations.md explains each one and deploy/prometheus/alerts.yml uses them.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabel {
+    pub stream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub stream: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    pub stream: String,
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub stream: String,
+    pub stage: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabel {
+    pub stream: String,
+    pub op: String,
+}
+
+type Counters<L = StreamLabel> = Family<L, Counter>;
+type Gauges = Family<StreamLabel, Gauge>;
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Batch phases: 5 ms to about 45 min.
+fn phase_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 20))
+}
+
+/// Discovered-to-committed latency of a file: 100 ms to about 2 days.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.1, 2.0, 21))
+}
+
+/// Every metric family of the process.
+pub struct Metrics {
+    registry: Registry,
+    pub files_discovered: Counters,
+    pub files_filtered: Counters,
+    pub files_committed: Counters,
+    pub files_skipped: Counters<ReasonLabel>,
+    pub objects_passed_over: Counters<ReasonLabel>,
+    pub rows_committed: Counters,
+    pub rows_malformed: Counters,
+    pub rows_rescued: Counters,
+    pub bytes_committed: Counters,
+    pub batches_committed: Counters,
+    pub batches_failed: Counters,
+    pub batches_recovered: Counters,
+    pub orphan_files_removed: Counters,
+    pub stream_restarts: Counters,
+    pub errors: Counters<ErrorLabel>,
+    pub storage_requests: Counters<OpLabel>,
+    pub files_outstanding: Gauges,
+    pub bytes_outstanding: Gauges,
+    pub queue_approximate_size: Gauges,
+    pub tracked_files: Gauges,
+    pub stream_up: Gauges,
+    pub falling_behind: Gauges,
+    pub schema_version: Gauges,
+    pub table_version: Gauges,
+    pub batch_duration: Histograms<PhaseLabel>,
+    pub commit_latency: Histograms<StreamLabel>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut r = Registry::default();
+        fn counter<L>(r: &mut Registry, name: &str, help: &str) -> Counters<L>
+        where
+            L: EncodeLabelSet
+                + Clone
+                + std::hash::Hash
+                + Eq
+                + std::fmt::Debug
+                + Send
+                + Sync
+                + 'static,
+        {
+            let f = Family::<L, Counter>::default();
+            r.register(name, help, f.clone());
+            f
+        }
+        fn gauge(r: &mut Registry, name: &str, help: &str) -> Gauges {
+            let f = Gauges::default();
+            r.register(name, help, f.clone());
+            f
+        }
+        let batch_duration: Histograms<PhaseLabel> = Family::new_with_constructor(phase_histogram);
+        r.register(
+            "landfall_batch_duration_seconds",
+            "Time a committed batch spent per phase (discover, plan, read, write, commit)",
+            batch_duration.clone(),
+        );
+        let commit_latency: Histograms<StreamLabel> =
+            Family::new_with_constructor(latency_histogram);
+        r.register(
+            "landfall_commit_latency_seconds",
+            "Time from a file's discovery to the commit of its batch",
+            commit_latency.clone(),
+        );
+        Metrics {
+            files_discovered: counter(
+                &mut r,
+                "landfall_files_discovered",
+                "Files admitted to the stream's state",
+            ),
+            files_filtered: counter(
+                &mut r,
+                "landfall_files_filtered",
+                "Listed files the stream's filters left out (glob, hidden, modification window), counted per listing",
+            ),
+            files_committed: counter(
+                &mut r,
+                "landfall_files_committed",
+                "Files whose rows landed in the table",
+            ),
+            files_skipped: counter(
+                &mut r,
+                "landfall_files_skipped",
+                "Files left out on purpose, by reason (missing, corrupt, changed_after_listing, manual)",
+            ),
+            objects_passed_over: counter(
+                &mut r,
+                "landfall_objects_passed_over",
+                "Listed objects that are not files to ingest (empty, unrepresentable_key), counted per listing",
+            ),
+            rows_committed: counter(
+                &mut r,
+                "landfall_rows_committed",
+                "Rows committed to the table",
+            ),
+            rows_malformed: counter(
+                &mut r,
+                "landfall_rows_malformed",
+                "Rows kept with nulls where their values did not fit the schema",
+            ),
+            rows_rescued: counter(
+                &mut r,
+                "landfall_rows_rescued",
+                "Rows with values in the rescued-data column (always 0 until that column exists)",
+            ),
+            bytes_committed: counter(
+                &mut r,
+                "landfall_bytes_committed",
+                "Input bytes of committed files",
+            ),
+            batches_committed: counter(
+                &mut r,
+                "landfall_batches_committed",
+                "Batches committed by this process",
+            ),
+            batches_failed: counter(
+                &mut r,
+                "landfall_batches_failed",
+                "Batch attempts that failed (retried or stopped the stream)",
+            ),
+            batches_recovered: counter(
+                &mut r,
+                "landfall_batches_recovered",
+                "Batches found in the table after a crash and recorded",
+            ),
+            orphan_files_removed: counter(
+                &mut r,
+                "landfall_orphan_files_removed",
+                "Data files of failed attempts removed",
+            ),
+            stream_restarts: counter(
+                &mut r,
+                "landfall_stream_restarts",
+                "Restarts of a stream's worker after a failure",
+            ),
+            errors: counter(
+                &mut r,
+                "landfall_errors",
+                "Errors by stage (discover, batch, commit, worker) and kind (retryable, fatal, panic)",
+            ),
+            storage_requests: counter(
+                &mut r,
+                "landfall_storage_requests",
+                "Storage requests by operation",
+            ),
+            files_outstanding: gauge(
+                &mut r,
+                "landfall_files_outstanding",
+                "Files discovered and not yet committed or skipped",
+            ),
+            bytes_outstanding: gauge(
+                &mut r,
+                "landfall_bytes_outstanding",
+                "Bytes of the outstanding files",
+            ),
+            queue_approximate_size: gauge(
+                &mut r,
+                "landfall_queue_approximate_size",
+                "Approximate messages waiting in the stream's notification queue",
+            ),
+            tracked_files: gauge(
+                &mut r,
+                "landfall_tracked_files",
+                "Files the stream's state tracks",
+            ),
+            stream_up: gauge(
+                &mut r,
+                "landfall_stream_up",
+                "1 while the stream's worker runs, 0 while it waits to restart or has stopped",
+            ),
+            falling_behind: gauge(
+                &mut r,
+                "landfall_falling_behind",
+                "1 while the backlog has grown for several batches in a row",
+            ),
+            schema_version: gauge(
+                &mut r,
+                "landfall_schema_version",
+                "The stream's current schema version",
+            ),
+            table_version: gauge(
+                &mut r,
+                "landfall_table_version",
+                "The table version of the stream's last commit",
+            ),
+            batch_duration,
+            commit_latency,
+            registry: r,
+        }
+    }
+
+    /// The metrics in the Prometheus text exposition format (OpenMetrics flavour).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The label of `stream`.
+pub fn stream(name: &str) -> StreamLabel {
+    StreamLabel {
+        stream: name.to_string(),
+    }
+}

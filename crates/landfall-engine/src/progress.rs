@@ -1,0 +1,168 @@
+//! What a stream reports: its run state (for `/readyz` and the API) and, after every batch, a
+//! progress record shaped like Spark's `StreamingQueryProgress` (id, run id, batch id, input
+//! and processing rates, durations per phase, source and sink), logged as JSON and kept in a
+//! bounded history served by `/api/v1/streams/{name}/progress`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Progress records kept per stream.
+pub const HISTORY: usize = 100;
+/// Batches in a row with a growing backlog (or processing slower than arrival) before a stream
+/// is reported falling behind.
+pub const FALLING_BEHIND_AFTER: u32 = 5;
+
+/// Where a stream's worker is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RunState {
+    /// Opening its state, source and table.
+    Starting,
+    /// Discovering and committing.
+    Running,
+    /// Failed; restarts after the backoff.
+    Restarting { error: String, retry_in_ms: u64 },
+    /// Stopped by an error retrying cannot heal; needs an operator.
+    Stopped { error: String },
+    /// `available_now`: everything present at start is committed.
+    Drained,
+    /// Ended by shutdown.
+    Shutdown,
+}
+
+impl RunState {
+    /// Whether `/readyz` counts the stream as ready.
+    pub fn ready(&self) -> bool {
+        matches!(self, RunState::Running | RunState::Drained)
+    }
+}
+
+/// Milliseconds per batch phase. Read and write overlap (files are decoded ahead of the
+/// writer): `read` is the time the writer waited for decoded rows, `write` the time it spent
+/// encoding and uploading.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PhaseDurations {
+    pub discover: u64,
+    pub plan: u64,
+    pub read: u64,
+    pub write: u64,
+    pub commit: u64,
+    pub total: u64,
+}
+
+impl PhaseDurations {
+    pub fn phases(&self) -> [(&'static str, u64); 5] {
+        [
+            ("discover", self.discover),
+            ("plan", self.plan),
+            ("read", self.read),
+            ("write", self.write),
+            ("commit", self.commit),
+        ]
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceProgress {
+    pub description: String,
+    /// The discovery sequence numbers of the batch's first and last file.
+    pub start_offset: Option<u64>,
+    pub end_offset: Option<u64>,
+    pub files_outstanding: u64,
+    pub bytes_outstanding: u64,
+    /// Messages waiting in the notification queue (queue modes only).
+    pub approximate_queue_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SinkProgress {
+    pub description: String,
+    pub table_version: i64,
+    pub num_output_rows: u64,
+}
+
+/// One batch's progress record.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchProgress {
+    /// The stream's stable id (its name).
+    pub id: String,
+    /// This process's run of the stream.
+    pub run_id: String,
+    pub name: String,
+    pub batch_id: u64,
+    pub timestamp: DateTime<Utc>,
+    pub num_input_rows: u64,
+    pub num_input_files: u64,
+    /// Rows of this batch over the time since the previous batch ended (arrival rate).
+    pub input_rows_per_second: f64,
+    /// Rows of this batch over its own duration (processing rate).
+    pub processed_rows_per_second: f64,
+    pub duration_ms: PhaseDurations,
+    pub source: SourceProgress,
+    pub sink: SinkProgress,
+}
+
+/// What the API shows of a stream, kept by its events.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamView {
+    pub name: String,
+    #[serde(flatten)]
+    pub state: RunState,
+    pub since: DateTime<Utc>,
+    pub restarts: u64,
+    pub falling_behind: bool,
+    #[serde(skip)]
+    pub history: VecDeque<BatchProgress>,
+    /// Batches in a row that fell behind.
+    #[serde(skip)]
+    pub behind_for: u32,
+}
+
+impl StreamView {
+    pub fn new(name: &str) -> Self {
+        StreamView {
+            name: name.to_string(),
+            state: RunState::Starting,
+            since: Utc::now(),
+            restarts: 0,
+            falling_behind: false,
+            history: VecDeque::new(),
+            behind_for: 0,
+        }
+    }
+
+    pub fn set(&mut self, state: RunState) {
+        if self.state != state {
+            self.state = state;
+            self.since = Utc::now();
+        }
+    }
+
+    /// Add a record; returns whether the stream now counts as falling behind, and whether
+    /// that changed.
+    pub fn push(&mut self, p: BatchProgress) -> (bool, bool) {
+        let grew = self
+            .history
+            .back()
+            .is_some_and(|prev| p.source.files_outstanding > prev.source.files_outstanding);
+        let slower = p.processed_rows_per_second < p.input_rows_per_second;
+        self.behind_for = if grew || slower {
+            self.behind_for + 1
+        } else {
+            0
+        };
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(p);
+        let behind = self.behind_for >= FALLING_BEHIND_AFTER;
+        let changed = behind != self.falling_behind;
+        self.falling_behind = behind;
+        (behind, changed)
+    }
+
+    pub fn last(&self) -> Option<&BatchProgress> {
+        self.history.back()
+    }
+}

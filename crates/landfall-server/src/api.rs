@@ -1,0 +1,226 @@
+//! The handlers.
+
+use crate::AppState;
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use landfall_config::{StoreOptions, StreamSpec};
+use landfall_core::FileState;
+use landfall_engine::events::StreamEvents;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Store option keys whose values are shown; every other value is redacted.
+const SHOWN_OPTIONS: &[&str] = &[
+    "aws_region",
+    "aws_endpoint",
+    "aws_endpoint_url_s3",
+    "aws_allow_http",
+    "allow_http",
+    "aws_virtual_hosted_style_request",
+    "aws_request_payer",
+    "aws_skip_signature",
+    "azure_storage_account_name",
+    "azure_container_name",
+    "azure_storage_use_emulator",
+    "azure_use_emulator",
+    "azure_endpoint",
+    "google_bucket",
+    "google_service_account_path_is_set",
+];
+
+const REDACTED: &str = "<redacted>";
+
+fn error(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+fn not_found(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, format!("no stream named `{name}`"))
+}
+
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+pub async fn readyz(State(s): State<AppState>) -> Response {
+    let streams: Vec<Arc<StreamEvents>> = s.hub.streams();
+    let mut ready = !streams.is_empty();
+    let mut by_stream = BTreeMap::new();
+    for e in &streams {
+        let v = e.snapshot();
+        ready &= v.state.ready();
+        by_stream.insert(
+            v.name.clone(),
+            serde_json::to_value(&v.state).unwrap_or(Value::Null),
+        );
+    }
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({ "ready": ready, "streams": by_stream })),
+    )
+        .into_response()
+}
+
+pub async fn metrics(State(s): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.hub.metrics.encode(),
+    )
+        .into_response()
+}
+
+/// A stream's run state and last progress.
+fn summary(e: &StreamEvents) -> Value {
+    let v = e.snapshot();
+    let mut out = serde_json::to_value(&v).unwrap_or(Value::Null);
+    out["last_progress"] = v
+        .last()
+        .and_then(|p| serde_json::to_value(p).ok())
+        .unwrap_or(Value::Null);
+    out
+}
+
+pub async fn streams(State(s): State<AppState>) -> Json<Value> {
+    let list: Vec<Value> = s.hub.streams().iter().map(|e| summary(e)).collect();
+    Json(json!({ "streams": list }))
+}
+
+pub async fn stream(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+    let Some(e) = s.hub.stream(&name) else {
+        return not_found(&name);
+    };
+    let mut out = summary(&e);
+    if let Some(spec) = s.config.stream(&name) {
+        out["config"] = config_view(spec);
+    }
+    Json(out).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct ProgressQuery {
+    limit: Option<usize>,
+}
+
+pub async fn progress(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<ProgressQuery>,
+) -> Response {
+    let Some(e) = s.hub.stream(&name) else {
+        return not_found(&name);
+    };
+    let v = e.snapshot();
+    let limit = q.limit.unwrap_or(landfall_engine::progress::HISTORY);
+    let skip = v.history.len().saturating_sub(limit);
+    let records: Vec<_> = v.history.iter().skip(skip).collect();
+    Json(json!({ "stream": name, "progress": records })).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct FilesQuery {
+    state: Option<String>,
+    limit: Option<usize>,
+    /// Discovery sequence number: rows after it.
+    after: Option<u64>,
+}
+
+/// Rows per page unless `limit` says otherwise (at most `MAX_FILES`).
+const DEFAULT_FILES: usize = 100;
+const MAX_FILES: usize = 10_000;
+
+pub async fn files(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<FilesQuery>,
+) -> Response {
+    let Some(e) = s.hub.stream(&name) else {
+        return not_found(&name);
+    };
+    let state = match q.state.as_deref().map(parse_state).transpose() {
+        Ok(s) => s,
+        Err(msg) => return error(StatusCode::BAD_REQUEST, msg),
+    };
+    let Some(store) = e.state_store() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("stream `{name}` is not running; `landfall state {name}` reads its state"),
+        );
+    };
+    let limit = q.limit.unwrap_or(DEFAULT_FILES).clamp(1, MAX_FILES);
+    let after = q.after.unwrap_or(0);
+    let records = match tokio::task::spawn_blocking(move || store.files(state)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.message),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let page: Vec<_> = records
+        .into_iter()
+        .filter(|r| r.seq > after)
+        .take(limit + 1)
+        .collect();
+    let more = page.len() > limit;
+    let page = &page[..page.len().min(limit)];
+    let next = more.then(|| page.last().map(|r| r.seq)).flatten();
+    Json(json!({ "stream": name, "files": page, "next_after": next })).into_response()
+}
+
+fn parse_state(s: &str) -> Result<FileState, String> {
+    FileState::parse(s).ok_or_else(|| {
+        let all: Vec<_> = FileState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown state `{s}`: one of {}", all.join(", "))
+    })
+}
+
+fn redact(o: &StoreOptions) -> BTreeMap<String, String> {
+    o.0.iter()
+        .map(|(k, v)| {
+            let shown = SHOWN_OPTIONS.contains(&k.to_ascii_lowercase().as_str());
+            (k.clone(), if shown { v.clone() } else { REDACTED.into() })
+        })
+        .collect()
+}
+
+fn url_without_credentials(u: &url::Url) -> String {
+    let mut u = u.clone();
+    if !u.username().is_empty() || u.password().is_some() {
+        let _ = u.set_username("");
+        let _ = u.set_password(None);
+    }
+    u.set_query(None);
+    u.to_string()
+}
+
+/// The stream's configuration as the API shows it: no secret values.
+fn config_view(spec: &StreamSpec) -> Value {
+    json!({
+        "source": url_without_credentials(&spec.source.url),
+        "source_options": redact(&spec.source_options),
+        "format": format!("{:?}", spec.format).to_lowercase(),
+        "trigger": format!("{:?}", spec.trigger),
+        "poll_interval_ms": spec.poll_interval.as_millis() as u64,
+        "max_files_per_trigger": spec.limits.max_files,
+        "max_bytes_per_trigger": spec.limits.max_bytes,
+        "allow_overwrites": spec.allow_overwrites,
+        "ignore_missing_files": spec.ignore_missing_files,
+        "ignore_corrupt_files": spec.ignore_corrupt_files,
+        "include_existing_files": spec.include_existing_files,
+        "sink": {
+            "format": format!("{:?}", spec.sink.format).to_lowercase(),
+            "path": spec.sink.location.as_table_uri(),
+            "partition_by": spec.sink.partition_by,
+            "options": redact(&spec.sink.options),
+        },
+    })
+}

@@ -1,0 +1,77 @@
+//! The HTTP surface of a running daemon (`server.listen`, default 127.0.0.1:8686):
+//!
+//! - `GET /healthz`: liveness; 200 while the process serves requests.
+//! - `GET /readyz`: 200 when every stream has started and none has failed (or restarts), else
+//!   503 with the state of each stream.
+//! - `GET /metrics`: Prometheus metrics (OpenMetrics text), every series labelled `stream`.
+//! - `GET /api/v1/streams`, `/api/v1/streams/{name}`: run state, configuration (secrets
+//!   redacted), last progress.
+//! - `GET /api/v1/streams/{name}/progress?limit=N`: the last progress records.
+//! - `GET /api/v1/streams/{name}/files?state=&limit=&after=`: the stream's ledger rows in
+//!   discovery order, `after` a discovery sequence number (paging).
+//!
+//! Read-only: nothing here changes a stream. Store options are never shown with their values
+//! unless the key is known to hold no secret.
+
+mod api;
+
+use axum::Router;
+use axum::routing::get;
+use landfall_config::ValidatedConfig;
+use landfall_engine::Hub;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// What the handlers read.
+#[derive(Clone)]
+pub struct AppState {
+    pub hub: Arc<Hub>,
+    pub config: Arc<ValidatedConfig>,
+}
+
+/// The router of every endpoint.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(api::healthz))
+        .route("/readyz", get(api::readyz))
+        .route("/metrics", get(api::metrics))
+        .route("/api/v1/streams", get(api::streams))
+        .route("/api/v1/streams/{name}", get(api::stream))
+        .route("/api/v1/streams/{name}/progress", get(api::progress))
+        .route("/api/v1/streams/{name}/files", get(api::files))
+        .with_state(state)
+}
+
+/// Bind `listen` (an error names the address and the setting).
+pub async fn bind(listen: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(listen).await.map_err(|e| {
+        format!(
+            "cannot listen on {listen} (server.listen, or LANDFALL_LISTEN): {e}; set another \
+             address, or 127.0.0.1:0 for any free port"
+        )
+    })
+}
+
+/// Serve until `shutdown` turns true.
+pub async fn serve(listener: TcpListener, state: AppState, mut shutdown: watch::Receiver<bool>) {
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    tracing::info!(address = %addr, "http server listening");
+    let app = router(state);
+    let stop = async move {
+        while !*shutdown.borrow() {
+            if shutdown.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "http server failed");
+    }
+}

@@ -1,0 +1,158 @@
+//! `landfall run`: the runtime, the streams, the HTTP endpoints, signals and the service
+//! manager; and `landfall health`, the probe of a running daemon.
+//!
+//! Under systemd (`Type=notify`) the daemon reports READY=1 once its endpoints listen and its
+//! streams are started, WATCHDOG=1 at half the unit's `WatchdogSec` while the runtime is
+//! responsive, and STOPPING=1 when a shutdown signal arrives (the batches in flight finish
+//! first). Outside systemd these are no-ops.
+
+use landfall_config::ValidatedConfig;
+use landfall_engine::{Hub, RunOptions, run_streams};
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
+    crate::memory::tune();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        crate::memory::spawn_trimmer();
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let hub = Hub::new();
+        let cfg = Arc::new(cfg);
+        // Continuous runs serve the endpoints; a drain (--available-now) is a batch job.
+        let server = if opts.available_now {
+            None
+        } else {
+            match landfall_server::bind(&cfg.server.listen).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::error!("{e}");
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        };
+        if let Some(listener) = server {
+            let state = landfall_server::AppState {
+                hub: hub.clone(),
+                config: cfg.clone(),
+            };
+            tokio::spawn(landfall_server::serve(listener, state, rx.clone()));
+        }
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            notify(&[sd_notify::NotifyState::Stopping]);
+            tracing::info!("shutdown requested; finishing the batches in flight");
+            let _ = tx.send(true);
+        });
+        let streams = tokio::spawn({
+            let (cfg, hub, rx) = (cfg.clone(), hub.clone(), rx.clone());
+            async move { run_streams(&cfg, opts, rx, hub).await }
+        });
+        notify(&[sd_notify::NotifyState::Ready]);
+        spawn_watchdog();
+        let outcomes = match streams.await {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("error: the streams' task failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        crate::report::print_run_summary(&outcomes);
+        if outcomes.iter().any(|o| o.error.is_some()) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::warn!(error = %e, "could not notify the service manager");
+    }
+}
+
+/// WATCHDOG=1 at half the interval systemd asked for, from the runtime itself: a wedged
+/// runtime stops the pings and systemd restarts the service.
+fn spawn_watchdog() {
+    let mut usec = 0u64;
+    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+        return;
+    }
+    let every = Duration::from_micros(usec / 2);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            notify(&[sd_notify::NotifyState::Watchdog]);
+        }
+    });
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// GET `/healthz` of the daemon listening on `listen` (a wildcard address is probed on
+/// loopback). Exit 0 on HTTP 200.
+pub fn health(listen: &str) -> ExitCode {
+    let addr = listen
+        .replace("0.0.0.0:", "127.0.0.1:")
+        .replace("[::]:", "[::1]:");
+    match probe(&addr) {
+        Ok(200) => {
+            println!("healthy ({addr})");
+            ExitCode::SUCCESS
+        }
+        Ok(status) => {
+            eprintln!("unhealthy: {addr}/healthz answered HTTP {status}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("unhealthy: {addr}/healthz: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The status code of one `GET /healthz` (HTTP/1.0, so the answer ends with the connection).
+fn probe(addr: &str) -> std::io::Result<u16> {
+    let timeout = Duration::from_secs(5);
+    let sock = addr
+        .parse::<std::net::SocketAddr>()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut s = std::net::TcpStream::connect_timeout(&sock, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.write_all(format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head)?;
+    let line = String::from_utf8_lossy(&head[..n]);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {line:?}")))
+}

@@ -1,0 +1,284 @@
+//! The HTTP surface of a running daemon, over real HTTP on 127.0.0.1 (an ephemeral port read
+//! from the daemon's log): health, readiness with a failed stream, metric values against a
+//! known ingest, the JSON API (streams, progress, paged files), secrets never shown, the
+//! `landfall health` probe, and shutdown. One stream reads S3 on moto with a secret key that
+//! must appear in no response and no log line.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "SUPERSECRET-landfall-test-7f3a9c";
+
+/// GET `path` from `addr`: (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+fn get_json(addr: &str, path: &str) -> (u16, Value) {
+    let (status, body) = get(addr, path);
+    let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+    (status, v)
+}
+
+/// The value of the metric line `series` (exact name and labels) in a scrape.
+fn metric(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// The daemon's HTTP address, from its log once it listens.
+fn address(log: &std::path::Path, deadline: Instant) -> String {
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("http server listening")) {
+            let at = line.find("127.0.0.1:").expect("loopback address");
+            let port: String = line[at + 10..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            return format!("127.0.0.1:{port}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not listen:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn endpoints_report_a_known_ingest_and_never_show_secrets() {
+    let endpoint = std::env::var("LANDFALL_TEST_S3_ENDPOINT")
+        .expect("LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut bytes = 0;
+    for f in 0..5u64 {
+        let body: String = (f * 2..f * 2 + 2).map(row).collect();
+        bytes += body.len();
+        std::fs::create_dir_all(root.join("landing")).unwrap();
+        std::fs::write(root.join(format!("landing/f{f}.json")), body).unwrap();
+    }
+    write_corrupt_parquet(&root.join("bad"), "b.parquet");
+    let cfg = config_in(
+        root,
+        &format!(
+            r#"
+[stores.moto]
+endpoint = "{endpoint}"
+region = "us-east-1"
+access_key_id = "AKIDLANDFALLTEST"
+secret_access_key = "{SECRET}"
+allow_http = true
+
+[streams.ev]
+source = "{{root}}/landing"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+poll_interval = "100ms"
+sink.path = "{{root}}/table"
+
+[streams.bad]
+source = "{{root}}/bad"
+format = "parquet"
+schema = "id BIGINT, name STRING"
+poll_interval = "100ms"
+sink.path = "{{root}}/bad_table"
+
+[streams.remote]
+source = "s3://landfall-test/operations-{}/landing"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT"
+poll_interval = "100ms"
+sink.path = "{{root}}/remote_table"
+"#,
+            std::process::id()
+        ),
+    );
+    let log = root.join("daemon.log");
+    let mut child = Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .env("LANDFALL_LOG", "debug")
+        .env("NO_COLOR", "1")
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let addr = address(&log, deadline);
+    let result = std::panic::catch_unwind(|| {
+        assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_string()));
+        // Wait for the known ingest: 5 files, 10 rows, in one batch.
+        let committed = "landfall_files_committed_total{stream=\"ev\"}";
+        let scrape = loop {
+            let (status, scrape) = get(&addr, "/metrics");
+            assert_eq!(status, 200);
+            if metric(&scrape, committed) == Some(5.0) {
+                break scrape;
+            }
+            assert!(Instant::now() < deadline, "no commit in time:\n{scrape}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let m = |s: &str| metric(&scrape, s).unwrap_or_else(|| panic!("no {s} in:\n{scrape}"));
+        assert_eq!(m("landfall_rows_committed_total{stream=\"ev\"}"), 10.0);
+        assert_eq!(
+            m("landfall_bytes_committed_total{stream=\"ev\"}"),
+            bytes as f64
+        );
+        assert_eq!(m("landfall_batches_committed_total{stream=\"ev\"}"), 1.0);
+        assert_eq!(m("landfall_files_discovered_total{stream=\"ev\"}"), 5.0);
+        assert_eq!(m("landfall_tracked_files{stream=\"ev\"}"), 5.0);
+        assert_eq!(m("landfall_files_outstanding{stream=\"ev\"}"), 0.0);
+        assert_eq!(m("landfall_stream_up{stream=\"ev\"}"), 1.0);
+        assert_eq!(m("landfall_table_version{stream=\"ev\"}"), 1.0);
+        assert_eq!(m("landfall_schema_version{stream=\"ev\"}"), 1.0);
+        assert_eq!(
+            m("landfall_commit_latency_seconds_count{stream=\"ev\"}"),
+            5.0
+        );
+        assert_eq!(
+            m("landfall_batch_duration_seconds_count{stream=\"ev\",phase=\"commit\"}"),
+            1.0
+        );
+        assert!(scrape.trim_end().ends_with("# EOF"), "{scrape}");
+
+        // The corrupt file stops its stream: not ready, with the reason; the others run.
+        let (status, ready) = loop {
+            let (status, ready) = get_json(&addr, "/readyz");
+            if ready["streams"]["bad"]["state"] == "stopped"
+                && ready["streams"]["remote"]["state"] == "running"
+            {
+                break (status, ready);
+            }
+            assert!(Instant::now() < deadline, "{ready}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(status, 503, "{ready}");
+        assert_eq!(ready["ready"], false);
+        assert_eq!(ready["streams"]["ev"]["state"], "running");
+        assert!(
+            ready["streams"]["bad"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("b.parquet") && e.contains("ignore_corrupt_files")),
+            "{ready}"
+        );
+        let scrape = get(&addr, "/metrics").1;
+        assert_eq!(
+            metric(&scrape, "landfall_stream_up{stream=\"bad\"}"),
+            Some(0.0)
+        );
+
+        // The API.
+        let (status, list) = get_json(&addr, "/api/v1/streams");
+        assert_eq!(status, 200);
+        let names: Vec<_> = list["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["bad", "ev", "remote"]);
+        let (_, ev) = get_json(&addr, "/api/v1/streams/ev");
+        assert_eq!(ev["config"]["format"], "json");
+        assert_eq!(ev["last_progress"]["num_input_rows"], 10);
+        assert_eq!(ev["last_progress"]["num_input_files"], 5);
+        assert_eq!(ev["last_progress"]["sink"]["table_version"], 1);
+        assert_eq!(ev["last_progress"]["source"]["start_offset"], 1);
+        assert_eq!(ev["last_progress"]["source"]["end_offset"], 5);
+        let (_, progress) = get_json(&addr, "/api/v1/streams/ev/progress?limit=1");
+        assert_eq!(progress["progress"].as_array().unwrap().len(), 1);
+        assert_eq!(progress["progress"][0]["batch_id"], 0);
+
+        let (_, page1) = get_json(&addr, "/api/v1/streams/ev/files?limit=2");
+        let seqs = |p: &Value| -> Vec<u64> {
+            p["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["seq"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(seqs(&page1), [1, 2]);
+        assert_eq!(page1["next_after"], 2);
+        let (_, page2) = get_json(&addr, "/api/v1/streams/ev/files?after=2&limit=10");
+        assert_eq!(seqs(&page2), [3, 4, 5]);
+        assert!(page2["next_after"].is_null());
+        let (_, committed) = get_json(&addr, "/api/v1/streams/ev/files?state=committed");
+        assert_eq!(seqs(&committed).len(), 5);
+        assert_eq!(get(&addr, "/api/v1/streams/ev/files?state=bogus").0, 400);
+        assert_eq!(get(&addr, "/api/v1/streams/nope").0, 404);
+
+        // Secrets: the remote stream's key is shown redacted, and appears in no response.
+        let (_, remote) = get_json(&addr, "/api/v1/streams/remote");
+        assert_eq!(
+            remote["config"]["source_options"]["aws_secret_access_key"], "<redacted>",
+            "{remote}"
+        );
+        assert_eq!(
+            remote["config"]["source_options"]["aws_region"],
+            "us-east-1"
+        );
+        for path in [
+            "/api/v1/streams",
+            "/api/v1/streams/remote",
+            "/api/v1/streams/remote/progress",
+            "/api/v1/streams/remote/files",
+            "/readyz",
+            "/metrics",
+        ] {
+            let (_, body) = get(&addr, path);
+            assert!(!body.contains(SECRET), "{path} shows the secret: {body}");
+            assert!(
+                !body.contains("AKIDLANDFALLTEST"),
+                "{path} shows the key id: {body}"
+            );
+        }
+
+        let probe = landfall(&["health", "--listen", &addr]);
+        assert!(probe.status.success(), "{}", text(&probe));
+    });
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    if let Err(e) = result {
+        eprintln!("daemon log:\n{logs}");
+        std::panic::resume_unwind(e);
+    }
+    let status = status.expect("the daemon did not stop within 30 s of SIGTERM");
+    // The `bad` stream stopped with an error: the run reports failure.
+    assert!(!status.success(), "{logs}");
+    assert!(!logs.contains(SECRET), "the logs show the secret");
+    assert!(logs.contains("shutdown requested"), "{logs}");
+    // After shutdown, the probe fails.
+    let probe = landfall(&["health", "--listen", &addr]);
+    assert!(!probe.status.success(), "{}", text(&probe));
+}
