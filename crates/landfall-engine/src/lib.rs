@@ -14,11 +14,13 @@ mod pipeline;
 pub mod progress;
 pub mod recovery;
 pub mod schema;
+pub mod shard;
 pub mod supervisor;
 pub mod wiring;
 pub mod worker;
 
 pub use hub::Hub;
 pub use landfall_discovery::{display_path, object_path};
+pub use shard::Shard;
 pub use supervisor::{RunOptions, StreamOutcome, run_streams};
 pub use worker::{RunEnd, StreamWorker};

@@ -30,6 +30,8 @@ pub struct RunOptions {
     pub available_now: bool,
     /// Run only these streams (all when empty).
     pub only: Vec<String>,
+    /// Run only the streams of this shard (all when `None`).
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// How one stream ended.
@@ -208,6 +210,9 @@ pub async fn run_streams(
     let mut tasks = Vec::new();
     for spec in &cfg.streams {
         if !opts.only.is_empty() && !opts.only.contains(&spec.name) {
+            continue;
+        }
+        if opts.shard.is_some_and(|s| !s.owns(&spec.name)) {
             continue;
         }
         let events = hub.register(&spec.name);

@@ -35,6 +35,11 @@ enum Command {
         /// free port, logged at start). Only continuous runs serve them.
         #[arg(long, env = "LANDFALL_LISTEN")]
         listen: Option<String>,
+        /// Run only the streams of shard `i/N` (a stable hash of the stream name), or `auto`:
+        /// the index from the host name's `-<i>` ending (a StatefulSet pod), N from
+        /// LANDFALL_SHARDS.
+        #[arg(long)]
+        shard: Option<String>,
     },
     /// Probe a running daemon's `/healthz` (exit 0 when healthy): for container health checks.
     Health {
@@ -108,6 +113,15 @@ pub enum OutputFormat {
     Csv,
 }
 
+/// The host name: `HOSTNAME` (set in containers), else the kernel's.
+fn hostname() -> Option<String> {
+    std::env::var("HOSTNAME").ok().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+    })
+}
+
 fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     landfall_config::load(config).map_err(|e| {
         match e {
@@ -155,7 +169,24 @@ pub fn main() -> ExitCode {
             available_now,
             streams,
             listen,
+            shard,
         } => {
+            let shard = match shard
+                .map(|s| {
+                    landfall_engine::Shard::parse(
+                        &s,
+                        hostname().as_deref(),
+                        std::env::var("LANDFALL_SHARDS").ok().as_deref(),
+                    )
+                })
+                .transpose()
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let mut cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
@@ -175,6 +206,7 @@ pub fn main() -> ExitCode {
                 RunOptions {
                     available_now,
                     only: streams,
+                    shard,
                 },
             )
         }

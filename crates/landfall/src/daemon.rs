@@ -29,6 +29,15 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
         crate::memory::spawn_trimmer();
         let (tx, rx) = tokio::sync::watch::channel(false);
         let hub = Hub::new();
+        if let Some(shard) = opts.shard {
+            let mine: Vec<&str> = cfg
+                .streams
+                .iter()
+                .filter(|s| shard.owns(&s.name))
+                .map(|s| s.name.as_str())
+                .collect();
+            tracing::info!(%shard, streams = ?mine, "running one shard of the streams");
+        }
         let cfg = Arc::new(cfg);
         // Continuous runs serve the endpoints; a drain (--available-now) is a batch job.
         let server = if opts.available_now {

@@ -134,21 +134,30 @@ partition_by = ["part"]
     assert_exactly(&ids(&verify("delta", &second, None), "id"), &expected);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn s3_on_moto_to_delta_on_s3() {
-    let endpoint = std::env::var("LANDFALL_TEST_S3_ENDPOINT")
-        .expect("LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server");
-    let opts = BTreeMap::from([
-        ("aws_endpoint", endpoint.as_str()),
+/// object_store options for moto server at `endpoint`.
+fn moto_options(endpoint: &str) -> BTreeMap<&str, &str> {
+    BTreeMap::from([
+        ("aws_endpoint", endpoint),
         ("aws_access_key_id", "test"),
         ("aws_secret_access_key", "test"),
         ("aws_region", "us-east-1"),
         ("allow_http", "true"),
-    ]);
-    let store_toml = format!(
+    ])
+}
+
+/// The same as a `[stores.<name>]` body.
+fn moto_store_toml(endpoint: &str) -> String {
+    format!(
         "endpoint = \"{endpoint}\"\nregion = \"us-east-1\"\naccess_key_id = \"test\"\nsecret_access_key = \"test\"\nallow_http = true"
-    );
-    roundtrip("s3://landfall-test", &store_toml, opts).await;
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_on_moto_to_delta_on_s3() {
+    let endpoint = std::env::var("LANDFALL_TEST_S3_ENDPOINT")
+        .expect("LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server");
+    let opts = moto_options(&endpoint);
+    roundtrip("s3://landfall-test", &moto_store_toml(&endpoint), opts).await;
 }
 
 /// Put objects with boto3, which sends keys as they are (object_store normalises `a//b` to
@@ -189,13 +198,7 @@ async fn s3_listing_survives_keys_object_store_cannot_represent() {
         ],
     );
     // The failure this guards against: object_store cannot list the prefix at all.
-    let opts = BTreeMap::from([
-        ("aws_endpoint", endpoint.as_str()),
-        ("aws_access_key_id", "test"),
-        ("aws_secret_access_key", "test"),
-        ("aws_region", "us-east-1"),
-        ("allow_http", "true"),
-    ]);
+    let opts = moto_options(&endpoint);
     let s = store("s3://landfall-test", &opts);
     let listed: Result<Vec<_>, _> = s
         .list(Some(&ObjPath::from(landing.as_str())))
@@ -216,11 +219,7 @@ async fn s3_listing_survives_keys_object_store_cannot_represent() {
 state_dir = "{local}/state"
 
 [stores.emu]
-endpoint = "{endpoint}"
-region = "us-east-1"
-access_key_id = "test"
-secret_access_key = "test"
-allow_http = true
+{store_toml}
 
 [streams.odd]
 source = "s3://landfall-test/{landing}"
@@ -229,7 +228,8 @@ format = "json"
 schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
 sink.path = "{local}/table"
 "#,
-            local = root.display()
+            local = root.display(),
+            store_toml = moto_store_toml(&endpoint)
         ),
     );
     let o = landfall_env(
