@@ -19,12 +19,16 @@ deb_installed() {
 }
 
 # libclang for RocksDB's bindgen; promtool (package prometheus) and systemd-analyze (package
-# systemd) for tests/deploy/check_deploy.sh. One apt run for whatever is missing.
+# systemd) for tests/deploy/check_deploy.sh, the prometheus server for
+# crates/landfall/tests/prometheus_scrape.rs, headless chromium for
+# crates/landfall/tests/status_page.rs (it runs headless without its recommended packages).
+# One apt run for whatever is missing.
 ensure_system_packages() {
   local missing=()
   deb_installed libclang1-14 libclang-common-14-dev || missing+=(libclang1-14 libclang-common-14-dev)
   deb_installed prometheus || missing+=(prometheus)
   deb_installed systemd || missing+=(systemd)
+  deb_installed chromium || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}..." >&2
     $SUDO apt-get update -qq

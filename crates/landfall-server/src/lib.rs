@@ -14,6 +14,7 @@
 //! unless the key is known to hold no secret.
 
 mod api;
+mod page;
 
 use axum::Router;
 use axum::routing::get;
@@ -33,6 +34,7 @@ pub struct AppState {
 /// The router of every endpoint.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/", get(page::index))
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
