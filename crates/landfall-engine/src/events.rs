@@ -49,7 +49,11 @@ impl StreamCounters {
             orphan_files_removed: m.orphan_files_removed.get_or_create(&l).clone(),
             restarts: m.stream_restarts.get_or_create(&l).clone(),
             files_skipped: Counter::default(),
-            rows_malformed: m.rows_malformed.get_or_create(&l).clone(),
+            rows_malformed: {
+                // Present (at 0) from the start, so dashboards and alerts see the series.
+                let _ = m.rows_rescued.get_or_create(&l);
+                m.rows_malformed.get_or_create(&l).clone()
+            },
             objects_passed_over: Counter::default(),
         }
     }
@@ -72,8 +76,6 @@ pub struct StreamEvents {
     pub stream: String,
     pub counters: StreamCounters,
     metrics: Arc<Metrics>,
-    /// This process's run of the stream (progress records carry it).
-    run_id: String,
     view: Mutex<StreamView>,
     source: RwLock<String>,
     /// The open state of the running worker, for the API's file listing.
@@ -94,6 +96,9 @@ pub struct BatchTimings {
     pub durations: PhaseDurations,
     /// When each committed file was discovered.
     pub discovered: Vec<DateTime<Utc>>,
+    /// Files read into the batch (skipped ones left out) and their input bytes.
+    pub files: u64,
+    pub bytes: u64,
     /// Discovery sequence numbers of the batch's first and last file.
     pub offsets: (Option<u64>, Option<u64>),
 }
@@ -104,7 +109,6 @@ impl StreamEvents {
             stream: stream.to_string(),
             counters: StreamCounters::new(&metrics, stream),
             metrics,
-            run_id: uuid::Uuid::new_v4().to_string(),
             view: Mutex::new(StreamView::new(stream)),
             source: RwLock::new(String::new()),
             state: RwLock::new(None),
@@ -147,17 +151,25 @@ impl StreamEvents {
         );
     }
 
-    /// A worker is opening the stream.
+    /// A worker is opening the stream: a new run (progress records carry its id).
     pub fn starting(&self) {
-        self.view().set(RunState::Starting);
+        let mut v = self.view();
+        v.run_id = uuid::Uuid::new_v4().to_string();
+        v.set(RunState::Starting);
     }
 
-    /// The worker opened its state, source and table and runs.
+    fn not_behind(&self) {
+        self.view().set_behind(false);
+        set(&self.metrics.falling_behind.get_or_create(&self.label()), 0);
+    }
+
+    /// The worker opened its state, source and table, recovered, and listed once: it runs.
     pub fn running(&self, state: Arc<dyn landfall_core::StateStore>) {
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(state);
         self.up(true);
-        self.view().set(RunState::Running);
-        tracing::info!(stream = %self.stream, run_id = %self.run_id, "stream started");
+        let mut v = self.view();
+        v.set(RunState::Running);
+        tracing::info!(stream = %self.stream, run_id = %v.run_id, "stream started");
     }
 
     /// The worker ended (its state is closed).
@@ -170,6 +182,7 @@ impl StreamEvents {
     /// events).
     pub fn terminated(&self, drained: bool) {
         self.up(false);
+        self.not_behind();
         let mut v = self.view();
         if matches!(v.state, RunState::Running | RunState::Starting) {
             v.set(if drained {
@@ -178,7 +191,23 @@ impl StreamEvents {
                 RunState::Shutdown
             });
         }
-        tracing::info!(stream = %self.stream, run_id = %self.run_id, state = ?v.state, "stream terminated");
+        tracing::info!(stream = %self.stream, run_id = %v.run_id, state = ?v.state, "stream terminated");
+    }
+
+    /// A listing round ended with the ledger at `s`: the gauges, and the falling-behind check
+    /// (the backlog grew at several listings in a row).
+    pub fn listing_done(&self, s: &StreamSummary) {
+        self.ledger(s);
+        let (behind, changed) = self.view().listed(s.pending_files);
+        set(
+            &self.metrics.falling_behind.get_or_create(&self.label()),
+            behind as i64,
+        );
+        if changed && behind {
+            tracing::warn!(stream = %self.stream, listings = crate::progress::FALLING_BEHIND_AFTER, backlog = s.pending_files, "stream is falling behind: its backlog grew at several listings in a row");
+        } else if changed {
+            tracing::info!(stream = %self.stream, backlog = s.pending_files, "stream caught up");
+        }
     }
 
     /// The ledger's counts after a round: backlog and tracked files.
@@ -257,8 +286,8 @@ impl StreamEvents {
     ) {
         add(&self.counters.batches_committed, 1);
         add(&self.counters.rows_committed, receipt.rows);
-        add(&self.counters.files_committed, plan.files.len() as u64);
-        add(&self.counters.bytes_committed, plan.total_bytes());
+        add(&self.counters.files_committed, timings.files);
+        add(&self.counters.bytes_committed, timings.bytes);
         let m = &self.metrics;
         let d = timings.durations;
         for (phase, ms) in d.phases() {
@@ -290,12 +319,12 @@ impl StreamEvents {
             .max(1e-3);
         let progress = BatchProgress {
             id: self.stream.clone(),
-            run_id: self.run_id.clone(),
+            run_id: view.run_id.clone(),
             name: self.stream.clone(),
             batch_id: plan.batch_id,
             timestamp: receipt.committed_at,
             num_input_rows: receipt.rows,
-            num_input_files: plan.files.len() as u64,
+            num_input_files: timings.files,
             input_rows_per_second: receipt.rows as f64 / since_last,
             processed_rows_per_second: receipt.rows as f64 / total_s,
             duration_ms: d,
@@ -314,14 +343,14 @@ impl StreamEvents {
             },
         };
         let json = serde_json::to_string(&progress).unwrap_or_default();
-        let (behind, changed) = view.push(progress);
+        view.push(progress);
         drop(view);
         tracing::info!(
             stream = %self.stream,
             batch_id = plan.batch_id,
             attempt = plan.attempts,
-            files = plan.files.len(),
-            input_bytes = plan.total_bytes(),
+            files = timings.files,
+            input_bytes = timings.bytes,
             rows = receipt.rows,
             data_files = receipt.data_files,
             table_version = receipt.table_version,
@@ -330,15 +359,6 @@ impl StreamEvents {
             progress = %json,
             "batch committed"
         );
-        set(
-            &m.falling_behind.get_or_create(&self.label()),
-            behind as i64,
-        );
-        if changed && behind {
-            tracing::warn!(stream = %self.stream, batches = crate::progress::FALLING_BEHIND_AFTER, "stream is falling behind: its backlog grew (or processing was slower than arrival) for several batches in a row");
-        } else if changed {
-            tracing::info!(stream = %self.stream, "stream caught up");
-        }
     }
 
     fn source_description(&self) -> String {
@@ -408,6 +428,7 @@ impl StreamEvents {
     pub fn stream_stopped(&self, error: &str) {
         self.error("worker", "fatal");
         self.up(false);
+        self.not_behind();
         self.view().set(RunState::Stopped {
             error: error.to_string(),
         });
@@ -427,6 +448,7 @@ impl StreamEvents {
         add(&self.counters.restarts, 1);
         self.error("worker", "retryable");
         self.up(false);
+        self.not_behind();
         let mut v = self.view();
         v.restarts += 1;
         v.set(RunState::Restarting {

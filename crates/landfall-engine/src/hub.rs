@@ -4,12 +4,14 @@
 use crate::events::StreamEvents;
 use crate::metrics::Metrics;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 #[derive(Debug, Default)]
 pub struct Hub {
     pub metrics: Arc<Metrics>,
     streams: RwLock<BTreeMap<String, Arc<StreamEvents>>>,
+    shutting_down: AtomicBool,
 }
 
 impl Hub {
@@ -32,6 +34,15 @@ impl Hub {
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
             .cloned()
+    }
+
+    /// Shutdown was requested: the process is finishing its batches and takes no new work.
+    pub fn set_shutting_down(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed)
     }
 
     /// Every registered stream, by name.

@@ -51,9 +51,13 @@ fn phase_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 20))
 }
 
-/// Discovered-to-committed latency of a file: 100 ms to about 2 days.
+/// Discovered-to-committed latency of a file: 100 ms to 2 days, with the thresholds operators
+/// alert on (1, 5, 10, 30 min; 1, 6 h) as bucket bounds, so quantiles there are exact.
 fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.1, 2.0, 21))
+    Histogram::new([
+        0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+        7200.0, 21600.0, 86400.0, 172800.0,
+    ])
 }
 
 /// Every metric family of the process.
@@ -209,7 +213,7 @@ impl Metrics {
             errors: counter(
                 &mut r,
                 "landfall_errors",
-                "Errors by stage (discover, batch, commit, worker) and kind (retryable, fatal, panic)",
+                "Errors by stage and kind: stage `batch` counts failed batch attempts, stage `worker` counts workers that ended with an error (restarted or stopped; a failed batch usually ends its worker too); kind is retryable, fatal or panic",
             ),
             storage_requests: counter(
                 &mut r,

@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 
 /// Progress records kept per stream.
 pub const HISTORY: usize = 100;
-/// Batches in a row with a growing backlog (or processing slower than arrival) before a stream
-/// is reported falling behind.
+/// Listings in a row that found the backlog larger than the one before, before a stream is
+/// reported falling behind (a listing runs at most once per `poll_interval`).
 pub const FALLING_BEHIND_AFTER: u32 = 5;
 
 /// Where a stream's worker is.
@@ -112,11 +112,16 @@ pub struct StreamView {
     pub since: DateTime<Utc>,
     pub restarts: u64,
     pub falling_behind: bool,
+    /// This run of the worker (a new one after each restart), as Spark's `runId`.
+    pub run_id: String,
     #[serde(skip)]
     pub history: VecDeque<BatchProgress>,
-    /// Batches in a row that fell behind.
+    /// Listings in a row that found a larger backlog.
     #[serde(skip)]
     pub behind_for: u32,
+    /// The backlog the last listing left.
+    #[serde(skip)]
+    pub listed_backlog: Option<u64>,
 }
 
 impl StreamView {
@@ -127,8 +132,10 @@ impl StreamView {
             since: Utc::now(),
             restarts: 0,
             falling_behind: false,
+            run_id: String::new(),
             history: VecDeque::new(),
             behind_for: 0,
+            listed_backlog: None,
         }
     }
 
@@ -139,26 +146,35 @@ impl StreamView {
         }
     }
 
-    /// Add a record; returns whether the stream now counts as falling behind, and whether
-    /// that changed.
-    pub fn push(&mut self, p: BatchProgress) -> (bool, bool) {
-        let grew = self
-            .history
-            .back()
-            .is_some_and(|prev| p.source.files_outstanding > prev.source.files_outstanding);
-        let slower = p.processed_rows_per_second < p.input_rows_per_second;
-        self.behind_for = if grew || slower {
-            self.behind_for + 1
-        } else {
-            0
-        };
+    /// Add a progress record (the oldest goes beyond `HISTORY`).
+    pub fn push(&mut self, p: BatchProgress) {
         if self.history.len() == HISTORY {
             self.history.pop_front();
         }
         self.history.push_back(p);
-        let behind = self.behind_for >= FALLING_BEHIND_AFTER;
+    }
+
+    /// A listing left `backlog` files outstanding. Returns whether the stream now counts as
+    /// falling behind (the backlog grew at `FALLING_BEHIND_AFTER` listings in a row), and
+    /// whether that changed. A backlog that holds steady keeps the count; one that shrinks or
+    /// empties resets it.
+    pub fn listed(&mut self, backlog: u64) -> (bool, bool) {
+        match self.listed_backlog {
+            Some(prev) if backlog > prev => self.behind_for += 1,
+            Some(prev) if backlog < prev || backlog == 0 => self.behind_for = 0,
+            _ => {}
+        }
+        self.listed_backlog = Some(backlog);
+        self.set_behind(self.behind_for >= FALLING_BEHIND_AFTER)
+    }
+
+    /// Set the falling-behind flag; returns it and whether it changed.
+    pub fn set_behind(&mut self, behind: bool) -> (bool, bool) {
         let changed = behind != self.falling_behind;
         self.falling_behind = behind;
+        if !behind {
+            self.behind_for = self.behind_for.min(FALLING_BEHIND_AFTER - 1);
+        }
         (behind, changed)
     }
 

@@ -43,8 +43,9 @@ pub struct StreamWorker {
     schema: Option<StreamSchema>,
     available_now: bool,
     last_expiry: Option<Instant>,
-    /// How long the last discovery round and the last planning took (for progress records).
-    discover_took: Duration,
+    /// The listing time not yet credited to a batch, and the last planning's (for progress
+    /// records).
+    discover_credit: std::sync::Mutex<Duration>,
     plan_took: Duration,
 }
 
@@ -91,7 +92,7 @@ impl StreamWorker {
             schema: None,
             available_now,
             last_expiry: None,
-            discover_took: Duration::ZERO,
+            discover_credit: std::sync::Mutex::new(Duration::ZERO),
             plan_took: Duration::ZERO,
         })
     }
@@ -191,9 +192,12 @@ impl StreamWorker {
     async fn timed_discover(&mut self) -> SeamResult<Vec<FileMeta>> {
         let t = Instant::now();
         let found = self.discover().await?;
-        self.discover_took = t.elapsed();
+        *self
+            .discover_credit
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner()) += t.elapsed();
         if let Ok(s) = self.state.summary() {
-            self.events.ledger(&s);
+            self.events.listing_done(&s);
         }
         Ok(found)
     }
@@ -258,11 +262,6 @@ impl StreamWorker {
 
     /// Run until drained (available_now) or until `shutdown` turns true.
     pub async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
-        self.events.running(self.state.clone());
-        self.events.set_source(&landfall_discovery::display_path(
-            &self.spec.source.url,
-            self.discovery.prefix().as_ref(),
-        ));
         self.apply_existing_cutoff()?;
         // A stored or explicit schema needs no listing: resolving it first lets even the first
         // listing of this run keep only new files. (Inference needs the full first listing.)
@@ -277,6 +276,7 @@ impl StreamWorker {
         {
             self.run_batch(plan).await?;
         }
+        self.events.running(self.state.clone());
         let mut last_listing = Instant::now();
         // Whether the last round planned a batch: files may still be pending. (A round that
         // plans nothing has drained the pending queue.)
@@ -438,6 +438,8 @@ impl StreamWorker {
                 source: self.spec.source.url.clone(),
             };
             let expected = to_read.len();
+            let sizes: std::collections::HashMap<String, u64> =
+                to_read.iter().map(|(_, m)| (m.path.clone(), m.size)).collect();
             let mut decoded = pipeline::spawn(job, self.store().clone(), to_read);
             let mut files_done = 0usize;
             while let Some(item) = decoded.recv().await {
@@ -449,6 +451,8 @@ impl StreamWorker {
                     }
                     Decoded::FileDone { path, rows: n, malformed } => {
                         self.events.file_decoded(batch_id, &self.shown(&path), n, malformed);
+                        timings.files += 1;
+                        timings.bytes += sizes.get(&path).copied().unwrap_or(0);
                         rows += n;
                         files_done += 1;
                     }
@@ -560,13 +564,21 @@ impl StreamWorker {
         }
         self.state.prune_batch(batch_id, KEEP_PLANS)?;
         let ms = |d: Duration| d.as_millis() as u64;
+        // The listing before this batch is credited to it once; later batches of the same
+        // backlog did not list.
+        let discover = std::mem::take(
+            &mut *self
+                .discover_credit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         timings.durations = PhaseDurations {
-            discover: ms(self.discover_took),
+            discover: ms(discover),
             plan: ms(self.plan_took),
             read: ms(read_loop.saturating_sub(writing)),
             write: ms(writing),
             commit: ms(commit_took),
-            total: ms(started.elapsed()),
+            total: ms(started.elapsed() + discover + self.plan_took),
         };
         self.events.batch_committed(
             &plan,

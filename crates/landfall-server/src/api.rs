@@ -48,7 +48,10 @@ pub async fn healthz() -> &'static str {
 
 pub async fn readyz(State(s): State<AppState>) -> Response {
     let streams: Vec<Arc<StreamEvents>> = s.hub.streams();
-    let mut ready = !streams.is_empty();
+    // A process with no stream of its own (a shard that owns none) is ready: it has nothing
+    // to start. One shutting down is not: it finishes its batches and takes no new work.
+    let shutting_down = s.hub.shutting_down();
+    let mut ready = !shutting_down;
     let mut by_stream = BTreeMap::new();
     for e in &streams {
         let v = e.snapshot();
@@ -65,7 +68,7 @@ pub async fn readyz(State(s): State<AppState>) -> Response {
     };
     (
         status,
-        Json(json!({ "ready": ready, "streams": by_stream })),
+        Json(json!({ "ready": ready, "shutting_down": shutting_down, "streams": by_stream })),
     )
         .into_response()
 }
@@ -158,6 +161,12 @@ pub async fn files(
             format!("stream `{name}` is not running; `landfall state {name}` reads its state"),
         );
     };
+    // The ledger is read whole for a page (files are keyed by path, not by sequence): one
+    // read at a time, so parallel requests cannot multiply that memory.
+    static ONE_SCAN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+    let Ok(_scan) = ONE_SCAN.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
+    };
     let limit = q.limit.unwrap_or(DEFAULT_FILES).clamp(1, MAX_FILES);
     let after = q.after.unwrap_or(0);
     let records = match tokio::task::spawn_blocking(move || store.files(state)).await {
@@ -192,12 +201,11 @@ fn redact(o: &StoreOptions) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A URL without a password or query string (SAS tokens). The user part stays: in `abfss://`
+/// URLs it names the container.
 fn url_without_credentials(u: &url::Url) -> String {
     let mut u = u.clone();
-    if !u.username().is_empty() || u.password().is_some() {
-        let _ = u.set_username("");
-        let _ = u.set_password(None);
-    }
+    let _ = u.set_password(None);
     u.set_query(None);
     u.to_string()
 }
@@ -218,7 +226,7 @@ fn config_view(spec: &StreamSpec) -> Value {
         "include_existing_files": spec.include_existing_files,
         "sink": {
             "format": format!("{:?}", spec.sink.format).to_lowercase(),
-            "path": spec.sink.location.as_table_uri(),
+            "path": url_without_credentials(&spec.sink.location.url),
             "partition_by": spec.sink.partition_by,
             "options": redact(&spec.sink.options),
         },

@@ -28,6 +28,9 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
     rt.block_on(async move {
         crate::memory::spawn_trimmer();
         let (tx, rx) = tokio::sync::watch::channel(false);
+        // The endpoints outlive the streams: the last batches stay observable while they
+        // finish, and /readyz says the process is shutting down.
+        let (server_tx, server_rx) = tokio::sync::watch::channel(false);
         let hub = Hub::new();
         if let Some(shard) = opts.shard {
             let mine: Vec<&str> = cfg
@@ -52,22 +55,45 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
                 }
             }
         };
-        if let Some(listener) = server {
+        let server = server.map(|listener| {
             let state = landfall_server::AppState {
                 hub: hub.clone(),
                 config: cfg.clone(),
             };
-            tokio::spawn(landfall_server::serve(listener, state, rx.clone()));
-        }
+            tokio::spawn(landfall_server::serve(listener, state, server_rx))
+        });
+        let signal_hub = hub.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
             notify(&[sd_notify::NotifyState::Stopping]);
-            tracing::info!("shutdown requested; finishing the batches in flight");
+            signal_hub.set_shutting_down();
+            tracing::info!("shutdown requested; finishing the batches in flight (a second signal exits at once)");
             let _ = tx.send(true);
+            wait_for_signal().await;
+            // Safe at any instant: a batch cut short is recovered at the next start.
+            tracing::warn!("second shutdown signal: exiting without waiting for the batches in flight");
+            std::process::exit(130);
+        });
+        let continuous = !opts.available_now;
+        let none_here = !cfg.streams.iter().any(|s| {
+            (opts.only.is_empty() || opts.only.contains(&s.name))
+                && opts.shard.is_none_or(|sh| sh.owns(&s.name))
         });
         let streams = tokio::spawn({
-            let (cfg, hub, rx) = (cfg.clone(), hub.clone(), rx.clone());
-            async move { run_streams(&cfg, opts, rx, hub).await }
+            let (cfg, hub, mut rx) = (cfg.clone(), hub.clone(), rx.clone());
+            async move {
+                if continuous && none_here {
+                    // A shard that owns no stream stays up (serving its endpoints) until told
+                    // to stop, rather than exiting and being restarted in a loop.
+                    tracing::warn!("no stream to run in this process (shard or --stream filter); idle until shutdown");
+                    while !*rx.borrow() {
+                        if rx.changed().await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                run_streams(&cfg, opts, rx, hub).await
+            }
         });
         notify(&[sd_notify::NotifyState::Ready]);
         spawn_watchdog();
@@ -78,6 +104,10 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        let _ = server_tx.send(true);
+        if let Some(server) = server {
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        }
         crate::report::print_run_summary(&outcomes);
         if outcomes.iter().any(|o| o.error.is_some()) {
             ExitCode::FAILURE

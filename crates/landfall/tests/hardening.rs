@@ -661,6 +661,12 @@ sink.path = "{root}/table"
         &[("LANDFALL_STREAM_FILES_FROM", "1")],
     );
     assert!(o.status.success(), "{}", text(&o));
+    // The skipped file is not counted as committed.
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("this run:  2 file(s), 5003 row(s)"),
+        "{}",
+        text(&o)
+    );
     let mut expected: Vec<u64> = (0..5000).collect();
     expected.extend(10_000..10_003);
     assert_exactly(&table_ids(root), &expected);

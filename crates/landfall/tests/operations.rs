@@ -282,3 +282,105 @@ sink.path = "{{root}}/remote_table"
     let probe = landfall(&["health", "--listen", &addr]);
     assert!(!probe.status.success(), "{}", text(&probe));
 }
+
+/// Two processes split one stream's configuration with `--shard i/2`: the one that owns the
+/// stream ingests it, the other owns nothing and stays up (a StatefulSet replica must not
+/// crash-loop); both are ready, and both stop cleanly on SIGTERM.
+#[test]
+fn readiness_and_a_shard_that_owns_no_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("landing")).unwrap();
+    std::fs::write(
+        root.join("landing/a.json"),
+        (0..3).map(row).collect::<String>(),
+    )
+    .unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.ev]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+poll_interval = "100ms"
+sink.path = "{root}/table"
+"#,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut daemons = Vec::new();
+    for i in 0..2 {
+        let log = root.join(format!("daemon{i}.log"));
+        let child = Command::new(bin())
+            .env("LANDFALL_LISTEN", "127.0.0.1:0")
+            .args(["run", "--config", cfg.to_str().unwrap()])
+            .args(["--shard", &format!("{i}/2")])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        daemons.push((child, log));
+    }
+    let result = std::panic::catch_unwind(|| {
+        let addrs: Vec<String> = daemons
+            .iter()
+            .map(|(_, log)| address(log, deadline))
+            .collect();
+        let mut owners = 0;
+        for addr in &addrs {
+            let (_, list) = get_json(addr, "/api/v1/streams");
+            let owns = !list["streams"].as_array().unwrap().is_empty();
+            owners += owns as u32;
+            // Ready once its stream runs (or at once, with no stream).
+            loop {
+                let (status, ready) = get_json(addr, "/readyz");
+                if status == 200 {
+                    assert_eq!(ready["ready"], true);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{addr} never ready: {ready}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        assert_eq!(owners, 1, "exactly one shard owns the stream");
+        while delta_version(&root.join("table")) < 1 {
+            assert!(Instant::now() < deadline, "no commit");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let mut statuses = Vec::new();
+    for (child, _) in &mut daemons {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+    }
+    for (child, log) in &mut daemons {
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        statuses.push((status, std::fs::read_to_string(log).unwrap_or_default()));
+    }
+    if let Err(e) = result {
+        for (_, logs) in &statuses {
+            eprintln!("daemon log:\n{logs}");
+        }
+        std::panic::resume_unwind(e);
+    }
+    for (status, logs) in statuses {
+        let status = status.unwrap_or_else(|| panic!("no exit after SIGTERM:\n{logs}"));
+        assert!(status.success(), "{logs}");
+    }
+    assert_exactly(
+        &ids(&verify("delta", &root.join("table"), Some("ev")), "id"),
+        &[0, 1, 2],
+    );
+}
