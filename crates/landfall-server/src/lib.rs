@@ -1,8 +1,9 @@
 //! The HTTP surface of a running daemon (`server.listen`, default 127.0.0.1:8686):
 //!
+//! - `GET /`: a self-contained status page (status.html) that polls the API.
 //! - `GET /healthz`: liveness; 200 while the process serves requests.
-//! - `GET /readyz`: 200 when every stream has started and none has failed (or restarts), else
-//!   503 with the state of each stream.
+//! - `GET /readyz`: 200 when every stream of this process runs (or drained) and the process is
+//!   not shutting down, else 503 with the state of each stream.
 //! - `GET /metrics`: Prometheus metrics (OpenMetrics text), every series labelled `stream`.
 //! - `GET /api/v1/streams`, `/api/v1/streams/{name}`: run state, configuration (secrets
 //!   redacted), last progress.
