@@ -3,6 +3,7 @@
 
 use crate::events::StreamEvents;
 use crate::metrics::Metrics;
+use landfall_config::ValidatedConfig;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -12,6 +13,7 @@ pub struct Hub {
     pub metrics: Arc<Metrics>,
     streams: RwLock<BTreeMap<String, Arc<StreamEvents>>>,
     shutting_down: AtomicBool,
+    config: RwLock<Option<Arc<ValidatedConfig>>>,
 }
 
 impl Hub {
@@ -26,6 +28,26 @@ impl Hub {
             .entry(stream.to_string())
             .or_insert_with(|| Arc::new(StreamEvents::new(stream, self.metrics.clone())))
             .clone()
+    }
+
+    /// Forget a stream removed from the configuration.
+    pub fn unregister(&self, stream: &str) {
+        self.streams
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(stream);
+    }
+
+    /// The configuration in force (replaced by a reload).
+    pub fn config(&self) -> Option<Arc<ValidatedConfig>> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_config(&self, cfg: Arc<ValidatedConfig>) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = Some(cfg);
     }
 
     pub fn stream(&self, name: &str) -> Option<Arc<StreamEvents>> {

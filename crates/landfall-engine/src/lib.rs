@@ -22,5 +22,5 @@ pub mod worker;
 pub use hub::Hub;
 pub use landfall_discovery::{display_path, object_path};
 pub use shard::Shard;
-pub use supervisor::{RunOptions, StreamOutcome, run_streams};
+pub use supervisor::{Reloaded, RunOptions, StreamOutcome, StreamSet, run_streams};
 pub use worker::{RunEnd, StreamWorker};

@@ -15,6 +15,7 @@ use crate::hub::Hub;
 use crate::worker::{RunEnd, StreamWorker};
 use landfall_config::{StreamSpec, Trigger, ValidatedConfig};
 use landfall_core::{SeamError, StreamSummary};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -198,8 +199,174 @@ async fn supervise(
     }
 }
 
+/// The streams this process runs. Streams can be stopped, started and restarted one at a
+/// time while the others go on (config reload): each has its own shutdown signal, which the
+/// process-wide one also sets, and stops at a safe point (never inside a commit).
+pub struct StreamSet {
+    opts: RunOptions,
+    hub: Arc<Hub>,
+    shutdown: watch::Receiver<bool>,
+    running: BTreeMap<String, Running>,
+    finished: Vec<StreamOutcome>,
+}
+
+struct Running {
+    /// The spec as it was started, to tell a changed stream from an unchanged one.
+    fingerprint: String,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<StreamOutcome>,
+}
+
+/// What a reload did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub restarted: Vec<String>,
+}
+
+fn fingerprint(spec: &StreamSpec) -> String {
+    format!("{spec:?}")
+}
+
+impl StreamSet {
+    /// Start every stream of `cfg` that `opts` selects.
+    pub fn start(
+        cfg: &ValidatedConfig,
+        opts: RunOptions,
+        shutdown: watch::Receiver<bool>,
+        hub: Arc<Hub>,
+    ) -> Self {
+        let mut set = StreamSet {
+            opts,
+            hub,
+            shutdown,
+            running: BTreeMap::new(),
+            finished: Vec::new(),
+        };
+        for spec in set.selected(cfg) {
+            set.spawn(spec.clone());
+        }
+        set
+    }
+
+    fn selected<'a>(&self, cfg: &'a ValidatedConfig) -> Vec<&'a StreamSpec> {
+        cfg.streams
+            .iter()
+            .filter(|s| self.opts.only.is_empty() || self.opts.only.contains(&s.name))
+            .filter(|s| self.opts.shard.is_none_or(|sh| sh.owns(&s.name)))
+            .collect()
+    }
+
+    fn spawn(&mut self, spec: StreamSpec) {
+        let events = self.hub.register(&spec.name);
+        // The stream's own stop signal, also set by the process-wide shutdown.
+        let (stop, rx) = watch::channel(*self.shutdown.borrow());
+        let (mut global, forward) = (self.shutdown.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                if *global.borrow() {
+                    let _ = forward.send(true);
+                    break;
+                }
+                tokio::select! {
+                    r = global.changed() => if r.is_err() { break },
+                    _ = forward.closed() => break,
+                }
+            }
+        });
+        let name = spec.name.clone();
+        let fingerprint = fingerprint(&spec);
+        let task = tokio::spawn(supervise(spec, events, self.opts.available_now, rx));
+        self.running.insert(
+            name,
+            Running {
+                fingerprint,
+                stop,
+                task,
+            },
+        );
+    }
+
+    /// Stop one stream at its next safe point and wait for it.
+    async fn stop(&mut self, name: &str) {
+        if let Some(r) = self.running.remove(name) {
+            let _ = r.stop.send(true);
+            match r.task.await {
+                Ok(o) => self.finished.push(o),
+                Err(e) => tracing::error!(stream = name, error = %e, "stream task failed"),
+            }
+        }
+    }
+
+    /// Apply a new configuration: removed streams stop, added ones start, changed ones
+    /// restart; unchanged ones are not touched.
+    pub async fn reload(&mut self, cfg: &ValidatedConfig) -> Reloaded {
+        let wanted: BTreeMap<String, StreamSpec> = self
+            .selected(cfg)
+            .into_iter()
+            .map(|s| (s.name.clone(), s.clone()))
+            .collect();
+        let mut done = Reloaded::default();
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for name in names {
+            match wanted.get(&name) {
+                None => {
+                    self.stop(&name).await;
+                    self.hub.unregister(&name);
+                    done.removed.push(name);
+                }
+                Some(spec) if fingerprint(spec) != self.running[&name].fingerprint => {
+                    self.stop(&name).await;
+                    done.restarted.push(name);
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, spec) in wanted {
+            if !self.running.contains_key(&name) {
+                if !done.restarted.contains(&name) {
+                    done.added.push(name.clone());
+                }
+                self.spawn(spec);
+            }
+        }
+        done
+    }
+
+    /// Whether every stream has ended (drained, stopped by an error, or shut down).
+    pub fn all_finished(&self) -> bool {
+        self.running.values().all(|r| r.task.is_finished())
+    }
+
+    /// Wait for every stream to end; the outcomes of all streams this set ran.
+    pub async fn finish(mut self) -> Vec<StreamOutcome> {
+        let running = std::mem::take(&mut self.running);
+        for (name, r) in running {
+            match r.task.await {
+                Ok(o) => self.finished.push(o),
+                Err(e) => self.finished.push(StreamOutcome {
+                    stream: name,
+                    error: Some(format!("stream task panicked: {e}")),
+                    summary: None,
+                    table: String::new(),
+                    table_version: None,
+                    batches_this_run: 0,
+                    rows_this_run: 0,
+                    files_this_run: 0,
+                    bytes_this_run: 0,
+                    files_skipped_this_run: 0,
+                    rows_malformed_this_run: 0,
+                }),
+            }
+        }
+        self.finished.sort_by(|a, b| a.stream.cmp(&b.stream));
+        self.finished
+    }
+}
+
 /// Run the configured streams until they drain (available_now) or `shutdown` turns true.
-/// Each stream's events are registered in `hub` before any starts, so the HTTP surface sees
+/// Each stream's events are registered in `hub` before it starts, so the HTTP surface sees
 /// every stream from the beginning.
 pub async fn run_streams(
     cfg: &ValidatedConfig,
@@ -207,40 +374,5 @@ pub async fn run_streams(
     shutdown: watch::Receiver<bool>,
     hub: Arc<Hub>,
 ) -> Vec<StreamOutcome> {
-    let mut tasks = Vec::new();
-    for spec in &cfg.streams {
-        if !opts.only.is_empty() && !opts.only.contains(&spec.name) {
-            continue;
-        }
-        if opts.shard.is_some_and(|s| !s.owns(&spec.name)) {
-            continue;
-        }
-        let events = hub.register(&spec.name);
-        tasks.push(tokio::spawn(supervise(
-            spec.clone(),
-            events,
-            opts.available_now,
-            shutdown.clone(),
-        )));
-    }
-    let mut out = Vec::new();
-    for t in tasks {
-        match t.await {
-            Ok(o) => out.push(o),
-            Err(e) => out.push(StreamOutcome {
-                stream: "<unknown>".into(),
-                error: Some(format!("stream task panicked: {e}")),
-                summary: None,
-                table: String::new(),
-                table_version: None,
-                batches_this_run: 0,
-                rows_this_run: 0,
-                files_this_run: 0,
-                bytes_this_run: 0,
-                files_skipped_this_run: 0,
-                rows_malformed_this_run: 0,
-            }),
-        }
-    }
-    out
+    StreamSet::start(cfg, opts, shutdown, hub).finish().await
 }

@@ -105,8 +105,8 @@ pub async fn stream(State(s): State<AppState>, Path(name): Path<String>) -> Resp
         return not_found(&name);
     };
     let mut out = summary(&e);
-    if let Some(spec) = s.config.stream(&name) {
-        out["config"] = config_view(spec);
+    if let Some(spec) = s.hub.config().and_then(|c| c.stream(&name).cloned()) {
+        out["config"] = config_view(&spec);
     }
     Json(out).into_response()
 }

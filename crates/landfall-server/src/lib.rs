@@ -19,7 +19,6 @@ mod page;
 
 use axum::Router;
 use axum::routing::get;
-use landfall_config::ValidatedConfig;
 use landfall_engine::Hub;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -28,8 +27,8 @@ use tokio::sync::watch;
 /// What the handlers read.
 #[derive(Clone)]
 pub struct AppState {
+    /// The streams, metrics and the configuration in force (a reload replaces it).
     pub hub: Arc<Hub>,
-    pub config: Arc<ValidatedConfig>,
 }
 
 /// The router of every endpoint.

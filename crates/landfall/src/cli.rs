@@ -203,6 +203,7 @@ pub fn main() -> ExitCode {
             init_logging(cfg.server.log_format);
             daemon::run(
                 cfg,
+                config,
                 RunOptions {
                     available_now,
                     only: streams,

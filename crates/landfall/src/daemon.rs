@@ -7,13 +7,15 @@
 //! first). Outside systemd these are no-ops.
 
 use landfall_config::ValidatedConfig;
-use landfall_engine::{Hub, RunOptions, run_streams};
+use landfall_engine::{Hub, RunOptions, StreamSet, run_streams};
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
+/// Run the streams of `cfg` (read from `path`, which SIGHUP reads again).
+pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
     crate::memory::tune();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -32,6 +34,7 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
         // finish, and /readyz says the process is shutting down.
         let (server_tx, server_rx) = tokio::sync::watch::channel(false);
         let hub = Hub::new();
+        hub.set_config(Arc::new(cfg.clone()));
         if let Some(shard) = opts.shard {
             let mine: Vec<&str> = cfg
                 .streams
@@ -56,10 +59,7 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
             }
         };
         let server = server.map(|listener| {
-            let state = landfall_server::AppState {
-                hub: hub.clone(),
-                config: cfg.clone(),
-            };
+            let state = landfall_server::AppState { hub: hub.clone() };
             tokio::spawn(landfall_server::serve(listener, state, server_rx))
         });
         let signal_hub = hub.clone();
@@ -79,20 +79,22 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
             (opts.only.is_empty() || opts.only.contains(&s.name))
                 && opts.shard.is_none_or(|sh| sh.owns(&s.name))
         });
+        let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
+        if continuous {
+            tokio::spawn(watch_reloads(path, reload_tx));
+        }
         let streams = tokio::spawn({
-            let (cfg, hub, mut rx) = (cfg.clone(), hub.clone(), rx.clone());
+            let (cfg, hub, rx) = (cfg.clone(), hub.clone(), rx.clone());
             async move {
-                if continuous && none_here {
-                    // A shard that owns no stream stays up (serving its endpoints) until told
-                    // to stop, rather than exiting and being restarted in a loop.
-                    tracing::warn!("no stream to run in this process (shard or --stream filter); idle until shutdown");
-                    while !*rx.borrow() {
-                        if rx.changed().await.is_err() {
-                            break;
-                        }
-                    }
+                if !continuous {
+                    return run_streams(&cfg, opts, rx, hub).await;
                 }
-                run_streams(&cfg, opts, rx, hub).await
+                if none_here {
+                    // A shard that owns no stream stays up (serving its endpoints, taking
+                    // reloads) rather than exiting and being restarted in a loop.
+                    tracing::warn!("no stream to run in this process (shard or --stream filter); idle until shutdown or reload");
+                }
+                supervise_reloads(&cfg, opts, rx, hub, reload_rx).await
             }
         });
         notify(&[sd_notify::NotifyState::Ready]);
@@ -115,6 +117,66 @@ pub fn run(cfg: ValidatedConfig, opts: RunOptions) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// Run the streams, applying each reloaded configuration, until shutdown (or until every
+/// stream has ended on its own, when some ran).
+async fn supervise_reloads(
+    cfg: &ValidatedConfig,
+    opts: RunOptions,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    hub: Arc<Hub>,
+    mut reloads: tokio::sync::mpsc::Receiver<ValidatedConfig>,
+) -> Vec<landfall_engine::StreamOutcome> {
+    let mut set = StreamSet::start(cfg, opts, shutdown.clone(), hub.clone());
+    let mut ran_any = !set.all_finished();
+    loop {
+        if *shutdown.borrow() || (ran_any && set.all_finished()) {
+            break;
+        }
+        tokio::select! {
+            Some(new) = reloads.recv() => {
+                if new.server.listen != hub.config().map(|c| c.server.listen.clone()).unwrap_or_default() {
+                    tracing::warn!(listen = %new.server.listen, "server.listen changed: the new address applies at the next start");
+                }
+                let done = set.reload(&new).await;
+                hub.set_config(Arc::new(new));
+                tracing::info!(added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "configuration reloaded");
+                ran_any |= !set.all_finished();
+            }
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    set.finish().await
+}
+
+/// On SIGHUP, read the configuration again: a valid one is handed to the streams, an invalid
+/// one is refused with its errors and the running configuration stays.
+async fn watch_reloads(path: PathBuf, tx: tokio::sync::mpsc::Sender<ValidatedConfig>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
+            match landfall_config::load(&path) {
+                Ok(cfg) => {
+                    if tx.send(cfg).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(config = %path.display(), error = %e, "configuration rejected; the running one stays in force")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, tx);
+    }
 }
 
 fn notify(states: &[sd_notify::NotifyState]) {

@@ -384,3 +384,168 @@ sink.path = "{root}/table"
         &[0, 1, 2],
     );
 }
+
+/// SIGHUP reloads the configuration: a removed stream stops, an added one starts, a changed
+/// one restarts (a new run id), an unchanged one is not disturbed (same run id). An invalid
+/// configuration is refused and the running one stays in force.
+#[test]
+fn sighup_reloads_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for s in ["keep", "gone", "change", "fresh"] {
+        std::fs::create_dir_all(root.join(format!("in_{s}"))).unwrap();
+        std::fs::write(
+            root.join(format!("in_{s}/a.json")),
+            (0..2).map(row).collect::<String>(),
+        )
+        .unwrap();
+    }
+    let stream = |name: &str, poll: &str| {
+        format!(
+            "\n[streams.{name}]\nsource = \"{{root}}/in_{name}\"\nformat = \"json\"\n\
+             schema = \"id BIGINT, name STRING, amount DOUBLE, tag STRING\"\n\
+             poll_interval = \"{poll}\"\nsink.path = \"{{root}}/t_{name}\"\n"
+        )
+    };
+    let v1 = [
+        stream("keep", "100ms"),
+        stream("gone", "100ms"),
+        stream("change", "100ms"),
+    ]
+    .concat();
+    let cfg = config_in(root, &v1);
+    let log = root.join("daemon.log");
+    let mut child = Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let hup = |pid: u32| {
+        let st = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let wait_table = |name: &str, version: i64| {
+        while delta_version(&root.join(format!("t_{name}"))) < version {
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not reach version {version}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let pid = child.id();
+    let result = std::panic::catch_unwind(|| {
+        let addr = address(&log, deadline);
+        for s in ["keep", "gone", "change"] {
+            wait_table(s, 1);
+        }
+        let run_id =
+            |name: &str| get_json(&addr, &format!("/api/v1/streams/{name}")).1["run_id"].clone();
+        let names = || -> Vec<String> {
+            get_json(&addr, "/api/v1/streams").1["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (keep_before, change_before) = (run_id("keep"), run_id("change"));
+        assert!(keep_before.is_string() && change_before.is_string());
+
+        let v2 = [
+            stream("keep", "100ms"),
+            stream("change", "150ms"),
+            stream("fresh", "100ms"),
+        ]
+        .concat();
+        config_in(root, &v2);
+        hup(pid);
+        while names() != ["change", "fresh", "keep"] {
+            assert!(
+                Instant::now() < deadline,
+                "reload not applied: {:?}",
+                names()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        wait_table("fresh", 1);
+        assert_eq!(
+            run_id("keep"),
+            keep_before,
+            "an unchanged stream was restarted"
+        );
+        assert_ne!(
+            run_id("change"),
+            change_before,
+            "a changed stream was not restarted"
+        );
+        let (_, change) = get_json(&addr, "/api/v1/streams/change");
+        assert_eq!(change["config"]["poll_interval_ms"], 150);
+
+        // An invalid file: refused, nothing changes, the streams go on.
+        std::fs::write(&cfg, "[streams.broken]\nnot_a_key = 1\n").unwrap();
+        hup(pid);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("configuration rejected")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the invalid config was not reported"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(names(), ["change", "fresh", "keep"]);
+        std::fs::write(
+            root.join("in_keep/b.json"),
+            (10..12).map(row).collect::<String>(),
+        )
+        .unwrap();
+        wait_table("keep", 2);
+        assert_eq!(run_id("keep"), keep_before);
+    });
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    if let Err(e) = result {
+        eprintln!("daemon log:\n{logs}");
+        std::panic::resume_unwind(e);
+    }
+    assert!(status.expect("no exit after SIGTERM").success(), "{logs}");
+    // The removed stream stopped after its first batch; nothing ran twice.
+    assert_eq!(delta_version(&root.join("t_gone")), 1);
+    assert_exactly(
+        &ids(&verify("delta", &root.join("t_keep"), Some("keep")), "id"),
+        &[0, 1, 10, 11],
+    );
+    assert_exactly(
+        &ids(
+            &verify("delta", &root.join("t_change"), Some("change")),
+            "id",
+        ),
+        &[0, 1],
+    );
+    assert_exactly(
+        &ids(&verify("delta", &root.join("t_fresh"), Some("fresh")), "id"),
+        &[0, 1],
+    );
+}
