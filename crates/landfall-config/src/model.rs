@@ -31,6 +31,11 @@ pub struct ServerConfig {
     /// `text` or `json` log lines.
     #[serde(default)]
     pub log_format: LogFormat,
+    /// Bearer token that enables the API's admin actions (stop, restart, skip); without one
+    /// they are disabled. `LANDFALL_ADMIN_TOKEN` overrides it; `${VAR}` reads it from the
+    /// environment.
+    #[serde(default)]
+    pub admin_token: Option<Secret>,
 }
 
 impl Default for ServerConfig {
@@ -39,7 +44,19 @@ impl Default for ServerConfig {
             state_dir: default_state_dir(),
             listen: default_listen(),
             log_format: LogFormat::Text,
+            admin_token: None,
         }
+    }
+}
+
+/// A value that must never be printed: its `Debug` is redacted.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
     }
 }
 

@@ -210,6 +210,22 @@ impl StreamEvents {
         }
     }
 
+    /// An operator acted on the stream through the admin API.
+    pub fn operator_action(&self, action: &str, outcome: &Result<String, String>) {
+        match outcome {
+            Ok(m) => tracing::warn!(stream = %self.stream, action, outcome = %m, "operator action"),
+            Err(e) => {
+                tracing::warn!(stream = %self.stream, action, refused = %e, "operator action refused")
+            }
+        }
+    }
+
+    /// Stopped by an operator: stays stopped until restarted.
+    pub fn paused(&self) {
+        self.up(false);
+        self.view().set(RunState::Paused);
+    }
+
     /// The ledger's counts after a round: backlog and tracked files.
     pub fn ledger(&self, s: &StreamSummary) {
         let l = self.label();

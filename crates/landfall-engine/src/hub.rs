@@ -8,12 +8,35 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+/// An operator's action on one stream, sent by the API to the process that runs the streams;
+/// the reply is a message for the caller, or why the action was refused.
+#[derive(Debug)]
+pub enum AdminAction {
+    /// Stop the stream at its next safe point; it stays stopped until restarted.
+    Stop,
+    /// Stop (if running) and start again with the configuration in force.
+    Restart,
+    /// Stop, mark one file skipped with a reason, start again.
+    Skip {
+        path: String,
+        reason: Option<String>,
+    },
+}
+
+#[derive(Debug)]
+pub struct AdminRequest {
+    pub stream: String,
+    pub action: AdminAction,
+    pub reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+}
+
 #[derive(Debug, Default)]
 pub struct Hub {
     pub metrics: Arc<Metrics>,
     streams: RwLock<BTreeMap<String, Arc<StreamEvents>>>,
     shutting_down: AtomicBool,
     config: RwLock<Option<Arc<ValidatedConfig>>>,
+    admin: RwLock<Option<tokio::sync::mpsc::Sender<AdminRequest>>>,
 }
 
 impl Hub {
@@ -28,6 +51,32 @@ impl Hub {
             .entry(stream.to_string())
             .or_insert_with(|| Arc::new(StreamEvents::new(stream, self.metrics.clone())))
             .clone()
+    }
+
+    /// Where admin actions go (set by the process that runs the streams).
+    pub fn set_admin(&self, tx: tokio::sync::mpsc::Sender<AdminRequest>) {
+        *self.admin.write().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    }
+
+    /// Ask for `action` on `stream` and wait for the outcome.
+    pub async fn admin(&self, stream: &str, action: AdminAction) -> Result<String, String> {
+        let tx = self
+            .admin
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or("this process takes no admin actions (a drain, or shutting down)")?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        tx.send(AdminRequest {
+            stream: stream.to_string(),
+            action,
+            reply,
+        })
+        .await
+        .map_err(|_| "the process is shutting down".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the process is shutting down".to_string())?
     }
 
     /// Forget a stream removed from the configuration.

@@ -19,7 +19,7 @@ pub mod supervisor;
 pub mod wiring;
 pub mod worker;
 
-pub use hub::Hub;
+pub use hub::{AdminAction, AdminRequest, Hub};
 pub use landfall_discovery::{display_path, object_path};
 pub use shard::Shard;
 pub use supervisor::{Reloaded, RunOptions, StreamOutcome, StreamSet, run_streams};

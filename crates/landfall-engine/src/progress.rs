@@ -29,12 +29,17 @@ pub enum RunState {
     Drained,
     /// Ended by shutdown.
     Shutdown,
+    /// Stopped by an operator (admin API); restarts on request.
+    Paused,
 }
 
 impl RunState {
     /// Whether `/readyz` counts the stream as ready.
     pub fn ready(&self) -> bool {
-        matches!(self, RunState::Running | RunState::Drained)
+        matches!(
+            self,
+            RunState::Running | RunState::Drained | RunState::Paused
+        )
     }
 }
 

@@ -334,6 +334,20 @@ impl StreamSet {
         done
     }
 
+    /// Stop one stream at its next safe point (it stays registered); whether it was running.
+    pub async fn stop_stream(&mut self, name: &str) -> bool {
+        let was = self.running.contains_key(name);
+        self.stop(name).await;
+        was
+    }
+
+    /// Start (or restart, once stopped) one stream of `cfg`.
+    pub fn start_stream(&mut self, spec: &StreamSpec) {
+        if !self.running.contains_key(&spec.name) {
+            self.spawn(spec.clone());
+        }
+    }
+
     /// Whether every stream has ended (drained, stopped by an error, or shut down).
     pub fn all_finished(&self) -> bool {
         self.running.values().all(|r| r.task.is_finished())

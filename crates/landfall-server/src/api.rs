@@ -3,10 +3,11 @@
 use crate::AppState;
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use landfall_config::{StoreOptions, StreamSpec};
 use landfall_core::FileState;
+use landfall_engine::AdminAction;
 use landfall_engine::events::StreamEvents;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -231,4 +232,96 @@ fn config_view(spec: &StreamSpec) -> Value {
             "options": redact(&spec.sink.options),
         },
     })
+}
+
+/// `None` when the request carries the admin token (compared in constant time), else the
+/// answer that refuses it.
+fn refused(s: &AppState, headers: &HeaderMap) -> Option<Response> {
+    let Some(token) = &s.admin_token else {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "admin actions are disabled: set server.admin_token (or LANDFALL_ADMIN_TOKEN)".into(),
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let same = given.len() == token.len()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    (!same).then(|| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "a valid `Authorization: Bearer <token>` header is required".into(),
+        )
+    })
+}
+
+async fn admin(s: &AppState, headers: &HeaderMap, name: &str, action: AdminAction) -> Response {
+    if let Some(no) = refused(s, headers) {
+        return no;
+    }
+    if s.hub.stream(name).is_none() {
+        return not_found(name);
+    }
+    match s.hub.admin(name, action).await {
+        Ok(message) => {
+            Json(json!({ "stream": name, "ok": true, "message": message })).into_response()
+        }
+        Err(e) => error(StatusCode::CONFLICT, e),
+    }
+}
+
+pub async fn stop(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    admin(&s, &headers, &name, AdminAction::Stop).await
+}
+
+pub async fn restart(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    admin(&s, &headers, &name, AdminAction::Restart).await
+}
+
+#[derive(Deserialize)]
+pub struct SkipBody {
+    path: String,
+    reason: Option<String>,
+}
+
+pub async fn skip(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Option<Json<SkipBody>>,
+) -> Response {
+    if let Some(no) = refused(&s, &headers) {
+        return no;
+    }
+    let Some(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "expected a JSON body {\"path\": \"...\", \"reason\": \"...\"}".into(),
+        );
+    };
+    admin(
+        &s,
+        &headers,
+        &name,
+        AdminAction::Skip {
+            path: body.path,
+            reason: body.reason,
+        },
+    )
+    .await
 }

@@ -11,14 +11,17 @@
 //! - `GET /api/v1/streams/{name}/files?state=&limit=&after=`: the stream's ledger rows in
 //!   discovery order, `after` a discovery sequence number (paging).
 //!
-//! Read-only: nothing here changes a stream. Store options are never shown with their values
-//! unless the key is known to hold no secret.
+//! - `POST /api/v1/streams/{name}/stop`, `/restart`, `/skip` (JSON `{"path", "reason"}`):
+//!   admin actions, only with `Authorization: Bearer <server.admin_token>`; without a token
+//!   configured they answer 403. The token is never logged or shown.
+//!
+//! Store options are never shown with their values unless the key is known to hold no secret.
 
 mod api;
 mod page;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use landfall_engine::Hub;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -29,6 +32,8 @@ use tokio::sync::watch;
 pub struct AppState {
     /// The streams, metrics and the configuration in force (a reload replaces it).
     pub hub: Arc<Hub>,
+    /// The bearer token admin actions need; `None` disables them.
+    pub admin_token: Option<String>,
 }
 
 /// The router of every endpoint.
@@ -42,6 +47,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/streams/{name}", get(api::stream))
         .route("/api/v1/streams/{name}/progress", get(api::progress))
         .route("/api/v1/streams/{name}/files", get(api::files))
+        .route("/api/v1/streams/{name}/stop", post(api::stop))
+        .route("/api/v1/streams/{name}/restart", post(api::restart))
+        .route("/api/v1/streams/{name}/skip", post(api::skip))
         .with_state(state)
 }
 

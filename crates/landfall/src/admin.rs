@@ -34,39 +34,53 @@ fn find(ledger: &dyn StateStore, spec: &StreamSpec, path: &str) -> Result<Vec<Fi
 }
 
 pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
-    let ledger = match landfall_state::open_rocks(&spec.name, &spec.state_dir) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::FAILURE;
+    match skip_file(spec, path, reason) {
+        Ok(message) => {
+            println!("{message}");
+            ExitCode::SUCCESS
         }
-    };
-    let records = match find(&ledger, spec, path) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+        Err((message, code)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(code)
         }
-    };
+    }
+}
+
+/// Mark one file of a stopped stream skipped by hand. `Ok`: what was done; `Err`: why not,
+/// with the exit code (2: the request is wrong, 1: the state or table could not be read).
+/// Called from a thread outside any async runtime (it builds its own to ask the table).
+pub fn skip_file(
+    spec: &StreamSpec,
+    path: &str,
+    reason: Option<String>,
+) -> Result<String, (String, u8)> {
+    let failed = |m: String| (m, 1u8);
+    let ledger = landfall_state::open_rocks(&spec.name, &spec.state_dir)
+        .map_err(|e| failed(format!("stream `{}`: {e}", spec.name)))?;
+    let records = find(&ledger, spec, path).map_err(|e| failed(e.to_string()))?;
     let record = match records.as_slice() {
         [one] => one,
         [] => {
-            eprintln!(
-                "error: stream `{}` has no file `{path}` waiting to be ingested (see `landfall state {}`)",
-                spec.name, spec.name
-            );
-            return ExitCode::from(2);
+            return Err((
+                format!(
+                    "stream `{}` has no file `{path}` waiting to be ingested (see `landfall state {}`)",
+                    spec.name, spec.name
+                ),
+                2,
+            ));
         }
         many => {
-            eprintln!(
-                "error: `{path}` matches {} versions; name one by its key: {}",
-                many.len(),
-                many.iter()
-                    .map(|r| r.key.0.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            return ExitCode::from(2);
+            return Err((
+                format!(
+                    "`{path}` matches {} versions; name one by its key: {}",
+                    many.len(),
+                    many.iter()
+                        .map(|r| r.key.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                2,
+            ));
         }
     };
     // A file of the open batch: if that batch's commit landed after all (the stream stopped
@@ -77,16 +91,19 @@ pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
     {
         match batch_landed(spec, b) {
             Ok(true) => {
-                eprintln!(
-                    "error: batch {b} holding `{path}` already landed in the table {}; nothing to skip: start the stream and recovery records it",
-                    spec.sink.location.as_table_uri()
-                );
-                return ExitCode::from(2);
+                return Err((
+                    format!(
+                        "batch {b} holding `{path}` already landed in the table {}; nothing to skip: start the stream and recovery records it",
+                        spec.sink.location.as_table_uri()
+                    ),
+                    2,
+                ));
             }
             Ok(false) => {}
             Err(e) => {
-                eprintln!("error: cannot ask the table whether batch {b} landed: {e}");
-                return ExitCode::FAILURE;
+                return Err(failed(format!(
+                    "cannot ask the table whether batch {b} landed: {e}"
+                )));
             }
         }
     }
@@ -94,26 +111,17 @@ pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
         kind: SkipKind::Manual,
         detail: reason.unwrap_or_else(|| "skipped by hand".into()),
     };
-    match ledger.skip_file(&record.key, reason, Utc::now()) {
-        Ok(r) => {
-            let shown = landfall_engine::display_path(&spec.source.url, &r.meta.path);
-            match r.batch_id {
-                Some(b) if r.state == FileState::Skipped => println!(
-                    "{shown}: skipped ({}); batch {b} runs without it at the next start",
-                    r.skip.as_ref().map(|s| s.to_string()).unwrap_or_default()
-                ),
-                _ => println!(
-                    "{shown}: skipped ({})",
-                    r.skip.as_ref().map(|s| s.to_string()).unwrap_or_default()
-                ),
-            }
-            ExitCode::SUCCESS
+    let r = ledger
+        .skip_file(&record.key, reason, Utc::now())
+        .map_err(|e| failed(e.message))?;
+    let shown = landfall_engine::display_path(&spec.source.url, &r.meta.path);
+    let why = r.skip.as_ref().map(|s| s.to_string()).unwrap_or_default();
+    Ok(match r.batch_id {
+        Some(b) if r.state == FileState::Skipped => {
+            format!("{shown}: skipped ({why}); batch {b} runs without it at the next start")
         }
-        Err(e) => {
-            eprintln!("error: {}", e.message);
-            ExitCode::FAILURE
-        }
-    }
+        _ => format!("{shown}: skipped ({why})"),
+    })
 }
 
 /// Whether the table already holds batch `batch_id` of the stream.

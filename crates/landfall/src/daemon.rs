@@ -7,7 +7,7 @@
 //! first). Outside systemd these are no-ops.
 
 use landfall_config::ValidatedConfig;
-use landfall_engine::{Hub, RunOptions, StreamSet, run_streams};
+use landfall_engine::{AdminAction, Hub, RunOptions, StreamSet, run_streams};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,7 +59,14 @@ pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
             }
         };
         let server = server.map(|listener| {
-            let state = landfall_server::AppState { hub: hub.clone() };
+            let admin_token = std::env::var("LANDFALL_ADMIN_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+                .or_else(|| cfg.server.admin_token.as_ref().map(|t| t.0.clone()));
+            let state = landfall_server::AppState {
+                hub: hub.clone(),
+                admin_token,
+            };
             tokio::spawn(landfall_server::serve(listener, state, server_rx))
         });
         let signal_hub = hub.clone();
@@ -130,6 +137,8 @@ async fn supervise_reloads(
 ) -> Vec<landfall_engine::StreamOutcome> {
     let mut set = StreamSet::start(cfg, opts, shutdown.clone(), hub.clone());
     let mut ran_any = !set.all_finished();
+    let (admin_tx, mut admin) = tokio::sync::mpsc::channel(8);
+    hub.set_admin(admin_tx);
     loop {
         if *shutdown.borrow() || (ran_any && set.all_finished()) {
             break;
@@ -144,10 +153,63 @@ async fn supervise_reloads(
                 tracing::info!(added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "configuration reloaded");
                 ran_any |= !set.all_finished();
             }
+            Some(request) = admin.recv() => {
+                let (name, action) = (request.stream.clone(), format!("{:?}", request.action));
+                let outcome = act(&mut set, &hub, request.stream, request.action).await;
+                if let Some(events) = hub.stream(&name) {
+                    events.operator_action(&action, &outcome);
+                }
+                let _ = request.reply.send(outcome);
+                ran_any |= !set.all_finished();
+            }
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
     set.finish().await
+}
+
+/// Carry out an operator's action on one stream.
+async fn act(
+    set: &mut StreamSet,
+    hub: &Hub,
+    stream: String,
+    action: AdminAction,
+) -> Result<String, String> {
+    let spec = hub
+        .config()
+        .and_then(|c| c.stream(&stream).cloned())
+        .filter(|_| hub.stream(&stream).is_some())
+        .ok_or_else(|| format!("no stream `{stream}` runs in this process"))?;
+    let events = hub.stream(&stream);
+    match action {
+        AdminAction::Stop => {
+            set.stop_stream(&stream).await;
+            if let Some(e) = events {
+                e.paused();
+            }
+            Ok(format!(
+                "stream `{stream}` stopped; it stays stopped until restarted"
+            ))
+        }
+        AdminAction::Restart => {
+            set.stop_stream(&stream).await;
+            set.start_stream(&spec);
+            Ok(format!("stream `{stream}` restarted"))
+        }
+        AdminAction::Skip { path, reason } => {
+            set.stop_stream(&stream).await;
+            let skip_spec = spec.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                crate::admin::skip_file(&skip_spec, &path, reason).map_err(|(m, _)| m)
+            })
+            .await
+            .map_err(|e| format!("the skip failed: {e}"))
+            .and_then(|r| r);
+            // Running again either way: a refused skip changes nothing.
+            set.start_stream(&spec);
+            done
+        }
+    }
 }
 
 /// On SIGHUP, read the configuration again: a valid one is handed to the streams, an invalid

@@ -549,3 +549,189 @@ fn sighup_reloads_the_configuration() {
         &[0, 1],
     );
 }
+
+/// POST `body` (JSON) to `path` with an optional bearer token: (status, body).
+fn post(addr: &str, path: &str, token: Option<&str>, body: &str) -> (u16, Value) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// Admin actions: refused without a configured token (403) and with a wrong or missing one
+/// (401); with it, a stream stopped on a corrupt file is unblocked by `skip` (the rest of its
+/// batch commits), and `stop` / `restart` pause and resume a stream. The token appears in no
+/// response and no log line.
+#[test]
+fn admin_actions_need_the_token_and_unblock_a_stream() {
+    const TOKEN: &str = "admin-token-landfall-test-5d1e";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bad = root.join("bad");
+    write_parquet_rows(&bad, "a.parquet", 0..3);
+    write_corrupt_parquet(&bad, "b.parquet");
+    write_parquet_rows(&bad, "c.parquet", 10..13);
+    std::fs::create_dir_all(root.join("in_ev")).unwrap();
+    std::fs::write(
+        root.join("in_ev/a.json"),
+        (0..2).map(row).collect::<String>(),
+    )
+    .unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.bad]
+source = "{root}/bad"
+format = "parquet"
+schema = "id BIGINT, name STRING"
+poll_interval = "100ms"
+sink.path = "{root}/t_bad"
+
+[streams.ev]
+source = "{root}/in_ev"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+poll_interval = "100ms"
+sink.path = "{root}/t_ev"
+"#,
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let start = |token: Option<&str>, log: &std::path::Path| {
+        let mut c = Command::new(bin());
+        c.env("LANDFALL_LISTEN", "127.0.0.1:0")
+            .env_remove("LANDFALL_ADMIN_TOKEN")
+            .args(["run", "--config", cfg.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap());
+        if let Some(t) = token {
+            c.env("LANDFALL_ADMIN_TOKEN", t);
+        }
+        c.spawn().unwrap()
+    };
+    let stop = |mut child: std::process::Child, log: &std::path::Path| {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let t = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.wait();
+        std::fs::read_to_string(log).unwrap_or_default()
+    };
+
+    // Without a token configured: disabled.
+    let log0 = root.join("daemon0.log");
+    let child = start(None, &log0);
+    let r = std::panic::catch_unwind(|| {
+        let addr = address(&log0, deadline);
+        let (status, body) = post(&addr, "/api/v1/streams/ev/stop", Some(TOKEN), "");
+        assert_eq!(status, 403, "{body}");
+    });
+    let logs = stop(child, &log0);
+    if let Err(e) = r {
+        eprintln!("daemon log:\n{logs}");
+        std::panic::resume_unwind(e);
+    }
+
+    let log = root.join("daemon.log");
+    let child = start(Some(TOKEN), &log);
+    let mut bodies = String::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let addr = address(&log, deadline);
+        let state = |name: &str| get_json(&addr, &format!("/api/v1/streams/{name}")).1;
+        while state("bad")["state"] != "stopped" {
+            assert!(Instant::now() < deadline, "{}", state("bad"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let skip = format!(
+            r#"{{"path": "{}", "reason": "broken upload"}}"#,
+            bad.join("b.parquet").display()
+        );
+        for token in [None, Some("wrong")] {
+            let (status, body) = post(&addr, "/api/v1/streams/bad/skip", token, &skip);
+            assert_eq!(status, 401, "{body}");
+            bodies.push_str(&body.to_string());
+        }
+        let (status, body) = post(&addr, "/api/v1/streams/bad/skip", Some(TOKEN), &skip);
+        bodies.push_str(&body.to_string());
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("skipped"),
+            "{body}"
+        );
+        while delta_version(&root.join("t_bad")) < 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the unblocked batch did not commit"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        while state("bad")["state"] != "running" {
+            assert!(Instant::now() < deadline, "{}", state("bad"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (_, skipped) = get_json(&addr, "/api/v1/streams/bad/files?state=skipped");
+        assert_eq!(skipped["files"][0]["skip"]["kind"], "manual", "{skipped}");
+
+        // Stop and restart a healthy stream.
+        let before = state("ev")["run_id"].clone();
+        let (status, body) = post(&addr, "/api/v1/streams/ev/stop", Some(TOKEN), "");
+        bodies.push_str(&body.to_string());
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(state("ev")["state"], "paused");
+        let (status, _) = get_json(&addr, "/readyz");
+        assert_eq!(
+            status, 200,
+            "a paused stream does not make the process unready"
+        );
+        let (status, body) = post(&addr, "/api/v1/streams/ev/restart", Some(TOKEN), "");
+        bodies.push_str(&body.to_string());
+        assert_eq!(status, 200, "{body}");
+        while state("ev")["state"] != "running" {
+            assert!(Instant::now() < deadline, "{}", state("ev"));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_ne!(state("ev")["run_id"], before);
+        assert_eq!(
+            post(&addr, "/api/v1/streams/nope/stop", Some(TOKEN), "").0,
+            404
+        );
+        for path in [
+            "/api/v1/streams",
+            "/api/v1/streams/ev",
+            "/readyz",
+            "/metrics",
+        ] {
+            bodies.push_str(&get(&addr, path).1);
+        }
+    }));
+    let logs = stop(child, &log);
+    if let Err(e) = r {
+        eprintln!("daemon log:\n{logs}");
+        std::panic::resume_unwind(e);
+    }
+    assert!(!bodies.contains(TOKEN), "a response shows the token");
+    assert!(!logs.contains(TOKEN), "the log shows the token");
+    assert!(logs.contains("operator action"), "{logs}");
+    assert_exactly(
+        &ids(&verify("delta", &root.join("t_bad"), Some("bad")), "id"),
+        &[0, 1, 2, 10, 11, 12],
+    );
+}
