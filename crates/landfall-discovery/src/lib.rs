@@ -4,11 +4,13 @@
 //!
 //! Queue notifications and managed file events plug in behind the same `Discovery` seam later.
 
+mod counting;
 mod listing;
 mod partitions;
 mod s3_list;
 mod stores;
 
+pub use counting::{CountRequests, CountingStore};
 pub use listing::{Filters, ListingDiscovery};
 pub use partitions::hive_partitions;
 pub use s3_list::{Listed, S3Lister};

@@ -39,6 +39,8 @@ pub struct S3Lister {
     skip_signature: bool,
     /// `aws_request_payer`: requester-pays buckets.
     request_payer: bool,
+    /// Counts each ListObjectsV2 request (`LIST`).
+    count: Option<crate::CountRequests>,
 }
 
 /// Booleans as object_store reads its configuration.
@@ -136,7 +138,14 @@ impl S3Lister {
             region,
             skip_signature,
             request_payer,
+            count: None,
         }))
+    }
+
+    /// Count each ListObjectsV2 request with `count`.
+    pub fn with_counter(mut self, count: crate::CountRequests) -> Self {
+        self.count = Some(count);
+        self
     }
 
     /// Every object under `prefix` (all levels), page by page, in key order.
@@ -248,6 +257,9 @@ impl S3Lister {
         }
         let failed =
             |e: &dyn std::fmt::Display| (format!("ListObjectsV2 {}: {e}", self.bucket_url), true);
+        if let Some(count) = &self.count {
+            count("LIST", 1);
+        }
         let response = self.client.execute(request).await.map_err(|e| failed(&e))?;
         let status = response.status();
         let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;

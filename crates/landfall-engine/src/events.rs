@@ -210,6 +210,21 @@ impl StreamEvents {
         }
     }
 
+    /// A counter of the stream's storage requests by operation
+    /// (`landfall_storage_requests_total{op}`).
+    pub fn request_counter(&self) -> landfall_discovery::CountRequests {
+        let (metrics, stream) = (self.metrics.clone(), self.stream.clone());
+        Arc::new(move |op: &'static str, n: u64| {
+            metrics
+                .storage_requests
+                .get_or_create(&metrics::OpLabel {
+                    stream: stream.clone(),
+                    op: op.to_string(),
+                })
+                .inc_by(n);
+        })
+    }
+
     /// An operator acted on the stream through the admin API.
     pub fn operator_action(&self, action: &str, outcome: &Result<String, String>) {
         match outcome {

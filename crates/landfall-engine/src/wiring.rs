@@ -4,7 +4,10 @@
 use landfall_config::{SinkFormat, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
-use landfall_discovery::{Filters, ListingDiscovery, S3Lister, open_store};
+use landfall_discovery::{
+    CountRequests, CountingStore, Filters, ListingDiscovery, S3Lister, open_store,
+};
+use object_store::ObjectStore;
 use std::sync::Arc;
 
 /// Open the stream's RocksDB ledger.
@@ -16,9 +19,11 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
 }
 
 /// Listing discovery over the stream's source.
-pub fn open_discovery(spec: &StreamSpec) -> SeamResult<ListingDiscovery> {
+/// Every request to the source (listing and reads) is counted with `count`.
+pub fn open_discovery(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDiscovery> {
     let (store, prefix) = open_store(&spec.source.url, spec.source_options.iter())
         .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
+    let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(store, count.clone()));
     let filters = Filters {
         glob: spec.glob.as_ref().map(|(_, m)| m.clone()),
         modified_after: spec.modified_after,
@@ -26,7 +31,8 @@ pub fn open_discovery(spec: &StreamSpec) -> SeamResult<ListingDiscovery> {
         max_file_age: spec.max_file_age,
     };
     let s3 = S3Lister::for_url(&spec.source.url, spec.source_options.iter())
-        .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
+        .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?
+        .map(|l| l.with_counter(count));
     Ok(ListingDiscovery::new(&spec.name, store, prefix, filters).with_s3_lister(s3))
 }
 

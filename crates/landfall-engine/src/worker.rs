@@ -80,7 +80,7 @@ impl StreamWorker {
         available_now: bool,
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
-        let discovery = crate::wiring::open_discovery(&spec)?;
+        let discovery = crate::wiring::open_discovery(&spec, events.request_counter())?;
         let committer = crate::wiring::open_committer(&spec)?;
         let available_now = available_now || spec.trigger == Trigger::AvailableNow;
         Ok(StreamWorker {

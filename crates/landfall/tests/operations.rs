@@ -157,6 +157,12 @@ sink.path = "{{root}}/remote_table"
             1.0
         );
         assert!(scrape.trim_end().ends_with("# EOF"), "{scrape}");
+        // Source requests: each file read once (pinned GET), listings counted.
+        assert_eq!(
+            m("landfall_storage_requests_total{stream=\"ev\",op=\"GET\"}"),
+            5.0
+        );
+        assert!(m("landfall_storage_requests_total{stream=\"ev\",op=\"LIST\"}") >= 1.0);
 
         // The corrupt file stops its stream: not ready, with the reason; the others run.
         let (status, ready) = loop {
@@ -182,6 +188,15 @@ sink.path = "{{root}}/remote_table"
         assert_eq!(
             metric(&scrape, "landfall_stream_up{stream=\"bad\"}"),
             Some(0.0)
+        );
+        // The S3 stream lists with its own ListObjectsV2, counted per request.
+        assert!(
+            metric(
+                &scrape,
+                "landfall_storage_requests_total{stream=\"remote\",op=\"LIST\"}"
+            )
+            .is_some_and(|n| n >= 1.0),
+            "{scrape}"
         );
 
         // The API.
