@@ -16,7 +16,7 @@ pub use error::{ConfigError, ValidationError};
 pub use interpolate::interpolate;
 pub use model::*;
 pub use store::{Location, StoreKind, StoreOptions};
-pub use validate::{StreamSpec, Trigger, ValidatedConfig, validate};
+pub use validate::{HealthTable, StreamSpec, Trigger, ValidatedConfig, validate};
 
 use std::path::Path;
 

@@ -17,6 +17,39 @@ pub struct LandfallConfig {
     /// One entry per stream; the key is the stream name (the Delta `txn` app id).
     #[serde(default)]
     pub streams: BTreeMap<String, StreamConfig>,
+    /// Where the daemon reports about itself beyond logs and metrics.
+    #[serde(default)]
+    pub monitoring: MonitoringConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitoringConfig {
+    /// A Delta table (path or URL) that receives every batch's progress record, so batch
+    /// health can be queried with SQL. Records are buffered and appended every
+    /// `health_table_interval`.
+    #[serde(default)]
+    pub health_table: Option<String>,
+    /// The `[stores.<name>]` settings for the health table.
+    #[serde(default)]
+    pub health_table_store: Option<String>,
+    /// How often buffered progress records are appended (`1m` by default).
+    #[serde(default = "default_health_interval")]
+    pub health_table_interval: String,
+}
+
+impl Default for MonitoringConfig {
+    fn default() -> Self {
+        MonitoringConfig {
+            health_table: None,
+            health_table_store: None,
+            health_table_interval: default_health_interval(),
+        }
+    }
+}
+
+fn default_health_interval() -> String {
+    "1m".to_string()
 }
 
 #[derive(Debug, Clone, Deserialize)]

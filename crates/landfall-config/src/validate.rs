@@ -35,6 +35,14 @@ pub struct SinkSpec {
     pub target_file_size: u64,
 }
 
+/// The Delta table that receives progress records.
+#[derive(Debug, Clone)]
+pub struct HealthTable {
+    pub location: Location,
+    pub options: StoreOptions,
+    pub interval: Duration,
+}
+
 #[derive(Debug, Clone)]
 pub struct StreamSpec {
     pub name: String,
@@ -66,6 +74,8 @@ pub struct StreamSpec {
 pub struct ValidatedConfig {
     pub server: ServerConfig,
     pub streams: Vec<StreamSpec>,
+    /// `[monitoring] health_table`, when set.
+    pub health_table: Option<HealthTable>,
 }
 
 impl ValidatedConfig {
@@ -168,6 +178,7 @@ pub fn validate(cfg: LandfallConfig) -> Result<ValidatedConfig, ConfigError> {
             ),
         );
     }
+    let health = validate_health(&mut ctx);
     let mut streams = Vec::new();
     for (name, s) in &cfg.streams {
         if let Some(spec) = validate_stream(&mut ctx, name, s) {
@@ -179,10 +190,34 @@ pub fn validate(cfg: LandfallConfig) -> Result<ValidatedConfig, ConfigError> {
         Ok(ValidatedConfig {
             server: cfg.server.clone(),
             streams,
+            health_table: health.flatten(),
         })
     } else {
         Err(ConfigError::Invalid(ctx.errors))
     }
+}
+
+/// `[monitoring]`: the health table's location, store options and interval.
+fn validate_health(ctx: &mut Ctx) -> Option<Option<HealthTable>> {
+    let m = &ctx.cfg.monitoring;
+    let interval = ctx.ok(
+        "monitoring.health_table_interval",
+        duration(&m.health_table_interval),
+    );
+    let Some(path) = &m.health_table else {
+        return Some(None);
+    };
+    let location = ctx.ok("monitoring.health_table", Location::parse(path));
+    let store = ctx.store(
+        "monitoring.health_table_store".into(),
+        &m.health_table_store.clone(),
+    );
+    let (location, store, interval) = (location?, store?, interval?);
+    Some(Some(HealthTable {
+        options: StoreOptions::build(location.kind, store.as_ref(), |v| std::env::var(v).ok()),
+        location,
+        interval,
+    }))
 }
 
 fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<StreamSpec> {

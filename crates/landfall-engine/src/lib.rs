@@ -6,6 +6,7 @@
 
 pub mod events;
 pub mod failpoint;
+pub mod health;
 pub mod hub;
 pub mod metrics;
 mod partition;

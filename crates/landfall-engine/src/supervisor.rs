@@ -207,7 +207,10 @@ pub struct StreamSet {
     hub: Arc<Hub>,
     shutdown: watch::Receiver<bool>,
     running: BTreeMap<String, Running>,
-    finished: Vec<StreamOutcome>,
+    /// The last outcome of each stream that ended (a restart replaces it).
+    finished: BTreeMap<String, StreamOutcome>,
+    /// Streams an operator stopped: kept stopped by reloads until restarted.
+    paused: std::collections::BTreeSet<String>,
 }
 
 struct Running {
@@ -242,7 +245,8 @@ impl StreamSet {
             hub,
             shutdown,
             running: BTreeMap::new(),
-            finished: Vec::new(),
+            finished: BTreeMap::new(),
+            paused: Default::default(),
         };
         for spec in set.selected(cfg) {
             set.spawn(spec.clone());
@@ -259,6 +263,9 @@ impl StreamSet {
     }
 
     fn spawn(&mut self, spec: StreamSpec) {
+        if *self.shutdown.borrow() {
+            return;
+        }
         let events = self.hub.register(&spec.name);
         // The stream's own stop signal, also set by the process-wide shutdown.
         let (stop, rx) = watch::channel(*self.shutdown.borrow());
@@ -293,7 +300,9 @@ impl StreamSet {
         if let Some(r) = self.running.remove(name) {
             let _ = r.stop.send(true);
             match r.task.await {
-                Ok(o) => self.finished.push(o),
+                Ok(o) => {
+                    self.finished.insert(name.to_string(), o);
+                }
                 Err(e) => tracing::error!(stream = name, error = %e, "stream task failed"),
             }
         }
@@ -314,6 +323,7 @@ impl StreamSet {
                 None => {
                     self.stop(&name).await;
                     self.hub.unregister(&name);
+                    self.finished.remove(&name);
                     done.removed.push(name);
                 }
                 Some(spec) if fingerprint(spec) != self.running[&name].fingerprint => {
@@ -323,8 +333,21 @@ impl StreamSet {
                 Some(_) => {}
             }
         }
+        // Paused streams removed from the configuration are forgotten; kept ones stay paused.
+        let gone: Vec<String> = self
+            .paused
+            .iter()
+            .filter(|n| !wanted.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.paused.remove(&name);
+            self.hub.unregister(&name);
+            self.finished.remove(&name);
+            done.removed.push(name);
+        }
         for (name, spec) in wanted {
-            if !self.running.contains_key(&name) {
+            if !self.running.contains_key(&name) && !self.paused.contains(&name) {
                 if !done.restarted.contains(&name) {
                     done.added.push(name.clone());
                 }
@@ -335,22 +358,36 @@ impl StreamSet {
     }
 
     /// Stop one stream at its next safe point (it stays registered); whether it was running.
-    pub async fn stop_stream(&mut self, name: &str) -> bool {
+    /// `pause`: an operator's stop, which reloads respect until `start_stream`.
+    pub async fn stop_stream(&mut self, name: &str, pause: bool) -> bool {
         let was = self.running.contains_key(name);
         self.stop(name).await;
+        if pause {
+            self.paused.insert(name.to_string());
+        }
         was
     }
 
-    /// Start (or restart, once stopped) one stream of `cfg`.
+    /// Whether an operator paused `name`.
+    pub fn is_paused(&self, name: &str) -> bool {
+        self.paused.contains(name)
+    }
+
+    /// Start (or restart, once stopped or paused) one stream of `cfg`.
     pub fn start_stream(&mut self, spec: &StreamSpec) {
+        self.paused.remove(&spec.name);
         if !self.running.contains_key(&spec.name) {
             self.spawn(spec.clone());
         }
     }
 
-    /// Whether every stream has ended (drained, stopped by an error, or shut down).
+    /// Whether the streams have all ended on their own (drained, or stopped by errors): some
+    /// ran, none runs, none is paused. A set emptied by reloads is not finished: the process
+    /// stays up for the next configuration.
     pub fn all_finished(&self) -> bool {
-        self.running.values().all(|r| r.task.is_finished())
+        !self.running.is_empty()
+            && self.paused.is_empty()
+            && self.running.values().all(|r| r.task.is_finished())
     }
 
     /// Wait for every stream to end; the outcomes of all streams this set ran.
@@ -358,24 +395,30 @@ impl StreamSet {
         let running = std::mem::take(&mut self.running);
         for (name, r) in running {
             match r.task.await {
-                Ok(o) => self.finished.push(o),
-                Err(e) => self.finished.push(StreamOutcome {
-                    stream: name,
-                    error: Some(format!("stream task panicked: {e}")),
-                    summary: None,
-                    table: String::new(),
-                    table_version: None,
-                    batches_this_run: 0,
-                    rows_this_run: 0,
-                    files_this_run: 0,
-                    bytes_this_run: 0,
-                    files_skipped_this_run: 0,
-                    rows_malformed_this_run: 0,
-                }),
+                Ok(o) => {
+                    self.finished.insert(name, o);
+                }
+                Err(e) => {
+                    self.finished.insert(
+                        name.clone(),
+                        StreamOutcome {
+                            stream: name,
+                            error: Some(format!("stream task panicked: {e}")),
+                            summary: None,
+                            table: String::new(),
+                            table_version: None,
+                            batches_this_run: 0,
+                            rows_this_run: 0,
+                            files_this_run: 0,
+                            bytes_this_run: 0,
+                            files_skipped_this_run: 0,
+                            rows_malformed_this_run: 0,
+                        },
+                    );
+                }
             }
         }
-        self.finished.sort_by(|a, b| a.stream.cmp(&b.stream));
-        self.finished
+        self.finished.into_values().collect()
     }
 }
 

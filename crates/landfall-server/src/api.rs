@@ -234,8 +234,8 @@ fn config_view(spec: &StreamSpec) -> Value {
     })
 }
 
-/// `None` when the request carries the admin token (compared in constant time), else the
-/// answer that refuses it.
+/// `None` when the request carries the admin token, else the answer that refuses it. The
+/// comparison takes the same time whatever the token's length or content.
 fn refused(s: &AppState, headers: &HeaderMap) -> Option<Response> {
     let Some(token) = &s.admin_token else {
         return Some(error(
@@ -246,20 +246,29 @@ fn refused(s: &AppState, headers: &HeaderMap) -> Option<Response> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
         .unwrap_or("");
-    let same = given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    (!same).then(|| {
-        error(
-            StatusCode::UNAUTHORIZED,
-            "a valid `Authorization: Bearer <token>` header is required".into(),
-        )
-    })
+    let (a, b) = (given.as_bytes(), token.as_bytes());
+    let n = a.len().max(b.len());
+    let diff = (0..n).fold((a.len() != b.len()) as u8, |acc, i| {
+        acc | (a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0))
+    });
+    if diff == 0 {
+        return None;
+    }
+    tracing::warn!("admin request refused: missing or wrong bearer token");
+    let mut no = error(
+        StatusCode::UNAUTHORIZED,
+        "a valid `Authorization: Bearer <token>` header is required".into(),
+    );
+    no.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    Some(no)
 }
 
 async fn admin(s: &AppState, headers: &HeaderMap, name: &str, action: AdminAction) -> Response {
@@ -299,20 +308,25 @@ pub struct SkipBody {
     reason: Option<String>,
 }
 
+/// The body is read as bytes and parsed only after the token is checked, so an unauthorised
+/// caller learns nothing from parse errors.
 pub async fn skip(
     State(s): State<AppState>,
     headers: HeaderMap,
     Path(name): Path<String>,
-    body: Option<Json<SkipBody>>,
+    body: axum::body::Bytes,
 ) -> Response {
     if let Some(no) = refused(&s, &headers) {
         return no;
     }
-    let Some(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "expected a JSON body {\"path\": \"...\", \"reason\": \"...\"}".into(),
-        );
+    let body: SkipBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("expected a JSON body {{\"path\": \"...\", \"reason\": \"...\"}}: {e}"),
+            );
+        }
     };
     admin(
         &s,

@@ -114,7 +114,7 @@ pub enum OutputFormat {
 }
 
 /// The host name: `HOSTNAME` (set in containers), else the kernel's.
-fn hostname() -> Option<String> {
+pub fn hostname() -> Option<String> {
     std::env::var("HOSTNAME").ok().or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()

@@ -15,6 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Run the streams of `cfg` (read from `path`, which SIGHUP reads again).
+/// The shortest admin token accepted.
+const MIN_TOKEN: usize = 16;
+
 pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
     crate::memory::tune();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -62,7 +65,15 @@ pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
             let admin_token = std::env::var("LANDFALL_ADMIN_TOKEN")
                 .ok()
                 .filter(|t| !t.is_empty())
-                .or_else(|| cfg.server.admin_token.as_ref().map(|t| t.0.clone()));
+                .or_else(|| cfg.server.admin_token.as_ref().map(|t| t.0.clone()))
+                .filter(|t| {
+                    // An empty or guessable token would open the admin actions to anyone.
+                    let long = t.len() >= MIN_TOKEN;
+                    if !long {
+                        tracing::error!("the admin token is shorter than {MIN_TOKEN} characters; admin actions stay disabled");
+                    }
+                    long
+                });
             let state = landfall_server::AppState {
                 hub: hub.clone(),
                 admin_token,
@@ -85,6 +96,19 @@ pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
         let none_here = !cfg.streams.iter().any(|s| {
             (opts.only.is_empty() || opts.only.contains(&s.name))
                 && opts.shard.is_none_or(|sh| sh.owns(&s.name))
+        });
+        // Progress records to the health table, with a last append once the streams ended.
+        let health = cfg.health_table.clone().map(|table| {
+            let mut app_id = format!("landfall-health.{}", crate::cli::hostname().unwrap_or_default());
+            if let Some(shard) = opts.shard {
+                app_id.push_str(&format!(".{}", shard.index));
+            }
+            tokio::spawn(landfall_engine::health::run(
+                table,
+                app_id,
+                hub.clone(),
+                server_tx.subscribe(),
+            ))
         });
         let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
         if continuous {
@@ -117,6 +141,9 @@ pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
         if let Some(server) = server {
             let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
         }
+        if let Some(health) = health {
+            let _ = tokio::time::timeout(Duration::from_secs(60), health).await;
+        }
         crate::report::print_run_summary(&outcomes);
         if outcomes.iter().any(|o| o.error.is_some()) {
             ExitCode::FAILURE
@@ -143,11 +170,16 @@ async fn supervise_reloads(
         if *shutdown.borrow() || (ran_any && set.all_finished()) {
             break;
         }
+        let mut stopping = shutdown.clone();
         tokio::select! {
-            Some(new) = reloads.recv() => {
-                if new.server.listen != hub.config().map(|c| c.server.listen.clone()).unwrap_or_default() {
+            _ = stopping.changed() => {}
+            Some(mut new) = reloads.recv() => {
+                // `--listen` / LANDFALL_LISTEN stay in force; the socket is not rebound.
+                let listen = hub.config().map(|c| c.server.listen.clone()).unwrap_or_default();
+                if new.server.listen != cfg.server.listen {
                     tracing::warn!(listen = %new.server.listen, "server.listen changed: the new address applies at the next start");
                 }
+                new.server.listen = listen;
                 let done = set.reload(&new).await;
                 hub.set_config(Arc::new(new));
                 tracing::info!(added = ?done.added, removed = ?done.removed, restarted = ?done.restarted, "configuration reloaded");
@@ -175,6 +207,9 @@ async fn act(
     stream: String,
     action: AdminAction,
 ) -> Result<String, String> {
+    if hub.shutting_down() {
+        return Err("the process is shutting down".into());
+    }
     let spec = hub
         .config()
         .and_then(|c| c.stream(&stream).cloned())
@@ -183,7 +218,7 @@ async fn act(
     let events = hub.stream(&stream);
     match action {
         AdminAction::Stop => {
-            set.stop_stream(&stream).await;
+            set.stop_stream(&stream, true).await;
             if let Some(e) = events {
                 e.paused();
             }
@@ -192,21 +227,34 @@ async fn act(
             ))
         }
         AdminAction::Restart => {
-            set.stop_stream(&stream).await;
+            set.stop_stream(&stream, false).await;
             set.start_stream(&spec);
             Ok(format!("stream `{stream}` restarted"))
         }
         AdminAction::Skip { path, reason } => {
-            set.stop_stream(&stream).await;
+            let paused = set.is_paused(&stream);
+            set.stop_stream(&stream, paused).await;
             let skip_spec = spec.clone();
             let done = tokio::task::spawn_blocking(move || {
-                crate::admin::skip_file(&skip_spec, &path, reason).map_err(|(m, _)| m)
+                // An API read of the ledger that began before the stop may hold it a moment.
+                let mut tries = 0;
+                loop {
+                    match crate::admin::skip_file(&skip_spec, &path, reason.clone()) {
+                        Err((m, _)) if m.contains("lock") && tries < 40 => {
+                            tries += 1;
+                            std::thread::sleep(Duration::from_millis(250));
+                        }
+                        r => return r.map_err(|(m, _)| m),
+                    }
+                }
             })
             .await
             .map_err(|e| format!("the skip failed: {e}"))
             .and_then(|r| r);
-            // Running again either way: a refused skip changes nothing.
-            set.start_stream(&spec);
+            // Running again either way (a refused skip changes nothing), unless paused.
+            if !paused {
+                set.start_stream(&spec);
+            }
             done
         }
     }

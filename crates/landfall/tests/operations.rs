@@ -592,6 +592,7 @@ fn post(addr: &str, path: &str, token: Option<&str>, body: &str) -> (u16, Value)
 #[test]
 fn admin_actions_need_the_token_and_unblock_a_stream() {
     const TOKEN: &str = "admin-token-landfall-test-5d1e";
+    const SHORT: &str = "short-token";
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let bad = root.join("bad");
@@ -626,6 +627,7 @@ sink.path = "{root}/t_ev"
     let start = |token: Option<&str>, log: &std::path::Path| {
         let mut c = Command::new(bin());
         c.env("LANDFALL_LISTEN", "127.0.0.1:0")
+            .env("LANDFALL_LOG", "debug")
             .env_remove("LANDFALL_ADMIN_TOKEN")
             .args(["run", "--config", cfg.to_str().unwrap()])
             .stdout(Stdio::null())
@@ -647,23 +649,28 @@ sink.path = "{root}/t_ev"
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = child.wait();
-        std::fs::read_to_string(log).unwrap_or_default()
+        let status = child.wait().unwrap();
+        (status, std::fs::read_to_string(log).unwrap_or_default())
     };
 
-    // Without a token configured: disabled.
-    let log0 = root.join("daemon0.log");
-    let child = start(None, &log0);
-    let r = std::panic::catch_unwind(|| {
-        let addr = address(&log0, deadline);
-        let (status, body) = post(&addr, "/api/v1/streams/ev/stop", Some(TOKEN), "");
-        assert_eq!(status, 403, "{body}");
-    });
-    let logs = stop(child, &log0);
-    if let Err(e) = r {
-        eprintln!("daemon log:\n{logs}");
-        std::panic::resume_unwind(e);
+    // Without a token, or with one too short to be safe: disabled.
+    for (i, token) in [None, Some(SHORT)].into_iter().enumerate() {
+        let log0 = root.join(format!("daemon0-{i}.log"));
+        let child = start(token, &log0);
+        let r = std::panic::catch_unwind(|| {
+            let addr = address(&log0, deadline);
+            for t in [Some(TOKEN), Some(SHORT), None] {
+                let (status, body) = post(&addr, "/api/v1/streams/ev/stop", t, "");
+                assert_eq!(status, 403, "{body}");
+            }
+        });
+        let (_, logs) = stop(child, &log0);
+        if let Err(e) = r {
+            eprintln!("daemon log:\n{logs}");
+            std::panic::resume_unwind(e);
+        }
     }
+    // The stream `bad` stops on its corrupt file at once; the daemon keeps running for `ev`.
 
     let log = root.join("daemon.log");
     let child = start(Some(TOKEN), &log);
@@ -707,9 +714,33 @@ sink.path = "{root}/t_ev"
 
         // Stop and restart a healthy stream.
         let before = state("ev")["run_id"].clone();
+        // A body that is not JSON, from a caller without the token: refused before parsing.
+        assert_eq!(
+            post(&addr, "/api/v1/streams/bad/skip", None, "not json").0,
+            401
+        );
+        assert_eq!(
+            post(&addr, "/api/v1/streams/bad/skip", Some(TOKEN), "not json").0,
+            400
+        );
         let (status, body) = post(&addr, "/api/v1/streams/ev/stop", Some(TOKEN), "");
         bodies.push_str(&body.to_string());
         assert_eq!(status, 200, "{body}");
+        assert_eq!(state("ev")["state"], "paused");
+        // A reload keeps a paused stream paused.
+        let pid = child.id();
+        let st = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("configuration reloaded")
+        {
+            assert!(Instant::now() < deadline, "no reload");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         assert_eq!(state("ev")["state"], "paused");
         let (status, _) = get_json(&addr, "/readyz");
         assert_eq!(
@@ -737,11 +768,13 @@ sink.path = "{root}/t_ev"
             bodies.push_str(&get(&addr, path).1);
         }
     }));
-    let logs = stop(child, &log);
+    let (status, logs) = stop(child, &log);
     if let Err(e) = r {
         eprintln!("daemon log:\n{logs}");
         std::panic::resume_unwind(e);
     }
+    // The stream unblocked by the skip ended well: the run is a success.
+    assert!(status.success(), "{logs}");
     assert!(!bodies.contains(TOKEN), "a response shows the token");
     assert!(!logs.contains(TOKEN), "the log shows the token");
     assert!(logs.contains("operator action"), "{logs}");
@@ -749,4 +782,81 @@ sink.path = "{root}/t_ev"
         &ids(&verify("delta", &root.join("t_bad"), Some("bad")), "id"),
         &[0, 1, 2, 10, 11, 12],
     );
+}
+
+/// `[monitoring] health_table`: each batch's progress record lands in a Delta table that an
+/// independent reader can query, including the last batches before shutdown.
+#[test]
+fn progress_records_land_in_the_health_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("in_ev")).unwrap();
+    for f in 0..3u64 {
+        std::fs::write(
+            root.join(format!("in_ev/f{f}.json")),
+            (f * 10..f * 10 + 2).map(row).collect::<String>(),
+        )
+        .unwrap();
+    }
+    let cfg = config_in(
+        root,
+        r#"
+[monitoring]
+health_table = "{root}/health"
+health_table_interval = "1s"
+
+[streams.ev]
+source = "{root}/in_ev"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+poll_interval = "100ms"
+max_files_per_trigger = 1
+sink.path = "{root}/t_ev"
+"#,
+    );
+    let log = root.join("daemon.log");
+    let mut child = Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delta_version(&root.join("t_ev")) < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{logs}");
+    assert_eq!(delta_version(&root.join("t_ev")), 3, "{logs}");
+    let v = verify("delta", &root.join("health"), None);
+    let rows = v["data"].as_array().unwrap();
+    let mut batches: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["stream"].as_str().unwrap().to_string(),
+                r["batch_id"].as_str().unwrap().to_string(),
+                r["num_input_rows"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    batches.sort();
+    let expected: Vec<(String, String, String)> = (0..3)
+        .map(|b| ("ev".to_string(), b.to_string(), "2".to_string()))
+        .collect();
+    assert_eq!(batches, expected, "{v}\n{logs}");
+    assert_eq!(v["schema"]["timestamp"], "timestamp", "{v}");
 }
