@@ -123,6 +123,15 @@ impl StreamEvents {
         self.view.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Files outstanding at the last count of the ledger.
+    pub fn files_outstanding(&self) -> u64 {
+        self.metrics
+            .files_outstanding
+            .get_or_create(&self.label())
+            .get()
+            .max(0) as u64
+    }
+
     /// A copy of what the API shows of the stream, with its progress history.
     pub fn snapshot(&self) -> StreamView {
         self.view().clone()

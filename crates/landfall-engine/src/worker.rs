@@ -262,6 +262,10 @@ impl StreamWorker {
 
     /// Run until drained (available_now) or until `shutdown` turns true.
     pub async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
+        self.events.set_source(&landfall_discovery::display_path(
+            &self.spec.source.url,
+            self.discovery.prefix().as_ref(),
+        ));
         self.apply_existing_cutoff()?;
         // A stored or explicit schema needs no listing: resolving it first lets even the first
         // listing of this run keep only new files. (Inference needs the full first listing.)

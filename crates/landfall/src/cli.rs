@@ -35,6 +35,9 @@ enum Command {
         /// free port, logged at start). Only continuous runs serve them.
         #[arg(long, env = "LANDFALL_LISTEN")]
         listen: Option<String>,
+        /// `text` or `json` log lines (overrides `server.log_format`).
+        #[arg(long, value_parser = ["text", "json"])]
+        log_format: Option<String>,
         /// Run only the streams of shard `i/N` (a stable hash of the stream name), or `auto`:
         /// the index from the host name's `-<i>` ending (a StatefulSet pod), N from
         /// LANDFALL_SHARDS.
@@ -133,15 +136,14 @@ fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     })
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, bars: Option<&crate::bars::Bars>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,buoyant_kernel=warn,buoyant_kernel::snapshot::builder=off,delta_kernel=warn,deltalake_core=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match (format, bars) {
+        (LogFormat::Json, _) => builder.with_writer(std::io::stderr).json().init(),
+        (LogFormat::Text, Some(b)) => builder.with_writer(b.writer()).init(),
+        (LogFormat::Text, None) => builder.with_writer(std::io::stderr).init(),
     }
 }
 
@@ -170,6 +172,7 @@ pub fn main() -> ExitCode {
             streams,
             listen,
             shard,
+            log_format,
         } => {
             let shard = match shard
                 .map(|s| {
@@ -200,10 +203,24 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            init_logging(cfg.server.log_format);
+            if let Some(f) = log_format {
+                cfg.server.log_format = if f == "json" {
+                    LogFormat::Json
+                } else {
+                    LogFormat::Text
+                };
+            }
+            // Progress bars for a drain on a terminal with human log lines.
+            use std::io::IsTerminal;
+            let bars = (available_now
+                && cfg.server.log_format == LogFormat::Text
+                && std::io::stderr().is_terminal())
+            .then(crate::bars::Bars::new);
+            init_logging(cfg.server.log_format, bars.as_ref());
             daemon::run(
                 cfg,
                 config,
+                bars,
                 RunOptions {
                     available_now,
                     only: streams,

@@ -18,7 +18,12 @@ use std::time::Duration;
 /// The shortest admin token accepted.
 const MIN_TOKEN: usize = 16;
 
-pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
+pub fn run(
+    cfg: ValidatedConfig,
+    path: PathBuf,
+    bars: Option<crate::bars::Bars>,
+    opts: RunOptions,
+) -> ExitCode {
     crate::memory::tune();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -128,6 +133,7 @@ pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
                 supervise_reloads(&cfg, opts, rx, hub, reload_rx).await
             }
         });
+        let drawing = bars.as_ref().map(|b| b.follow(hub.clone()));
         notify(&[sd_notify::NotifyState::Ready]);
         spawn_watchdog();
         let outcomes = match streams.await {
@@ -137,6 +143,14 @@ pub fn run(cfg: ValidatedConfig, path: PathBuf, opts: RunOptions) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(d) = drawing {
+            // One last redraw shows the final counts before the bars stop.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            d.abort();
+        }
+        if let Some(b) = &bars {
+            b.finish();
+        }
         let _ = server_tx.send(true);
         if let Some(server) = server {
             let _ = tokio::time::timeout(Duration::from_secs(5), server).await;

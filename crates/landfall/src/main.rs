@@ -1,6 +1,7 @@
 //! The `landfall` binary: argument parsing and wiring only; the work is in the libraries.
 
 mod admin;
+mod bars;
 mod cli;
 mod daemon;
 mod memory;

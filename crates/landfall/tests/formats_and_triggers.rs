@@ -155,3 +155,66 @@ sink.path = "{root}/table"
         &expected,
     );
 }
+
+/// `run --available-now` on a terminal (a pseudo-terminal from `script`) draws a progress bar
+/// per stream that ends at all files; piped, it prints plain log lines; `--log-format json`
+/// prints one JSON object per line.
+#[test]
+fn progress_bars_on_a_terminal_and_json_logs_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for f in 0..4u64 {
+        write_rows(
+            &root.join("landing"),
+            &format!("f{f}.json"),
+            f * 10..f * 10 + 2,
+        );
+    }
+    let cfg = config_in(
+        root,
+        r#"
+[streams.ev]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT, name STRING"
+max_files_per_trigger = 2
+sink.path = "{root}/table"
+"#,
+    );
+    let run = format!(
+        "{} run --config {} --available-now",
+        bin(),
+        cfg.to_str().unwrap()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &run, "/dev/null"])
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .output()
+        .expect("`script` (util-linux) runs");
+    let tty = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{tty}");
+    assert!(tty.contains("4/4 files"), "no finished bar:\n{tty}");
+    // Not a terminal: no bar.
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert!(o.status.success());
+    assert!(!text(&o).contains("files  "), "{}", text(&o));
+    // JSON logs: every stderr line is a JSON object.
+    std::fs::remove_dir_all(root.join("state")).unwrap();
+    std::fs::remove_dir_all(root.join("table")).unwrap();
+    let o = landfall(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--available-now",
+        "--log-format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.lines().count() > 2, "{stderr}");
+    for line in stderr.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+    }
+}

@@ -216,6 +216,10 @@ sink.path = "{{root}}/remote_table"
         assert_eq!(ev["last_progress"]["sink"]["table_version"], 1);
         assert_eq!(ev["last_progress"]["source"]["start_offset"], 1);
         assert_eq!(ev["last_progress"]["source"]["end_offset"], 5);
+        assert_eq!(
+            ev["last_progress"]["source"]["description"],
+            format!("{}/landing", root.display())
+        );
         let (_, progress) = get_json(&addr, "/api/v1/streams/ev/progress?limit=1");
         assert_eq!(progress["progress"].as_array().unwrap().len(), 1);
         assert_eq!(progress["progress"][0]["batch_id"], 0);
