@@ -78,6 +78,9 @@ pub struct StreamEvents {
     metrics: Arc<Metrics>,
     view: Mutex<StreamView>,
     source: RwLock<String>,
+    /// An operator asked for a listing now (admin `backfill`).
+    backfill: tokio::sync::Notify,
+    backfill_requested: std::sync::atomic::AtomicBool,
     /// The open state of the running worker, for the API's file listing.
     state: RwLock<Option<Arc<dyn landfall_core::StateStore>>>,
 }
@@ -111,6 +114,8 @@ impl StreamEvents {
             metrics,
             view: Mutex::new(StreamView::new(stream)),
             source: RwLock::new(String::new()),
+            backfill: tokio::sync::Notify::new(),
+            backfill_requested: std::sync::atomic::AtomicBool::new(false),
             state: RwLock::new(None),
         }
     }
@@ -217,6 +222,24 @@ impl StreamEvents {
         } else if changed {
             tracing::info!(stream = %self.stream, backlog = s.pending_files, "stream caught up");
         }
+    }
+
+    /// Ask the worker for a full listing now (it wakes from its poll wait).
+    pub fn request_backfill(&self) {
+        self.backfill_requested
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.backfill.notify_one();
+    }
+
+    /// Whether a listing was asked for since the last call.
+    pub fn take_backfill(&self) -> bool {
+        self.backfill_requested
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves when a listing is asked for.
+    pub async fn backfill_requested(&self) {
+        self.backfill.notified().await
     }
 
     /// A counter of the stream's storage requests by operation

@@ -16,6 +16,9 @@ pub enum AdminAction {
     Stop,
     /// Stop (if running) and start again with the configuration in force.
     Restart,
+    /// List the source now (in listing mode every listing is full; the notification modes
+    /// will run their background listing).
+    Backfill,
     /// Stop, mark one file skipped with a reason, start again.
     Skip {
         path: String,

@@ -285,6 +285,7 @@ impl StreamWorker {
         // Whether the last round planned a batch: files may still be pending. (A round that
         // plans nothing has drained the pending queue.)
         let mut backlog = true;
+        let events = self.events.clone();
         loop {
             if *shutdown.borrow() {
                 return Ok(RunEnd::Stopped);
@@ -292,15 +293,16 @@ impl StreamWorker {
             let round = Instant::now();
             // While a backlog is pending, list at most once per poll interval: each LIST of a
             // large prefix costs time and money, and the backlog is already known.
+            let asked = self.events.take_backfill();
             if !self.available_now
-                && (!backlog || last_listing.elapsed() >= self.spec.poll_interval)
+                && (asked || !backlog || last_listing.elapsed() >= self.spec.poll_interval)
             {
                 candidates = self.timed_discover().await?;
                 last_listing = Instant::now();
             }
             self.expire()?;
             if !self.ensure_schema(&candidates).await? {
-                if wait(&mut shutdown, self.spec.poll_interval).await {
+                if wait(&mut shutdown, self.spec.poll_interval, &events).await {
                     return Ok(RunEnd::Stopped);
                 }
                 continue;
@@ -321,7 +323,7 @@ impl StreamWorker {
                 None if self.available_now => return Ok(RunEnd::Drained),
                 None => {
                     backlog = false;
-                    if wait(&mut shutdown, self.spec.poll_interval).await {
+                    if wait(&mut shutdown, self.spec.poll_interval, &events).await {
                         return Ok(RunEnd::Stopped);
                     }
                     continue;
@@ -330,7 +332,7 @@ impl StreamWorker {
             if let Trigger::ProcessingTime(every) = self.spec.trigger
                 && !self.available_now
                 && let Some(rest) = every.checked_sub(round.elapsed())
-                && wait(&mut shutdown, rest).await
+                && wait(&mut shutdown, rest, &events).await
             {
                 return Ok(RunEnd::Stopped);
             }
@@ -596,12 +598,14 @@ impl StreamWorker {
 }
 
 /// Sleep for `d` unless shutdown comes first. True when shutting down.
-async fn wait(shutdown: &mut watch::Receiver<bool>, d: Duration) -> bool {
+/// Wait `d`, or less when shutdown (returns true) or a backfill is asked for (returns false).
+async fn wait(shutdown: &mut watch::Receiver<bool>, d: Duration, events: &StreamEvents) -> bool {
     if *shutdown.borrow() {
         return true;
     }
     tokio::select! {
         _ = tokio::time::sleep(d) => false,
+        _ = events.backfill_requested() => false,
         r = shutdown.changed() => r.is_err() || *shutdown.borrow(),
     }
 }

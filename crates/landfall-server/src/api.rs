@@ -294,6 +294,14 @@ pub async fn stop(
     admin(&s, &headers, &name, AdminAction::Stop).await
 }
 
+pub async fn backfill(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    admin(&s, &headers, &name, AdminAction::Backfill).await
+}
+
 pub async fn restart(
     State(s): State<AppState>,
     headers: HeaderMap,

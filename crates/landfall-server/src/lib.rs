@@ -11,7 +11,8 @@
 //! - `GET /api/v1/streams/{name}/files?state=&limit=&after=`: the stream's ledger rows in
 //!   discovery order, `after` a discovery sequence number (paging).
 //!
-//! - `POST /api/v1/streams/{name}/stop`, `/restart`, `/skip` (JSON `{"path", "reason"}`):
+//! - `POST /api/v1/streams/{name}/stop`, `/restart`, `/backfill` (list now), `/skip` (JSON
+//!   `{"path", "reason"}`):
 //!   admin actions, only with `Authorization: Bearer <server.admin_token>`; without a token
 //!   configured they answer 403. The token is never logged or shown.
 //!
@@ -49,6 +50,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/streams/{name}/files", get(api::files))
         .route("/api/v1/streams/{name}/stop", post(api::stop))
         .route("/api/v1/streams/{name}/restart", post(api::restart))
+        .route("/api/v1/streams/{name}/backfill", post(api::backfill))
         .route("/api/v1/streams/{name}/skip", post(api::skip))
         .with_state(state)
 }

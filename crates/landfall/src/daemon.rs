@@ -240,6 +240,13 @@ async fn act(
                 "stream `{stream}` stopped; it stays stopped until restarted"
             ))
         }
+        AdminAction::Backfill => match events {
+            Some(e) if !set.is_paused(&stream) => {
+                e.request_backfill();
+                Ok(format!("stream `{stream}` lists its source now"))
+            }
+            _ => Err(format!("stream `{stream}` is paused; restart it first")),
+        },
         AdminAction::Restart => {
             set.stop_stream(&stream, false).await;
             set.start_stream(&spec);

@@ -864,3 +864,165 @@ sink.path = "{root}/t_ev"
     assert_eq!(batches, expected, "{v}\n{logs}");
     assert_eq!(v["schema"]["timestamp"], "timestamp", "{v}");
 }
+
+/// `POST .../backfill` lists the source now: a file that lands during a one-hour poll
+/// interval is ingested at once.
+#[test]
+fn backfill_lists_now() {
+    const TOKEN: &str = "backfill-token-landfall-test-0001";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("in")).unwrap();
+    std::fs::write(root.join("in/a.json"), (0..2).map(row).collect::<String>()).unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.slow]
+source = "{root}/in"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+poll_interval = "1h"
+sink.path = "{root}/t"
+"#,
+    );
+    let log = root.join("daemon.log");
+    let mut child = Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .env("LANDFALL_ADMIN_TOKEN", TOKEN)
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let r = std::panic::catch_unwind(|| {
+        let addr = address(&log, deadline);
+        while delta_version(&root.join("t")) < 1 {
+            assert!(Instant::now() < deadline, "first batch");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::fs::write(
+            root.join("in/b.json"),
+            (10..12).map(row).collect::<String>(),
+        )
+        .unwrap();
+        let (status, body) = post(&addr, "/api/v1/streams/slow/backfill", Some(TOKEN), "");
+        assert_eq!(status, 200, "{body}");
+        while delta_version(&root.join("t")) < 2 {
+            assert!(Instant::now() < deadline, "the backfill did not list");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    if let Err(e) = r {
+        eprintln!("daemon log:\n{logs}");
+        std::panic::resume_unwind(e);
+    }
+    assert!(status.success(), "{logs}");
+    assert_exactly(
+        &ids(&verify("delta", &root.join("t"), Some("slow")), "id"),
+        &[0, 1, 10, 11],
+    );
+}
+
+/// Readiness follows a stream that fails and recovers: a source bucket that does not exist
+/// yet makes the stream restart with backoff (503, `restarting` with the error); once the
+/// bucket is created, the stream runs and the process is ready (200).
+#[test]
+fn readiness_follows_a_stream_that_fails_and_recovers() {
+    let endpoint = std::env::var("LANDFALL_TEST_S3_ENDPOINT")
+        .expect("LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server");
+    let bucket = format!("landfall-ready-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = config_in(
+        root,
+        &format!(
+            r#"
+[stores.moto]
+endpoint = "{endpoint}"
+region = "us-east-1"
+access_key_id = "test"
+secret_access_key = "test"
+allow_http = true
+
+[streams.late]
+source = "s3://{bucket}/landing"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT"
+poll_interval = "200ms"
+sink.path = "{{root}}/t"
+"#
+        ),
+    );
+    let log = root.join("daemon.log");
+    let mut child = Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let r = std::panic::catch_unwind(|| {
+        let addr = address(&log, deadline);
+        let (status, ready) = loop {
+            let (status, ready) = get_json(&addr, "/readyz");
+            if ready["streams"]["late"]["state"] == "restarting" {
+                break (status, ready);
+            }
+            assert!(Instant::now() < deadline, "{ready}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(status, 503, "{ready}");
+        assert!(
+            ready["streams"]["late"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&bucket)),
+            "{ready}"
+        );
+        let script = format!(
+            "import boto3\nboto3.client('s3', endpoint_url={endpoint:?}, aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1').create_bucket(Bucket={bucket:?})\n"
+        );
+        let o = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        loop {
+            let (status, ready) = get_json(&addr, "/readyz");
+            if status == 200 {
+                assert_eq!(ready["streams"]["late"]["state"], "running");
+                break;
+            }
+            assert!(Instant::now() < deadline, "never recovered: {ready}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let scrape = get(&addr, "/metrics").1;
+        assert!(
+            metric(&scrape, "landfall_stream_restarts_total{stream=\"late\"}")
+                .is_some_and(|n| n >= 1.0),
+            "{scrape}"
+        );
+        assert_eq!(
+            metric(&scrape, "landfall_stream_up{stream=\"late\"}"),
+            Some(1.0)
+        );
+    });
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default();
+    if let Err(e) = r {
+        eprintln!("daemon log:\n{logs}");
+        std::panic::resume_unwind(e);
+    }
+    assert!(status.success(), "{logs}");
+}
