@@ -9,7 +9,7 @@ Prints one line per sample (elapsed s, files written, files committed, RSS MB) a
 the RSS growth per 1,000 files between the first and second half of the run (the plateau test:
 near zero when memory is bounded) as JSON. Runs only on loopback / local directories.
 """
-import argparse, json, os, subprocess, sys, tempfile, threading, time
+import argparse, json, os, signal, subprocess, sys, tempfile, threading, time
 
 
 def rss_mb(pid, field="VmRSS"):
@@ -82,7 +82,7 @@ sink.path = "{table}"
 
     daemon = subprocess.Popen(a.wrap.split() + [a.bin, "run", "--config", cfg], stdout=subprocess.DEVNULL,
                               stderr=open(os.path.join(root, "daemon.log"), "w"),
-                              env={**os.environ, "LANDFALL_LOG": "warn"})
+                              env={**os.environ, "LANDFALL_LOG": "warn"}, start_new_session=True)
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     samples = []
@@ -99,7 +99,8 @@ sink.path = "{table}"
                   f" (anon {s[4]} MB, file {s[5]} MB)", flush=True)
     finally:
         stop.set()
-        daemon.terminate()
+        # The whole process group: with --wrap the daemon is the wrapper's child.
+        os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=60)
     half = len(samples) // 2
     first, mid, last = samples[0], samples[half], samples[-1]
