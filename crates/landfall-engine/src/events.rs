@@ -267,6 +267,13 @@ impl StreamEvents {
         }
     }
 
+    /// The stream committed everything it knows of and waits for new files (logged once per
+    /// backlog drained, like Spark's QueryIdleEvent).
+    pub fn idle(&self) {
+        let v = self.view();
+        tracing::info!(stream = %self.stream, run_id = %v.run_id, "stream idle: no file pending");
+    }
+
     /// Stopped by an operator: stays stopped until restarted.
     pub fn paused(&self) {
         self.up(false);

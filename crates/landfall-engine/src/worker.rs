@@ -322,6 +322,9 @@ impl StreamWorker {
                 }
                 None if self.available_now => return Ok(RunEnd::Drained),
                 None => {
+                    if backlog {
+                        self.events.idle();
+                    }
                     backlog = false;
                     if wait(&mut shutdown, self.spec.poll_interval, &events).await {
                         return Ok(RunEnd::Stopped);

@@ -297,6 +297,14 @@ sink.path = "{{root}}/remote_table"
     assert!(!status.success(), "{logs}");
     assert!(!logs.contains(SECRET), "the logs show the secret");
     assert!(logs.contains("shutdown requested"), "{logs}");
+    // Started, idle and terminated events, as Spark's query listener reports them.
+    for event in ["stream started", "stream idle", "stream terminated"] {
+        assert!(
+            logs.lines()
+                .any(|l| l.contains(event) && l.contains("stream=ev")),
+            "no `{event}` for ev:\n{logs}"
+        );
+    }
     // After shutdown, the probe fails.
     let probe = landfall(&["health", "--listen", &addr]);
     assert!(!probe.status.success(), "{}", text(&probe));
