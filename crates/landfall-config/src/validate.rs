@@ -202,7 +202,13 @@ fn validate_health(ctx: &mut Ctx) -> Option<Option<HealthTable>> {
     let m = &ctx.cfg.monitoring;
     let interval = ctx.ok(
         "monitoring.health_table_interval",
-        duration(&m.health_table_interval),
+        duration(&m.health_table_interval).and_then(|d| {
+            if d.is_zero() {
+                Err("must be longer than 0s".to_string())
+            } else {
+                Ok(d)
+            }
+        }),
     );
     let Some(path) = &m.health_table else {
         return Some(None);

@@ -228,7 +228,9 @@ impl StreamEvents {
     pub fn request_backfill(&self) {
         self.backfill_requested
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.backfill.notify_one();
+        // Wakes a worker waiting now; one busy with a batch sees the flag at its next round
+        // (no stored permit that would cut a later wait short).
+        self.backfill.notify_waiters();
     }
 
     /// Whether a listing was asked for since the last call.

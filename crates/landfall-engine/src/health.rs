@@ -123,6 +123,9 @@ pub fn to_batch(records: &[BatchProgress]) -> SeamResult<RecordBatch> {
 /// Appends progress records to the health table.
 pub struct HealthWriter {
     committer: Arc<dyn Committer>,
+    /// An append whose commit failed: retried with the same batch id (and records), so a
+    /// commit that landed although the call failed is recognised, not written twice.
+    unfinished: Option<(u64, Vec<BatchProgress>)>,
     /// Per stream, the run and batch of the newest record written.
     written: HashMap<String, (String, u64)>,
     prepared: bool,
@@ -132,6 +135,7 @@ impl HealthWriter {
     pub fn new(committer: Arc<dyn Committer>) -> Self {
         HealthWriter {
             committer,
+            unfinished: None,
             written: HashMap::new(),
             prepared: false,
         }
@@ -159,20 +163,31 @@ impl HealthWriter {
 
     /// Append what is pending as one commit; how many records.
     pub async fn append(&mut self, hub: &Hub) -> SeamResult<usize> {
-        let records = self.pending(hub);
-        if records.is_empty() {
-            return Ok(0);
-        }
         if !self.prepared {
+            if self.pending(hub).is_empty() {
+                return Ok(0);
+            }
             self.committer.prepare(schema(), &[]).await?;
             self.prepared = true;
         }
-        let batch_id = self.committer.last_committed().await?.map_or(0, |b| b + 1);
+        let (batch_id, records) = match self.unfinished.take() {
+            Some(u) => u,
+            None => {
+                let records = self.pending(hub);
+                if records.is_empty() {
+                    return Ok(0);
+                }
+                let id = self.committer.last_committed().await?.map_or(0, |b| b + 1);
+                (id, records)
+            }
+        };
+        self.unfinished = Some((batch_id, records.clone()));
         let hook: StagedHook = Arc::new(|_: &str| Ok(()));
         let mut writer = self.committer.writer(batch_id, 1, hook).await?;
         writer.write(&[], to_batch(&records)?).await?;
         let staged = writer.finish().await?;
         self.committer.commit(batch_id, &staged).await?;
+        self.unfinished = None;
         for r in &records {
             self.written
                 .insert(r.name.clone(), (r.run_id.clone(), r.batch_id));

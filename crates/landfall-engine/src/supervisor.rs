@@ -368,6 +368,13 @@ impl StreamSet {
         was
     }
 
+    /// Whether `name` runs (its worker has not ended).
+    pub fn is_running(&self, name: &str) -> bool {
+        self.running
+            .get(name)
+            .is_some_and(|r| !r.task.is_finished())
+    }
+
     /// Whether an operator paused `name`.
     pub fn is_paused(&self, name: &str) -> bool {
         self.paused.contains(name)

@@ -278,6 +278,12 @@ async fn admin(s: &AppState, headers: &HeaderMap, name: &str, action: AdminActio
     if s.hub.stream(name).is_none() {
         return not_found(name);
     }
+    if s.hub.shutting_down() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the process is shutting down".into(),
+        );
+    }
     match s.hub.admin(name, action).await {
         Ok(message) => {
             Json(json!({ "stream": name, "ok": true, "message": message })).into_response()

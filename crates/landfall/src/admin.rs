@@ -46,6 +46,10 @@ pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {
     }
 }
 
+/// `skip_file`'s code when the state directory is locked (by another process, or for a moment
+/// by a read of this one).
+pub const LOCKED: u8 = 75;
+
 /// Mark one file of a stopped stream skipped by hand. `Ok`: what was done; `Err`: why not,
 /// with the exit code (2: the request is wrong, 1: the state or table could not be read).
 /// Called from a thread outside any async runtime (it builds its own to ask the table).
@@ -55,8 +59,14 @@ pub fn skip_file(
     reason: Option<String>,
 ) -> Result<String, (String, u8)> {
     let failed = |m: String| (m, 1u8);
-    let ledger = landfall_state::open_rocks(&spec.name, &spec.state_dir)
-        .map_err(|e| failed(format!("stream `{}`: {e}", spec.name)))?;
+    let ledger = landfall_state::open_rocks(&spec.name, &spec.state_dir).map_err(|e| {
+        let code = if matches!(e, landfall_state::StateError::Locked { .. }) {
+            LOCKED
+        } else {
+            1
+        };
+        (format!("stream `{}`: {e}", spec.name), code)
+    })?;
     let records = find(&ledger, spec, path).map_err(|e| failed(e.to_string()))?;
     let record = match records.as_slice() {
         [one] => one,

@@ -53,7 +53,7 @@ impl Bars {
         })
     }
 
-    /// Stop drawing; the bars stay as they were last drawn.
+    /// Stop drawing and erase the bars; the run summary follows.
     pub fn finish(&self) {
         let _ = self.0.clear();
     }

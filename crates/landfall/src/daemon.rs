@@ -61,7 +61,6 @@ pub fn run(
                 Ok(l) => Some(l),
                 Err(e) => {
                     tracing::error!("{e}");
-                    eprintln!("error: {e}");
                     return ExitCode::FAILURE;
                 }
             }
@@ -104,10 +103,13 @@ pub fn run(
         });
         // Progress records to the health table, with a last append once the streams ended.
         let health = cfg.health_table.clone().map(|table| {
-            let mut app_id = format!("landfall-health.{}", crate::cli::hostname().unwrap_or_default());
-            if let Some(shard) = opts.shard {
-                app_id.push_str(&format!(".{}", shard.index));
-            }
+            // One txn app id per process run: two processes sharing the table never take each
+            // other's appends for their own.
+            let app_id = format!(
+                "landfall-health.{}.{}",
+                crate::cli::hostname().unwrap_or_default(),
+                uuid::Uuid::new_v4()
+            );
             tokio::spawn(landfall_engine::health::run(
                 table,
                 app_id,
@@ -190,9 +192,6 @@ async fn supervise_reloads(
             Some(mut new) = reloads.recv() => {
                 // `--listen` / LANDFALL_LISTEN stay in force; the socket is not rebound.
                 let listen = hub.config().map(|c| c.server.listen.clone()).unwrap_or_default();
-                if new.server.listen != cfg.server.listen {
-                    tracing::warn!(listen = %new.server.listen, "server.listen changed: the new address applies at the next start");
-                }
                 new.server.listen = listen;
                 let done = set.reload(&new).await;
                 hub.set_config(Arc::new(new));
@@ -241,11 +240,13 @@ async fn act(
             ))
         }
         AdminAction::Backfill => match events {
-            Some(e) if !set.is_paused(&stream) => {
+            Some(e) if set.is_running(&stream) => {
                 e.request_backfill();
                 Ok(format!("stream `{stream}` lists its source now"))
             }
-            _ => Err(format!("stream `{stream}` is paused; restart it first")),
+            _ => Err(format!(
+                "stream `{stream}` is not running (paused or stopped); restart it first"
+            )),
         },
         AdminAction::Restart => {
             set.stop_stream(&stream, false).await;
@@ -261,7 +262,7 @@ async fn act(
                 let mut tries = 0;
                 loop {
                     match crate::admin::skip_file(&skip_spec, &path, reason.clone()) {
-                        Err((m, _)) if m.contains("lock") && tries < 40 => {
+                        Err((_, crate::admin::LOCKED)) if tries < 40 => {
                             tries += 1;
                             std::thread::sleep(Duration::from_millis(250));
                         }
