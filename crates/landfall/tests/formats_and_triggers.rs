@@ -2,8 +2,10 @@
 //! and a continuous daemon that finishes its batch and exits cleanly on SIGTERM.
 
 mod common;
+mod daemon;
 use common::*;
-use std::process::{Command, Stdio};
+use daemon::*;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -106,15 +108,9 @@ poll_interval = "100ms"
 sink.path = "{root}/table"
 "#,
     );
-    let child = Command::new(bin())
-        .env("LANDFALL_LISTEN", "127.0.0.1:0")
-        .args(["run", "--config", cfg.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until everything present is committed, then add more and wait again.
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut d = Daemon::start_with(bin(), &cfg, &root.join("daemon.log"), deadline, &[], &[]);
+    // Wait until everything present is committed, then add more and wait again.
     while delta_version(&root.join("table")) < 6 {
         assert!(
             Instant::now() < deadline,
@@ -131,23 +127,18 @@ sink.path = "{root}/table"
         std::thread::sleep(Duration::from_millis(50));
     }
     let t = Instant::now();
-    let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = child.wait_with_output().unwrap();
+    d.process.terminate();
+    let (status, logs) = d.stop(Duration::from_secs(60));
     assert!(
-        out.status.success(),
-        "SIGTERM must end the run with exit 0:\n{}",
-        text(&out)
+        status.success(),
+        "SIGTERM must end the run with exit 0:\n{logs}"
     );
     assert!(
         t.elapsed() < Duration::from_secs(10),
         "shutdown took {:?}",
         t.elapsed()
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("shutdown requested"));
+    assert!(logs.contains("shutdown requested"));
     let mut expected: Vec<u64> = (0..300).collect();
     expected.extend(1000..1005);
     assert_exactly(

@@ -75,58 +75,51 @@ sink.path = "{root}/table"
         .current_dir(root);
     let mut prom = Process::spawn("prometheus", cmd, &root.join("prometheus.log"), MISSING);
 
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // Ready: its storage is open and it serves queries.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok((200, _)) = try_get(&prom_addr, "/-/ready") {
-                break;
-            }
-            prom.assert_running();
-            assert!(
-                Instant::now() < deadline,
-                "prometheus was not ready in 60 s:\n{}",
-                prom.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
+    // Ready: its storage is open and it serves queries.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok((200, _)) = try_get(&prom_addr, "/-/ready") {
+            break;
         }
+        prom.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "prometheus was not ready in 60 s:\n{}",
+            prom.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
-        // The known ingest through a scrape: 4 files, 20 rows.
-        let query = "landfall_rows_committed_total{stream=\"ev\"}";
-        let mut last = None;
-        while last.as_deref() != Some("20") {
-            assert!(
-                Instant::now() < deadline,
-                "{query} was {last:?}, not 20, after 60 s; daemon's metrics:\n{}\nprometheus log:\n{}",
-                try_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default(),
-                prom.logs()
-            );
-            prom.assert_running();
-            std::thread::sleep(Duration::from_millis(500));
-            last = instant_value(&prom_addr, query);
-        }
-        assert_eq!(
-            instant_value(&prom_addr, "landfall_files_committed_total{stream=\"ev\"}").as_deref(),
-            Some("4")
+    // The known ingest through a scrape: 4 files, 20 rows.
+    let query = "landfall_rows_committed_total{stream=\"ev\"}";
+    let mut last = None;
+    while last.as_deref() != Some("20") {
+        assert!(
+            Instant::now() < deadline,
+            "{query} was {last:?}, not 20, after 60 s; daemon's metrics:\n{}\nprometheus log:\n{}",
+            try_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default(),
+            prom.logs()
         );
-        assert_eq!(
-            instant_value(&prom_addr, "up{job=\"landfall\"}").as_deref(),
-            Some("1")
-        );
-        // The target as Prometheus sees it: healthy, at the daemon's address.
-        let (_, targets) = get_json(&prom_addr, "/api/v1/targets?state=active");
-        let active = targets["data"]["activeTargets"].as_array().unwrap();
-        assert_eq!(active.len(), 1, "{targets}");
-        assert_eq!(active[0]["health"], "up", "{targets}");
-        assert_eq!(active[0]["labels"]["instance"], addr.as_str(), "{targets}");
-    }));
+        prom.assert_running();
+        std::thread::sleep(Duration::from_millis(500));
+        last = instant_value(&prom_addr, query);
+    }
+    assert_eq!(
+        instant_value(&prom_addr, "landfall_files_committed_total{stream=\"ev\"}").as_deref(),
+        Some("4")
+    );
+    assert_eq!(
+        instant_value(&prom_addr, "up{job=\"landfall\"}").as_deref(),
+        Some("1")
+    );
+    // The target as Prometheus sees it: healthy, at the daemon's address.
+    let (_, targets) = get_json(&prom_addr, "/api/v1/targets?state=active");
+    let active = targets["data"]["activeTargets"].as_array().unwrap();
+    assert_eq!(active.len(), 1, "{targets}");
+    assert_eq!(active[0]["health"], "up", "{targets}");
+    assert_eq!(active[0]["labels"]["instance"], addr.as_str(), "{targets}");
     let prom_status = prom.stop(Duration::from_secs(30));
     let status = d.process.stop(Duration::from_secs(30));
-    if let Err(e) = result {
-        eprintln!("daemon log:\n{}", d.process.logs());
-        eprintln!("prometheus log:\n{}", prom.logs());
-        std::panic::resume_unwind(e);
-    }
     assert!(
         prom_status.is_some(),
         "prometheus did not stop within 30 s of SIGTERM"

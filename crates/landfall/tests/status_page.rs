@@ -143,153 +143,141 @@ sink.path = "{root}/bad_table"
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut d = Daemon::start(bin(), &cfg, &root.join("daemon.log"), deadline);
     let addr = d.addr.clone();
-    let result = std::panic::catch_unwind(|| {
-        // The known ingest: 5 files, 15 rows, one batch; the corrupt file stops `bad`.
-        let api = loop {
-            let (status, list) = get_json(&addr, "/api/v1/streams");
-            assert_eq!(status, 200);
-            let s = |n: &str| -> Value {
-                list["streams"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|s| s["name"] == n)
-                    .cloned()
-                    .unwrap_or(Value::Null)
-            };
-            if s("ev")["last_progress"]["num_input_rows"] == 15 && s("bad")["state"] == "stopped" {
-                break list;
-            }
-            assert!(Instant::now() < deadline, "no commit in time: {list}");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let (status, page) = get(&addr, "/");
+    // The known ingest: 5 files, 15 rows, one batch; the corrupt file stops `bad`.
+    let api = loop {
+        let (status, list) = get_json(&addr, "/api/v1/streams");
         assert_eq!(status, 200);
-        assert!(
-            page.contains("api/v1/streams")
-                && !page.contains("http://")
-                && !page.contains("https://"),
-            "the page fetches relative URLs and loads nothing from elsewhere"
-        );
+        let s = |n: &str| -> Value {
+            list["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == n)
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        if s("ev")["last_progress"]["num_input_rows"] == 15 && s("bad")["state"] == "stopped" {
+            break list;
+        }
+        assert!(Instant::now() < deadline, "no commit in time: {list}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (status, page) = get(&addr, "/");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("api/v1/streams") && !page.contains("http://") && !page.contains("https://"),
+        "the page fetches relative URLs and loads nothing from elsewhere"
+    );
 
-        let url = format!("http://{addr}/");
-        let dom = chromium(&root.join("chromium-dom"), &url, &["--dump-dom"]);
+    let url = format!("http://{addr}/");
+    let dom = chromium(&root.join("chromium-dom"), &url, &["--dump-dom"]);
 
-        for s in api["streams"].as_array().unwrap() {
-            let name = s["name"].as_str().unwrap();
-            let p = &s["last_progress"];
-            let c = |field: &str| cell(&dom, name, field);
-            assert_eq!(c("state").0, s["state"].as_str().unwrap(), "{name}");
-            assert_eq!(c("restarts").0, shown(&s["restarts"]), "{name}");
-            assert_eq!(
-                c("falling_behind").0,
-                if s["falling_behind"] == true {
-                    "yes"
-                } else {
-                    "no"
-                }
-            );
-            assert_eq!(c("rows").0, shown(&p["num_input_rows"]), "{name}");
-            assert_eq!(c("files").0, shown(&p["num_input_files"]), "{name}");
-            assert_eq!(c("batch_id").0, shown(&p["batch_id"]), "{name}");
-            assert_eq!(
-                c("table_version").0,
-                shown(&p["sink"]["table_version"]),
-                "{name}"
-            );
-            assert_eq!(
-                c("files_outstanding").0,
-                shown(&p["source"]["files_outstanding"]),
-                "{name}"
-            );
-            let bytes_out = c("bytes_outstanding").1.unwrap();
-            assert_eq!(
-                bytes_out,
-                p["source"]["bytes_outstanding"]
-                    .as_u64()
-                    .map_or(String::new(), |b| b.to_string())
-            );
-            for rate in ["input_rows_per_second", "processed_rows_per_second"] {
-                let (text, value) = c(rate);
-                match p[rate].as_f64() {
-                    Some(r) => {
-                        assert_eq!(value.unwrap().parse::<f64>().unwrap(), r, "{name} {rate}");
-                        // One decimal (JavaScript rounds ties up, Rust to even: compare
-                        // numerically).
-                        let t: f64 = text.parse().unwrap();
-                        assert!(
-                            text.split_once('.').is_some_and(|(_, d)| d.len() == 1)
-                                && (t - r).abs() <= 0.05 + 1e-9,
-                            "{name} {rate}: {text} vs {r}"
-                        );
-                    }
-                    None => assert_eq!(text, "\u{2013}"),
-                }
+    for s in api["streams"].as_array().unwrap() {
+        let name = s["name"].as_str().unwrap();
+        let p = &s["last_progress"];
+        let c = |field: &str| cell(&dom, name, field);
+        assert_eq!(c("state").0, s["state"].as_str().unwrap(), "{name}");
+        assert_eq!(c("restarts").0, shown(&s["restarts"]), "{name}");
+        assert_eq!(
+            c("falling_behind").0,
+            if s["falling_behind"] == true {
+                "yes"
+            } else {
+                "no"
             }
-            let (time, value) = c("time");
-            assert_eq!(value.unwrap(), p["timestamp"].as_str().unwrap_or(""));
-            if let Some(ts) = p["timestamp"].as_str() {
-                // HH:MM:SS of the commit (with the date when not today).
-                assert!(
-                    time.ends_with('Z') && ts.contains(&time[time.len() - 9..time.len() - 1]),
-                    "{name}: {time} vs {ts}"
-                );
+        );
+        assert_eq!(c("rows").0, shown(&p["num_input_rows"]), "{name}");
+        assert_eq!(c("files").0, shown(&p["num_input_files"]), "{name}");
+        assert_eq!(c("batch_id").0, shown(&p["batch_id"]), "{name}");
+        assert_eq!(
+            c("table_version").0,
+            shown(&p["sink"]["table_version"]),
+            "{name}"
+        );
+        assert_eq!(
+            c("files_outstanding").0,
+            shown(&p["source"]["files_outstanding"]),
+            "{name}"
+        );
+        let bytes_out = c("bytes_outstanding").1.unwrap();
+        assert_eq!(
+            bytes_out,
+            p["source"]["bytes_outstanding"]
+                .as_u64()
+                .map_or(String::new(), |b| b.to_string())
+        );
+        for rate in ["input_rows_per_second", "processed_rows_per_second"] {
+            let (text, value) = c(rate);
+            match p[rate].as_f64() {
+                Some(r) => {
+                    assert_eq!(value.unwrap().parse::<f64>().unwrap(), r, "{name} {rate}");
+                    // One decimal (JavaScript rounds ties up, Rust to even: compare
+                    // numerically).
+                    let t: f64 = text.parse().unwrap();
+                    assert!(
+                        text.split_once('.').is_some_and(|(_, d)| d.len() == 1)
+                            && (t - r).abs() <= 0.05 + 1e-9,
+                        "{name} {rate}: {text} vs {r}"
+                    );
+                }
+                None => assert_eq!(text, "\u{2013}"),
             }
         }
-        // The known values themselves.
-        assert_eq!(cell(&dom, "ev", "state").0, "running");
-        assert_eq!(cell(&dom, "ev", "rows").0, "15");
-        assert_eq!(cell(&dom, "ev", "files").0, "5");
-        assert_eq!(cell(&dom, "ev", "files_outstanding").0, "0");
-        assert_eq!(cell(&dom, "ev", "table_version").0, "1");
-        assert_eq!(cell(&dom, "bad", "state").0, "stopped");
-
-        // The error names the hostile file as text: escaped in the DOM, no element made of it,
-        // its handler never ran.
-        let (error, _) = cell(&dom, "bad", "error");
-        assert!(error.contains(HOSTILE), "{error}");
-        let bad = api["streams"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "bad")
-            .unwrap();
-        assert_eq!(Some(error.as_str()), bad["error"].as_str());
-        assert!(
-            !dom.contains("<img"),
-            "markup from the API was parsed:\n{dom}"
-        );
-        assert!(dom.contains("&lt;img src=x"), "{dom}");
-        assert!(
-            !dom.contains("pwned</title>"),
-            "a handler from the API ran:\n{dom}"
-        );
-
-        // The screenshot: a real PNG of some size, kept for a person to look at.
-        let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status_page.png");
-        let _ = std::fs::remove_file(&shot);
-        chromium(
-            &root.join("chromium-shot"),
-            &url,
-            &[&format!("--screenshot={}", shot.display())],
-        );
-        let png = std::fs::read(&shot)
-            .unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
-        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
-        assert!(
-            png.len() > 5 * 1024,
-            "a {} byte screenshot is blank",
-            png.len()
-        );
-        eprintln!("screenshot: {}", shot.display());
-    });
-    let status = d.process.stop(Duration::from_secs(30));
-    if let Err(e) = result {
-        eprintln!("daemon log:\n{}", d.process.logs());
-        std::panic::resume_unwind(e);
+        let (time, value) = c("time");
+        assert_eq!(value.unwrap(), p["timestamp"].as_str().unwrap_or(""));
+        if let Some(ts) = p["timestamp"].as_str() {
+            // HH:MM:SS of the commit (with the date when not today).
+            assert!(
+                time.ends_with('Z') && ts.contains(&time[time.len() - 9..time.len() - 1]),
+                "{name}: {time} vs {ts}"
+            );
+        }
     }
+    // The known values themselves.
+    assert_eq!(cell(&dom, "ev", "state").0, "running");
+    assert_eq!(cell(&dom, "ev", "rows").0, "15");
+    assert_eq!(cell(&dom, "ev", "files").0, "5");
+    assert_eq!(cell(&dom, "ev", "files_outstanding").0, "0");
+    assert_eq!(cell(&dom, "ev", "table_version").0, "1");
+    assert_eq!(cell(&dom, "bad", "state").0, "stopped");
+
+    // The error names the hostile file as text: escaped in the DOM, no element made of it,
+    // its handler never ran.
+    let (error, _) = cell(&dom, "bad", "error");
+    assert!(error.contains(HOSTILE), "{error}");
+    let bad = api["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "bad")
+        .unwrap();
+    assert_eq!(Some(error.as_str()), bad["error"].as_str());
     assert!(
-        status.is_some(),
-        "the daemon did not stop within 30 s of SIGTERM"
+        !dom.contains("<img"),
+        "markup from the API was parsed:\n{dom}"
     );
+    assert!(dom.contains("&lt;img src=x"), "{dom}");
+    assert!(
+        !dom.contains("pwned</title>"),
+        "a handler from the API ran:\n{dom}"
+    );
+
+    // The screenshot: a real PNG of some size, kept for a person to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status_page.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(
+        &root.join("chromium-shot"),
+        &url,
+        &[&format!("--screenshot={}", shot.display())],
+    );
+    let png =
+        std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert!(
+        png.len() > 5 * 1024,
+        "a {} byte screenshot is blank",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+    d.stop(Duration::from_secs(30));
 }
