@@ -6,12 +6,17 @@
 
 mod counting;
 mod listing;
+mod notification;
 mod partitions;
 mod s3_list;
 mod stores;
 
 pub use counting::{CountRequests, CountingStore};
 pub use listing::{Filters, ListingDiscovery};
+pub use notification::{
+    EventKind, Ignored, MessageError, Notification, StorageEvent, StoreRef, parse_message,
+    parse_notification,
+};
 pub use partitions::hive_partitions;
 pub use s3_list::{Listed, S3Lister};
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};
