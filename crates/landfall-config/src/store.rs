@@ -108,9 +108,56 @@ fn normalize(p: &Path) -> std::path::PathBuf {
     out
 }
 
-/// object_store configuration keys and values for one location.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// object_store configuration keys and values for one location. Its `Debug` shows the keys
+/// and only the values known to hold no secret, so a spec printed in a log leaks nothing.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct StoreOptions(pub BTreeMap<String, String>);
+
+/// Option keys whose values are not secrets (shown by `Debug` and the API).
+pub const NON_SECRET_OPTIONS: &[&str] = &[
+    "aws_region",
+    "aws_endpoint",
+    "aws_endpoint_url_s3",
+    "aws_allow_http",
+    "allow_http",
+    "aws_virtual_hosted_style_request",
+    "aws_request_payer",
+    "aws_skip_signature",
+    "azure_storage_account_name",
+    "azure_container_name",
+    "azure_storage_use_emulator",
+    "azure_use_emulator",
+    "azure_endpoint",
+    "google_bucket",
+];
+
+impl StoreOptions {
+    /// The options with every value that may be a secret replaced by `<redacted>`.
+    pub fn redacted(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .map(|(k, v)| {
+                let shown = NON_SECRET_OPTIONS.contains(&k.to_ascii_lowercase().as_str());
+                (
+                    k.clone(),
+                    if shown {
+                        v.clone()
+                    } else {
+                        "<redacted>".into()
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StoreOptions")
+            .field(&self.redacted())
+            .finish()
+    }
+}
 
 impl StoreOptions {
     /// Options for `kind` from the environment, overridden by `store` when given.
@@ -213,6 +260,30 @@ impl StoreOptions {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn debug_never_shows_secret_values() {
+        let o = StoreOptions(BTreeMap::from([
+            (
+                "aws_secret_access_key".to_string(),
+                "SECRET-VALUE".to_string(),
+            ),
+            ("aws_access_key_id".to_string(), "AKID-VALUE".to_string()),
+            ("azure_storage_sas_key".to_string(), "sv=SAS".to_string()),
+            ("aws_region".to_string(), "eu-west-1".to_string()),
+        ]));
+        let shown = format!("{o:?}");
+        assert!(
+            !shown.contains("SECRET-VALUE") && !shown.contains("AKID-VALUE"),
+            "{shown}"
+        );
+        assert!(!shown.contains("sv=SAS"), "{shown}");
+        assert!(
+            shown.contains("eu-west-1") && shown.contains("aws_secret_access_key"),
+            "{shown}"
+        );
+    }
+
     use super::*;
 
     #[test]

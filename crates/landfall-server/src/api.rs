@@ -14,27 +14,6 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Store option keys whose values are shown; every other value is redacted.
-const SHOWN_OPTIONS: &[&str] = &[
-    "aws_region",
-    "aws_endpoint",
-    "aws_endpoint_url_s3",
-    "aws_allow_http",
-    "allow_http",
-    "aws_virtual_hosted_style_request",
-    "aws_request_payer",
-    "aws_skip_signature",
-    "azure_storage_account_name",
-    "azure_container_name",
-    "azure_storage_use_emulator",
-    "azure_use_emulator",
-    "azure_endpoint",
-    "google_bucket",
-    "google_service_account_path_is_set",
-];
-
-const REDACTED: &str = "<redacted>";
-
 fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
@@ -194,12 +173,7 @@ fn parse_state(s: &str) -> Result<FileState, String> {
 }
 
 fn redact(o: &StoreOptions) -> BTreeMap<String, String> {
-    o.0.iter()
-        .map(|(k, v)| {
-            let shown = SHOWN_OPTIONS.contains(&k.to_ascii_lowercase().as_str());
-            (k.clone(), if shown { v.clone() } else { REDACTED.into() })
-        })
-        .collect()
+    o.redacted()
 }
 
 /// A URL without a password or query string (SAS tokens). The user part stays: in `abfss://`
