@@ -139,17 +139,7 @@ impl PinnedReader {
         if range.end > self.meta.size {
             return Err(changed(&self.meta, self.meta.size));
         }
-        let result = match self
-            .store
-            .get_opts(&self.path, pinned(&self.meta, range.clone()))
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return Err(classify(&self.store, &self.path, &self.meta, e).await),
-        };
-        if !self.meta.same_version(&file_meta(result.meta.clone())) {
-            return Err(changed(&self.meta, result.meta.size));
-        }
+        let result = pinned_get(&self.store, &self.path, &self.meta, range.clone()).await?;
         let bytes = result.bytes().await.map_err(|e| {
             FileError::Transient(SeamError::retryable(format!(
                 "{}: read failed: {e}",
@@ -218,14 +208,7 @@ pub(crate) async fn fetch(
     meta: FileMeta,
 ) -> Result<(FileMeta, BoxStream<'static, SeamResult<Bytes>>), FileError> {
     let path = object_path(&meta)?;
-    let options = pinned(&meta, 0..meta.size);
-    let result = match store.get_opts(&path, options).await {
-        Ok(r) => r,
-        Err(e) => return Err(classify(&store, &path, &meta, e).await),
-    };
-    if !meta.same_version(&file_meta(result.meta.clone())) {
-        return Err(changed(&meta, result.meta.size));
-    }
+    let result = pinned_get(&store, &path, &meta, 0..meta.size).await?;
     let body = if meta.size < FETCH_WHOLE_BELOW.min(crate::pipeline::stream_files_from()) {
         let p = meta.path.clone();
         let bytes = result
@@ -244,6 +227,25 @@ pub(crate) async fn fetch(
             .boxed()
     };
     Ok((meta, body))
+}
+
+/// GET `range` pinned to the listed version, and check what the store answers with against
+/// the listing: a failed GET says why (missing, changed, transient), a changed object is
+/// `changed_after_listing`.
+async fn pinned_get(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    meta: &FileMeta,
+    range: Range<u64>,
+) -> Result<object_store::GetResult, FileError> {
+    let result = match store.get_opts(path, pinned(meta, range)).await {
+        Ok(r) => r,
+        Err(e) => return Err(classify(store, path, meta, e).await),
+    };
+    if !meta.same_version(&file_meta(result.meta.clone())) {
+        return Err(changed(meta, result.meta.size));
+    }
+    Ok(result)
 }
 
 fn changed(meta: &FileMeta, now_size: u64) -> FileError {
