@@ -246,9 +246,14 @@ fn refused(s: &AppState, headers: &HeaderMap) -> Option<Response> {
 }
 
 async fn admin(s: &AppState, headers: &HeaderMap, name: &str, action: AdminAction) -> Response {
-    if let Some(no) = refused(s, headers) {
-        return no;
+    match refused(s, headers) {
+        Some(no) => no,
+        None => dispatch(s, name, action).await,
     }
+}
+
+/// Carry out an authorised action.
+async fn dispatch(s: &AppState, name: &str, action: AdminAction) -> Response {
     if s.hub.stream(name).is_none() {
         return not_found(name);
     }
@@ -316,9 +321,8 @@ pub async fn skip(
             );
         }
     };
-    admin(
+    dispatch(
         &s,
-        &headers,
         &name,
         AdminAction::Skip {
             path: body.path,
