@@ -146,6 +146,8 @@ pub trait StateStore: Send + Sync {
     /// File records, optionally of one state, in discovery order.
     fn files(&self, state: Option<FileState>) -> SeamResult<Vec<FileRecord>>;
     fn summary(&self) -> SeamResult<StreamSummary>;
+    /// The summary without `last_batch`: the counts only, one small read (for every round).
+    fn counts(&self) -> SeamResult<StreamSummary>;
     /// Forget terminal files modified before `cutoff` (max_file_age). Returns how many.
     fn expire(&self, cutoff: DateTime<Utc>) -> SeamResult<u64>;
     /// The stream schema by version (Arrow schema JSON), and the latest version.

@@ -196,7 +196,7 @@ impl StreamWorker {
             .discover_credit
             .get_mut()
             .unwrap_or_else(|e| e.into_inner()) += t.elapsed();
-        if let Ok(s) = self.state.summary() {
+        if let Ok(s) = self.state.counts() {
             self.events.listing_done(&s);
         }
         Ok(found)
@@ -593,7 +593,7 @@ impl StreamWorker {
             &plan,
             &receipt,
             &timings,
-            self.state.summary().ok().as_ref(),
+            self.state.counts().ok().as_ref(),
             &self.committer.location(),
         );
         Ok(())

@@ -123,14 +123,21 @@ impl<K: Kv> Ledger<K> {
     fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &[u8]) -> Result<Option<T>, StateError> {
         match self.kv.get(key).map_err(self.backend("read"))? {
             None => Ok(None),
-            Some(raw) => serde_json::from_slice(&raw)
-                .map(Some)
-                .map_err(|e| StateError::Corrupt {
-                    stream: self.stream.clone(),
-                    key: String::from_utf8_lossy(key).into_owned(),
-                    reason: e.to_string(),
-                }),
+            Some(raw) => self.decode(key, &raw).map(Some),
         }
+    }
+
+    /// The JSON value stored under `key`; an unreadable one is reported as corrupt.
+    fn decode<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &[u8],
+        raw: &[u8],
+    ) -> Result<T, StateError> {
+        serde_json::from_slice(raw).map_err(|e| StateError::Corrupt {
+            stream: self.stream.clone(),
+            key: String::from_utf8_lossy(key).into_owned(),
+            reason: e.to_string(),
+        })
     }
 
     fn get_u64(&self, key: &[u8]) -> Result<Option<u64>, StateError> {
@@ -186,19 +193,16 @@ impl<K: Kv> Ledger<K> {
         Self::put_json(batch_key(plan.batch_id), &stored)
     }
 
-    /// Whether `meta` (under `key`) is already known. A key of the other kind (`allow_overwrites`
-    /// was toggled) counts: a file ingested under its plain path is not ingested again because
-    /// overwrites became allowed, unless its content changed; and with overwrites off again,
-    /// any version of a path makes the path known.
-    fn known(
+    /// Whether `meta`, not recorded under its own `key`, is known under a key of the other
+    /// kind (`allow_overwrites` was toggled): a file ingested under its plain path is not
+    /// ingested again because overwrites became allowed, unless its content changed; and with
+    /// overwrites off again, any version of a path makes the path known.
+    fn known_other_kind(
         &self,
         key: &FileKey,
         meta: &FileMeta,
         kinds: (bool, bool),
     ) -> Result<Known, StateError> {
-        if let Some(rec) = self.get_json::<FileRecord>(&file_key(key))? {
-            return Ok(Known::Yes(Box::new(rec)));
-        }
         let (plain, versioned) = kinds;
         let overwrites = key.0 != meta.path;
         if overwrites
@@ -239,7 +243,8 @@ impl<K: Kv> Ledger<K> {
     /// is new, with the record it replaces (a path whose listed version changed before it was
     /// read, and was never ingested: its current version is ingested, once, under the same key).
     ///
-    /// The common case (the key is known and not skipped) decodes only the record's state.
+    /// The key is read once; the common case (known and not skipped) decodes only the
+    /// record's state.
     fn admission(
         &self,
         key: &FileKey,
@@ -250,13 +255,18 @@ impl<K: Kv> Ledger<K> {
         struct StateOnly {
             state: FileState,
         }
-        if let Some(raw) = self.kv.get(&file_key(key)).map_err(self.backend("read"))?
-            && serde_json::from_slice::<StateOnly>(&raw)
-                .is_ok_and(|r| r.state != FileState::Skipped)
-        {
-            return Ok(None);
-        }
-        Ok(match self.known(key, meta, kinds)? {
+        let at_key = file_key(key);
+        let known = match self.kv.get(&at_key).map_err(self.backend("read"))? {
+            Some(raw)
+                if serde_json::from_slice::<StateOnly>(&raw)
+                    .is_ok_and(|r| r.state != FileState::Skipped) =>
+            {
+                return Ok(None);
+            }
+            Some(raw) => Known::Yes(Box::new(self.decode(&at_key, &raw)?)),
+            None => self.known_other_kind(key, meta, kinds)?,
+        };
+        Ok(match known {
             Known::Yes(rec)
                 if rec.state == FileState::Skipped
                     && rec.key == *key
@@ -752,11 +762,16 @@ impl<K: Kv> StateStore for Ledger<K> {
     }
 
     fn summary(&self) -> SeamResult<StreamSummary> {
-        let stats = self.stats()?;
-        let last_batch = match self.get_u64(LAST_BATCH)? {
+        let mut summary = self.counts()?;
+        summary.last_batch = match self.get_u64(LAST_BATCH)? {
             Some(id) => self.get_json(&batch_key(id))?,
             None => None,
         };
+        Ok(summary)
+    }
+
+    fn counts(&self) -> SeamResult<StreamSummary> {
+        let stats = self.stats()?;
         let files_by_state = FileState::ALL
             .into_iter()
             .map(|s| (s, stats.counts.get(s.as_str()).copied().unwrap_or(0)))
@@ -769,7 +784,7 @@ impl<K: Kv> StateStore for Ledger<K> {
                 .unwrap_or(0),
             pending_bytes: stats.pending_bytes,
             files_by_state,
-            last_batch,
+            last_batch: None,
             committed_batches: stats.committed_batches,
             committed_rows: stats.committed_rows,
             committed_bytes: stats.committed_bytes,
