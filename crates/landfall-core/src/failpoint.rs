@@ -10,6 +10,7 @@
 //! lookup per point. No I/O beyond the one line `failpoint <name>: aborting (hit #N)` on stderr.
 //!
 //! Points, in protocol order: `after_plan`, `after_stage` (data files written, not committed),
+//! `before_commit` (the attempt is recorded as reaching the commit call, which has not run),
 //! `after_commit` (the table has the batch, the state does not), `after_record`; the Parquet
 //! directory sink adds `after_manifest` (manifest written, staged files not yet published).
 

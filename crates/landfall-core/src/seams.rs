@@ -241,6 +241,9 @@ pub trait Committer: Send + Sync {
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed>;
     /// Delete data files of failed attempts. Missing files are not an error.
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64>;
+    /// Once batch `batch_id` is in the table: delete the files among `paths` (every attempt's
+    /// staged files) that its commit does not hold. Missing files are not an error.
+    async fn remove_orphans(&self, batch_id: u64, paths: &[String]) -> SeamResult<u64>;
     /// The table's current version, for summaries.
     async fn table_version(&self) -> SeamResult<Option<i64>>;
     /// Finish the publication of a batch the table already holds (after a crash between

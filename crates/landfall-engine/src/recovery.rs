@@ -31,6 +31,14 @@ pub async fn recover(
         committer.complete(plan.batch_id).await?;
         // The version of the commit that holds the batch, not the table's latest.
         let version = committer.batch_version(plan.batch_id).await?;
+        // Attempts that did not land may have left files (the process stopped before the
+        // worker removed them); the landed attempt's stay.
+        let orphans = committer
+            .remove_orphans(plan.batch_id, &plan.staged)
+            .await?;
+        if orphans > 0 {
+            events.orphans_removed(plan.batch_id, orphans);
+        }
         state.record_committed(
             plan.batch_id,
             CommitReceipt::recovered(version.unwrap_or(-1)),

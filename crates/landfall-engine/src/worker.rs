@@ -527,6 +527,7 @@ impl StreamWorker {
         };
         failpoint::hit("after_stage");
         self.state.commit_started(batch_id, plan.attempts)?;
+        failpoint::hit("before_commit");
         let committing = Instant::now();
         let committed = match self.committer.commit(batch_id, &staged).await {
             Ok(c) => c,
@@ -560,8 +561,8 @@ impl StreamWorker {
             committed_at: Utc::now(),
             recovered: false,
         };
-        self.state.record_committed(batch_id, receipt.clone())?;
-        failpoint::hit("after_record");
+        // Earlier attempts' files go before the batch is recorded: once recorded, no recovery
+        // looks at this batch again, and a stop in between would leave them for good.
         let keep: Vec<&String> = staged.iter().map(|f| &f.path).collect();
         let orphans: Vec<String> = earlier_staged
             .into_iter()
@@ -571,6 +572,8 @@ impl StreamWorker {
             let n = self.committer.remove_files(&orphans).await?;
             self.events.orphans_removed(batch_id, n);
         }
+        self.state.record_committed(batch_id, receipt.clone())?;
+        failpoint::hit("after_record");
         self.state.prune_batch(batch_id, KEEP_PLANS)?;
         let ms = |d: Duration| d.as_millis() as u64;
         // The listing before this batch is credited to it once; later batches of the same

@@ -227,6 +227,19 @@ impl DeltaCommitter {
             .collect())
     }
 
+    /// Delete the files among `paths` the table does not reference; returns the referenced
+    /// ones (kept) and how many were deleted.
+    async fn remove_unreferenced(&self, paths: &[String]) -> Result<(Vec<String>, u64), SinkError> {
+        let live = self.live_paths().await?;
+        let (kept, doomed): (Vec<String>, Vec<String>) = paths
+            .iter()
+            .cloned()
+            .partition(|p| live.contains(p) || live.contains(&percent_decode(p)));
+        let store = crate::table_store(&self.uri, &self.options)?;
+        let removed = crate::parquet_dir::delete_all(&self.uri, store.as_ref(), &doomed).await?;
+        Ok((kept, removed))
+    }
+
     /// The version of the commit holding `batch_id` in `table` (refreshed), if still in the log.
     async fn find_batch(
         &self,
@@ -395,11 +408,7 @@ impl Committer for DeltaCommitter {
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {
         // Never delete a file the table references, whatever the caller believes: after an
         // ambiguous commit the "failed" attempt's files may be the live ones.
-        let live = self.live_paths().await?;
-        let (kept, doomed): (Vec<String>, Vec<String>) = paths
-            .iter()
-            .cloned()
-            .partition(|p| live.contains(p) || live.contains(&percent_decode(p)));
+        let (kept, removed) = self.remove_unreferenced(paths).await?;
         if !kept.is_empty() {
             tracing::warn!(
                 table = %self.uri,
@@ -407,8 +416,12 @@ impl Committer for DeltaCommitter {
                 "not removing data files the table references"
             );
         }
-        let store = crate::table_store(&self.uri, &self.options)?;
-        Ok(crate::parquet_dir::delete_all(&self.uri, store.as_ref(), &doomed).await?)
+        Ok(removed)
+    }
+
+    async fn remove_orphans(&self, _batch_id: u64, paths: &[String]) -> SeamResult<u64> {
+        // The files the table references are the landed attempt's: keeping them is expected.
+        Ok(self.remove_unreferenced(paths).await?.1)
     }
 
     async fn table_version(&self) -> SeamResult<Option<i64>> {

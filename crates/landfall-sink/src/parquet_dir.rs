@@ -319,6 +319,25 @@ impl Committer for ParquetDirCommitter {
         Ok(delete_all(&self.uri, self.store.as_ref(), paths).await?)
     }
 
+    async fn remove_orphans(&self, batch_id: u64, paths: &[String]) -> SeamResult<u64> {
+        // The batch's manifest names the files of the attempt that landed; without one the
+        // batch is not published here, and nothing is removed.
+        let Some(m) = self.read_manifest(batch_id).await? else {
+            return Ok(0);
+        };
+        let live: std::collections::HashSet<&str> = m
+            .files
+            .iter()
+            .flat_map(|f| [f.path.as_str(), f.staged.as_str()])
+            .collect();
+        let doomed: Vec<String> = paths
+            .iter()
+            .filter(|p| !live.contains(p.as_str()))
+            .cloned()
+            .collect();
+        Ok(delete_all(&self.uri, self.store.as_ref(), &doomed).await?)
+    }
+
     async fn table_version(&self) -> SeamResult<Option<i64>> {
         Ok(self.last_committed().await?.map(|v| v as i64))
     }

@@ -1,6 +1,6 @@
 //! Exactly-once under crashes, adversarially and reproducibly. The daemon is started again and
 //! again on one stream and ended each time: by SIGKILL from outside at a random instant, or by
-//! an abort at one of the protocol's failpoints (`after_plan`, `after_stage`, `after_commit`,
+//! an abort at one of the protocol's failpoints (`after_plan`, `after_stage`, `before_commit`, `after_commit`,
 //! `after_record`, and for the Parquet-directory sink `after_manifest`), armed to fire on an
 //! exact hit (`name=#N`) or with a probability. While each round runs, a writer thread keeps
 //! adding files, overwrites some (new rows with new ids) and deletes some; a few more are
@@ -84,10 +84,17 @@ impl Sink {
     /// The failpoints this sink passes through, each of which the test makes fire.
     fn failpoints(self) -> &'static [&'static str] {
         match self {
-            Sink::Delta => &["after_plan", "after_stage", "after_commit", "after_record"],
+            Sink::Delta => &[
+                "after_plan",
+                "after_stage",
+                "before_commit",
+                "after_commit",
+                "after_record",
+            ],
             Sink::Parquet => &[
                 "after_plan",
                 "after_stage",
+                "before_commit",
                 "after_manifest",
                 "after_commit",
                 "after_record",
@@ -678,24 +685,6 @@ target_file_size = "64k"
         problems.len(),
         problems[..problems.len().min(30)].join("\n")
     );
-}
-
-/// The independent verifier with extra arguments.
-fn verify_args(kind: &str, table: &Path, args: &[&str]) -> Value {
-    let script = repo_root().join("tests/verify/verify_table.py");
-    let o = Command::new("python3")
-        .arg(script)
-        .arg(kind)
-        .arg(table)
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        o.status.success(),
-        "independent verification failed:\n{}",
-        text(&o)
-    );
-    serde_json::from_slice(&o.stdout).expect("verifier prints JSON")
 }
 
 /// Every file under a Parquet-directory table that no manifest of `stream` names, except the

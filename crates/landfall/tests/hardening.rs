@@ -724,3 +724,31 @@ sink.path = "{root}/table"
     let b = state_of(&state_rows(&cfg, "events"), "b.json").clone();
     assert_eq!(b["state"], "skipped", "{b}");
 }
+
+/// An attempt that reached the commit call and died there keeps its files (its commit might
+/// still land); the next attempt commits. Whether the process then stops before or after the
+/// batch is recorded, the first attempt's files end up deleted and nothing the table
+/// references is touched.
+#[test]
+fn files_of_an_attempt_that_reached_the_commit_call_do_not_outlive_the_batch() {
+    for second_stop in ["after_commit", "after_record"] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        land(root, "a.json", 0..5);
+        let cfg = config(root, "");
+        crash_at(&cfg, "before_commit");
+        crash_at(&cfg, second_stop);
+        drain(&cfg);
+        let v = verify_args(
+            "delta",
+            &root.join("table"),
+            &["--stream", "events", "--orphans"],
+        );
+        assert_exactly(&ids(&v, "id"), &(0..5).collect::<Vec<_>>());
+        assert_eq!(
+            v["orphans"],
+            serde_json::json!([]),
+            "stopped at before_commit, then at {second_stop}"
+        );
+    }
+}

@@ -12,7 +12,11 @@ pub fn bin() -> &'static str {
 }
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // At run time first: a build cache shared between clones may hold a test binary built
+    // in another checkout, whose compile-time path is gone.
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("../..")
         .canonicalize()
         .unwrap()
@@ -124,13 +128,22 @@ pub fn write_rows(dir: &Path, name: &str, ids: impl Iterator<Item = u64>) {
 
 /// Rows of the table as the independent reader sees them.
 pub fn verify(kind: &str, table: &Path, stream: Option<&str>) -> Value {
-    let script = repo_root().join("tests/verify/verify_table.py");
-    let mut cmd = Command::new("python3");
-    cmd.arg(script).arg(kind).arg(table);
-    if let Some(s) = stream {
-        cmd.args(["--stream", s]);
+    match stream {
+        Some(s) => verify_args(kind, table, &["--stream", s]),
+        None => verify_args(kind, table, &[]),
     }
-    let o = cmd.output().expect("python3 runs");
+}
+
+/// The independent verifier with extra arguments (`--orphans`, `--stats`, ...).
+pub fn verify_args(kind: &str, table: &Path, args: &[&str]) -> Value {
+    let script = repo_root().join("tests/verify/verify_table.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .arg(kind)
+        .arg(table)
+        .args(args)
+        .output()
+        .expect("python3 runs");
     assert!(
         o.status.success(),
         "independent verification failed:\n{}",
