@@ -9,12 +9,16 @@
 mod error;
 mod interpolate;
 mod model;
+mod notifications;
 mod store;
 mod validate;
 
 pub use error::{ConfigError, ValidationError};
 pub use interpolate::interpolate;
 pub use model::*;
+pub use notifications::{
+    DiscoveryMode, DiscoverySpec, NotificationsConfig, NotificationsSpec, QueueSpec,
+};
 pub use store::{Location, StoreKind, StoreOptions};
 pub use validate::{HealthTable, StreamSpec, Trigger, ValidatedConfig, validate};
 

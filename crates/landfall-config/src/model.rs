@@ -255,6 +255,15 @@ pub struct StreamConfig {
     pub poll_interval: String,
     #[serde(default)]
     pub csv: CsvOptions,
+    /// `listing` (default) or `notifications` (consume storage events from a queue; see
+    /// `[streams.<name>.notifications]`).
+    #[serde(default)]
+    pub discovery: crate::DiscoveryMode,
+    /// Notification mode: also list the source at this interval (`1d`) and admit files the
+    /// state does not know, for events the cloud never delivered. Never duplicates.
+    pub backfill_interval: Option<String>,
+    /// The queue of notification mode.
+    pub notifications: Option<crate::NotificationsConfig>,
 }
 
 fn default_sample_files() -> usize {

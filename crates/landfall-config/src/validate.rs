@@ -68,6 +68,9 @@ pub struct StreamSpec {
     pub state_dir: PathBuf,
     pub poll_interval: Duration,
     pub csv: CsvOptions,
+    pub discovery: crate::DiscoverySpec,
+    /// Notification mode: a listing at this interval catches events never delivered.
+    pub backfill_interval: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -365,6 +368,35 @@ fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<Stream
         ctx.ok(k("csv.comment"), single_char(c));
     }
 
+    let discovery =
+        source.as_ref().and_then(|src| {
+            match crate::notifications::validate_discovery(
+                name,
+                s.discovery,
+                s.notifications.as_ref(),
+                src,
+            ) {
+                Ok(d) => Some(d),
+                Err(errors) => {
+                    for (key, reason) in errors {
+                        ctx.err(k(key), reason);
+                    }
+                    None
+                }
+            }
+        });
+    let backfill_interval = match &s.backfill_interval {
+        Some(b) if s.discovery != crate::DiscoveryMode::Notifications => {
+            ctx.err(
+                k("backfill_interval"),
+                format!("`{b}` is for discovery = \"notifications\"; a listing stream lists on every poll"),
+            );
+            None
+        }
+        Some(b) => ctx.ok(k("backfill_interval"), duration(b)).map(Some),
+        None => Some(None),
+    };
+
     if ctx.errors.len() > before {
         return None;
     }
@@ -414,6 +446,8 @@ fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<Stream
         state_dir,
         poll_interval: poll?,
         csv: s.csv.clone(),
+        discovery: discovery?,
+        backfill_interval: backfill_interval?,
     })
 }
 

@@ -16,6 +16,6 @@ pub mod size;
 pub use file::{FileKey, FileMeta, FileRecord, FileState, SkipKind, SkipReason};
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
-    AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch, SeamError,
-    StateStore, StreamSummary,
+    AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
+    MalformedMessage, QueueRound, SeamError, StateStore, StreamSummary,
 };

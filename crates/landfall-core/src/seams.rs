@@ -64,6 +64,40 @@ pub struct DiscoveryBatch {
     pub passed_over: Vec<(&'static str, String)>,
     /// Objects listed (or events received) in this round, before any filter.
     pub listed: u64,
+    /// This round listed the whole source (listing mode, or a notification stream's initial
+    /// or backfill listing), so every file present when it started is admitted.
+    pub full_listing: bool,
+    /// The source has more right now (a queue returned full receives): discover again
+    /// before concluding that everything available was seen.
+    pub more: bool,
+    /// Notification mode: what the round's queue messages held.
+    pub queue: Option<QueueRound>,
+}
+
+/// What one round of queue messages held, for the logs and metrics.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct QueueRound {
+    pub received: u64,
+    /// Messages that could not be parsed: left in the queue (its redrive policy moves them
+    /// aside after its max receive count).
+    pub malformed: Vec<MalformedMessage>,
+    /// Well-formed messages without object events (S3 test events, SNS confirmations).
+    pub ignored_messages: u64,
+    /// Object-removed events (counted; the ledger keeps what was ingested).
+    pub removed_events: u64,
+    /// Events of other kinds, or about another bucket or container.
+    pub other_events: u64,
+    /// Deliveries whose visibility could not be extended: their files are admitted, but the
+    /// messages are not deleted (they come back, and the ledger keeps them from duplicating).
+    pub extension_failures: u64,
+}
+
+/// A queue message that could not be parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedMessage {
+    pub id: String,
+    pub receive_count: u32,
+    pub error: String,
 }
 
 /// Decides, for one page of listed candidates, which may be new to the stream's state (see

@@ -2,13 +2,18 @@
 //! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths. S3
 //! is listed by [`S3Lister`], which survives keys object_store cannot represent.
 //!
-//! Queue notifications and managed file events plug in behind the same `Discovery` seam later.
+//! Queue notifications ([`NotificationDiscovery`] over a [`MessageQueue`]: SQS today) plug in
+//! behind the same `Discovery` seam; [`SourceDiscovery`] is whichever a stream configured.
 
 mod counting;
 mod listing;
 mod notification;
 mod partitions;
+mod queue;
+mod queue_discovery;
 mod s3_list;
+mod setup;
+mod source;
 mod stores;
 
 pub use counting::{CountRequests, CountingStore};
@@ -18,5 +23,9 @@ pub use notification::{
     parse_notification,
 };
 pub use partitions::hive_partitions;
+pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
+pub use queue_discovery::{MAX_MESSAGES_PER_ROUND, NotificationDiscovery, QueueOptions};
 pub use s3_list::{Listed, S3Lister};
+pub use setup::CreatedResources;
+pub use source::SourceDiscovery;
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

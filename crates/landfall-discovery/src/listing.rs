@@ -101,6 +101,10 @@ impl ListingDiscovery {
         &self.prefix
     }
 
+    pub fn filters(&self) -> &Filters {
+        &self.filters
+    }
+
     /// Narrow the modification window (used for `include_existing_files = false`).
     pub fn set_modified_after(&mut self, t: DateTime<Utc>) {
         self.filters.modified_after = Some(self.filters.modified_after.map_or(t, |x| x.max(t)));
@@ -168,6 +172,7 @@ impl ListingDiscovery {
         keep_new(&mut page, &mut batch.files, may_be_new)?;
         batch.files.sort_by(|a, b| a.path.cmp(&b.path));
         batch.cursor = last;
+        batch.full_listing = true;
         Ok(batch)
     }
 }

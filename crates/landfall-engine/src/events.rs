@@ -333,6 +333,48 @@ impl StreamEvents {
         tracing::warn!(stream = %self.stream, batch_id, path, reason = %reason, "file skipped; the rest of the batch goes on");
     }
 
+    /// What a round of notification messages held: malformed messages are logged one by one
+    /// with their id (they stay in the queue), the rest counted.
+    pub fn queue_round(&self, round: &landfall_core::QueueRound) {
+        let count = |family: &crate::metrics::Counters<ReasonLabel>, reason: &str, n: u64| {
+            if n > 0 {
+                family
+                    .get_or_create(&ReasonLabel {
+                        stream: self.stream.clone(),
+                        reason: reason.into(),
+                    })
+                    .inc_by(n);
+            }
+        };
+        let malformed = round.malformed.len() as u64;
+        let m = &self.metrics.queue_messages;
+        count(m, "malformed", malformed);
+        count(m, "ignored", round.ignored_messages);
+        count(m, "kept", round.extension_failures);
+        count(
+            m,
+            "files",
+            round
+                .received
+                .saturating_sub(malformed + round.ignored_messages),
+        );
+        count(&self.metrics.queue_events, "removed", round.removed_events);
+        count(&self.metrics.queue_events, "other", round.other_events);
+        for bad in &round.malformed {
+            tracing::warn!(stream = %self.stream, message_id = %bad.id, receive_count = bad.receive_count, error = %bad.error, "queue message not understood; left in the queue (its redrive policy moves it aside after the max receive count)");
+        }
+        if round.received > 0 {
+            tracing::debug!(stream = %self.stream, received = round.received, ignored = round.ignored_messages, removed_events = round.removed_events, other_events = round.other_events, "queue messages received");
+        }
+    }
+
+    pub fn queue_depth(&self, depth: u64) {
+        self.metrics
+            .queue_approximate_size
+            .get_or_create(&crate::metrics::stream(&self.stream))
+            .set(depth as i64);
+    }
+
     pub fn passed_over(&self, reason: &str, path: &str) {
         add(&self.counters.objects_passed_over, 1);
         self.metrics

@@ -9,6 +9,7 @@ pub mod failpoint;
 pub mod health;
 pub mod hub;
 pub mod metrics;
+pub mod notify_setup;
 mod partition;
 mod pinned;
 mod pipeline;

@@ -42,7 +42,7 @@ pub struct OpLabel {
     pub op: String,
 }
 
-type Counters<L = StreamLabel> = Family<L, Counter>;
+pub type Counters<L = StreamLabel> = Family<L, Counter>;
 type Gauges = Family<StreamLabel, Gauge>;
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -68,6 +68,8 @@ pub struct Metrics {
     pub files_committed: Counters,
     pub files_skipped: Counters<ReasonLabel>,
     pub objects_passed_over: Counters<ReasonLabel>,
+    pub queue_messages: Counters<ReasonLabel>,
+    pub queue_events: Counters<ReasonLabel>,
     pub rows_committed: Counters,
     pub rows_malformed: Counters,
     pub rows_rescued: Counters,
@@ -164,6 +166,16 @@ impl Metrics {
                 &mut r,
                 "landfall_objects_passed_over",
                 "Listed objects that are not files to ingest (empty, unrepresentable_key), counted per listing",
+            ),
+            queue_messages: counter(
+                &mut r,
+                "landfall_queue_messages",
+                "Notification queue messages received, by outcome (files: carried object events; ignored: test events and confirmations; malformed: left in the queue for its redrive policy; kept: not deleted because their visibility could not be extended)",
+            ),
+            queue_events: counter(
+                &mut r,
+                "landfall_queue_events",
+                "Storage events in notification messages that admit no file, by reason (removed, other: another kind or another bucket)",
             ),
             rows_committed: counter(
                 &mut r,

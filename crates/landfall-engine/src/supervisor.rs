@@ -67,7 +67,7 @@ async fn run_once(
 ) -> RunResult {
     let (spec, events2, sd) = (spec.clone(), events.clone(), shutdown.clone());
     let task = tokio::spawn(async move {
-        let mut w = match StreamWorker::open(spec, events2, available_now) {
+        let mut w = match StreamWorker::open(spec, events2, available_now).await {
             Ok(w) => w,
             Err(e) => {
                 return RunResult {

@@ -1,11 +1,12 @@
 //! Building a stream's parts from its validated spec: the state store, the source store and
 //! discovery, and the committer.
 
-use landfall_config::{SinkFormat, StreamSpec};
+use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
-    CountRequests, CountingStore, Filters, ListingDiscovery, S3Lister, open_store,
+    AwsSettings, CountRequests, CountingStore, Filters, ListingDiscovery, MessageQueue,
+    NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery, SqsQueue, StoreRef, open_store,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -18,9 +19,78 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
     )?))
 }
 
+/// The stream's discovery: listing over its source, or notifications from its queue (with
+/// listings when asked). Every request to the source and the queue is counted with `count`.
+pub async fn open_discovery(
+    spec: &StreamSpec,
+    state: &dyn StateStore,
+    count: CountRequests,
+) -> SeamResult<SourceDiscovery> {
+    let listing = open_listing(spec, count.clone())?;
+    let DiscoverySpec::Notifications(n) = &spec.discovery else {
+        return Ok(SourceDiscovery::Listing(listing));
+    };
+    let name = &spec.name;
+    let queue: Arc<dyn MessageQueue> = match &n.queue {
+        QueueSpec::Sqs { url, .. } => {
+            let url = match url {
+                Some(u) => u.clone(),
+                None => crate::notify_setup::created_queue_url(state)?.ok_or_else(|| {
+                    SeamError::fatal(format!(
+                        "stream `{name}`: discovery = \"notifications\" without notifications.queue_url, and no queue was set up yet: run `landfall notifications setup {name}` (or give queue_url)"
+                    ))
+                })?,
+            };
+            let aws =
+                AwsSettings::from_store_options(spec.source_options.iter(), n.endpoint.as_deref());
+            Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
+        }
+        QueueSpec::AzureQueue { name: queue } => {
+            return Err(SeamError::fatal(format!(
+                "stream `{name}`: Azure Storage Queue `{queue}`: the Azure queue consumer is not built yet; use discovery = \"listing\""
+            )));
+        }
+    };
+    let source = store_ref(&spec.source.url).ok_or_else(|| {
+        SeamError::fatal(format!(
+            "stream `{name}`: notifications need an S3 or Azure source, not {}",
+            spec.source.url
+        ))
+    })?;
+    Ok(SourceDiscovery::Notifications(NotificationDiscovery::new(
+        name,
+        listing,
+        queue,
+        source,
+        QueueOptions {
+            receivers: n.receivers,
+            visibility: n.visibility_timeout,
+            wait: n.wait_time,
+            backfill_interval: spec.backfill_interval,
+        },
+    )))
+}
+
+/// The bucket or container a source URL names, as storage events name it.
+fn store_ref(url: &url::Url) -> Option<StoreRef> {
+    let host = url.host_str()?.to_string();
+    match url.scheme() {
+        "s3" | "s3a" => Some(StoreRef::S3 { bucket: host }),
+        "gs" => Some(StoreRef::Gcs { bucket: host }),
+        "abfs" | "abfss" => {
+            // container@account.dfs.core.windows.net
+            let account = host.split('.').next()?.to_string();
+            Some(StoreRef::Azure {
+                account,
+                container: url.username().to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Listing discovery over the stream's source.
-/// Every request to the source (listing and reads) is counted with `count`.
-pub fn open_discovery(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDiscovery> {
+fn open_listing(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDiscovery> {
     let (store, prefix) = open_store(&spec.source.url, spec.source_options.iter())
         .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
     let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(store, count.clone()));

@@ -18,7 +18,7 @@ use landfall_core::{
     BatchPlan, CommitReceipt, Committer, Discovery, FileKey, FileMeta, FileState, SeamError,
     SkipKind, SkipReason, StateStore,
 };
-use landfall_discovery::ListingDiscovery;
+use landfall_discovery::SourceDiscovery;
 use landfall_formats::DecodeOptions;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub enum RunEnd {
 pub struct StreamWorker {
     spec: StreamSpec,
     state: Arc<dyn StateStore>,
-    discovery: ListingDiscovery,
+    discovery: SourceDiscovery,
     committer: Arc<dyn Committer>,
     events: Arc<StreamEvents>,
     schema: Option<StreamSchema>,
@@ -55,6 +55,15 @@ pub const EXISTING_CUTOFF_META: &str = "existing_files_cutoff";
 
 /// The ledger's `m/user/` entry holding the last error a run of the stream ended with.
 pub const STATUS_META: &str = "last_error";
+
+/// The ledger's `m/user/` entry naming the discovery mode whose view of the source is complete:
+/// `notifications` once a notification stream's first listing is admitted, `listing` while a
+/// stream lists. A notification stream whose entry says otherwise (new, or switched from
+/// listing) lists first, so files that landed before its queue saw events are not missed.
+pub const DISCOVERY_MODE_META: &str = "discovery_mode";
+
+/// A full receive round repeats at most this often before a continuous stream plans a batch.
+const MAX_QUEUE_ROUNDS: usize = 10;
 
 /// The last error a run ended with; shown by `landfall streams` while no batch committed after
 /// it.
@@ -74,13 +83,14 @@ pub const KEEP_PLANS: u64 = 100;
 
 impl StreamWorker {
     /// Open the stream's state, source and table. `available_now` overrides the trigger.
-    pub fn open(
+    pub async fn open(
         spec: StreamSpec,
         events: Arc<StreamEvents>,
         available_now: bool,
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
-        let discovery = crate::wiring::open_discovery(&spec, events.request_counter())?;
+        let discovery =
+            crate::wiring::open_discovery(&spec, state.as_ref(), events.request_counter()).await?;
         let committer = crate::wiring::open_committer(&spec)?;
         let available_now = available_now || spec.trigger == Trigger::AvailableNow;
         Ok(StreamWorker {
@@ -157,6 +167,20 @@ impl StreamWorker {
     /// only the files the state did not know (the listing is checked page by page, so a
     /// round's memory follows the new files, not the size of the prefix).
     async fn discover(&self) -> SeamResult<Vec<FileMeta>> {
+        let mut candidates = Vec::new();
+        // A queue that returned full receives has more: take it in before planning (all of it
+        // in an available-now run, which must see everything present at its start).
+        for round in 0.. {
+            let more = self.discover_round(&mut candidates).await?;
+            if !more || (!self.available_now && round + 1 >= MAX_QUEUE_ROUNDS) {
+                break;
+            }
+        }
+        Ok(candidates)
+    }
+
+    /// One discovery round: admit, then acknowledge. Returns whether the source has more.
+    async fn discover_round(&self, candidates: &mut Vec<FileMeta>) -> SeamResult<bool> {
         let t = Instant::now();
         let cursor = self.state.cursor()?;
         let found = if self.schema.is_none() {
@@ -179,13 +203,39 @@ impl StreamWorker {
             .state
             .admit(&keyed, found.cursor.as_deref(), Utc::now())?;
         drop(keyed);
+        if found.full_listing && self.discovery.notifications().is_some() {
+            self.state.set_meta(DISCOVERY_MODE_META, "notifications")?;
+        }
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {
             self.events.passed_over(reason, &self.shown(path));
         }
+        if let Some(round) = &found.queue {
+            self.events.queue_round(round);
+        }
         self.events
             .discovered(found.listed as usize, admitted, found.filtered, t.elapsed());
-        Ok(found.files)
+        candidates.extend(found.files);
+        Ok(found.more)
+    }
+
+    /// Before the first discovery: a notification stream entering the mode lists first; a
+    /// listing stream notes that it lists (a later switch to notifications then lists again).
+    fn prepare_discovery(&self) -> SeamResult<()> {
+        let recorded = self.state.meta(DISCOVERY_MODE_META)?;
+        match self.discovery.notifications() {
+            Some(n) => {
+                if recorded.as_deref() != Some("notifications") {
+                    n.request_listing();
+                }
+                n.set_no_wait(self.available_now);
+            }
+            None if recorded.as_deref() != Some("listing") => {
+                self.state.set_meta(DISCOVERY_MODE_META, "listing")?;
+            }
+            None => {}
+        }
+        Ok(())
     }
 
     /// `discover`, timed, with the ledger's counts reported after it.
@@ -267,6 +317,7 @@ impl StreamWorker {
             self.discovery.prefix().as_ref(),
         ));
         self.apply_existing_cutoff()?;
+        self.prepare_discovery()?;
         // A stored or explicit schema needs no listing: resolving it first lets even the first
         // listing of this run keep only new files. (Inference needs the full first listing.)
         self.ensure_schema(&[]).await?;
@@ -294,10 +345,24 @@ impl StreamWorker {
             // While a backlog is pending, list at most once per poll interval: each LIST of a
             // large prefix costs time and money, and the backlog is already known.
             let asked = self.events.take_backfill();
+            let queue = self.discovery.notifications().is_some();
+            if asked && let Some(n) = self.discovery.notifications() {
+                n.request_listing();
+            }
             if !self.available_now
                 && (asked || !backlog || last_listing.elapsed() >= self.spec.poll_interval)
             {
-                candidates = self.timed_discover().await?;
+                if queue && !backlog {
+                    // Idle on a queue: the receive long-polls, and a stop must not wait for it.
+                    // Dropping the receive loses nothing: its messages come back after their
+                    // visibility timeout (admission and deletion happen after it).
+                    tokio::select! {
+                        found = self.timed_discover() => candidates = found?,
+                        _ = stop_asked(&mut shutdown) => return Ok(RunEnd::Stopped),
+                    }
+                } else {
+                    candidates = self.timed_discover().await?;
+                }
                 last_listing = Instant::now();
             }
             self.expire()?;
@@ -326,7 +391,13 @@ impl StreamWorker {
                         self.events.idle();
                     }
                     backlog = false;
-                    if wait(&mut shutdown, self.spec.poll_interval, &events).await {
+                    // A queue's receive waits by itself (long polling).
+                    let pause = if self.discovery.notifications().is_some() {
+                        Duration::ZERO
+                    } else {
+                        self.spec.poll_interval
+                    };
+                    if wait(&mut shutdown, pause, &events).await {
                         return Ok(RunEnd::Stopped);
                     }
                     continue;
@@ -605,6 +676,18 @@ impl StreamWorker {
 
 /// Sleep for `d` unless shutdown comes first. True when shutting down.
 /// Wait `d`, or less when shutdown (returns true) or a backfill is asked for (returns false).
+/// Resolves once a stop is asked (never, if the sender is gone).
+async fn stop_asked(shutdown: &mut watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        if shutdown.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 async fn wait(shutdown: &mut watch::Receiver<bool>, d: Duration, events: &StreamEvents) -> bool {
     if *shutdown.borrow() {
         return true;

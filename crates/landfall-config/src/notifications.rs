@@ -1,0 +1,341 @@
+//! Discovery settings: directory listing (the default) or queue notifications, and the
+//! notification queue's options (`[streams.<name>.notifications]`).
+//!
+//! Notification mode consumes storage events from a queue instead of listing on every poll:
+//! SQS for S3 sources (events sent straight to the queue, or through an SNS topic), an Azure
+//! Storage Queue fed by Event Grid for Azure sources. A listing still runs when the stream
+//! enters notification mode (first start, or a switch from listing: it covers what happened
+//! before the queue existed) and every `backfill_interval`; both only admit files the state
+//! does not know, so nothing is ingested twice.
+
+use crate::store::{Location, StoreKind};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How a stream finds new files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscoveryMode {
+    /// List the source prefix on every poll.
+    #[default]
+    Listing,
+    /// Consume storage events from a queue (`[streams.<name>.notifications]`).
+    Notifications,
+}
+
+/// `[streams.<name>.notifications]`: the queue a notification-mode stream consumes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// S3 sources: URL of an existing SQS queue. Without it, `landfall notifications setup`
+    /// (or the first start) creates one named after the stream.
+    pub queue_url: Option<String>,
+    /// Azure sources: name of the Storage Queue Event Grid delivers to (in the source's
+    /// storage account). S3 sources: name of the SQS queue to create (default
+    /// `landfall-<stream>`).
+    pub queue_name: Option<String>,
+    /// S3: deliver through an SNS topic subscribed by the queue (S3 -> SNS -> SQS), as needed
+    /// when several consumers share the bucket's events.
+    #[serde(default)]
+    pub sns: bool,
+    /// Concurrent receive loops (SQS ReceiveMessage calls in flight), default 1.
+    #[serde(default = "one")]
+    pub receivers: usize,
+    /// How long a received message stays invisible to other consumers; a heartbeat extends it
+    /// while its files are being recorded (default `2m`).
+    #[serde(default = "default_visibility")]
+    pub visibility_timeout: String,
+    /// Long-poll wait of one receive (default `20s`, the SQS maximum).
+    #[serde(default = "default_wait")]
+    pub wait_time: String,
+    /// Queue service endpoint (emulators, VPC endpoints). Default: the source store's endpoint
+    /// when it has one, else the cloud's.
+    pub endpoint: Option<String>,
+    /// Tags applied to every resource landfall creates.
+    #[serde(default)]
+    pub resource_tags: BTreeMap<String, String>,
+}
+
+fn one() -> usize {
+    1
+}
+fn default_visibility() -> String {
+    "2m".into()
+}
+fn default_wait() -> String {
+    "20s".into()
+}
+
+/// Which queue service a notification stream reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueSpec {
+    /// SQS; `url` is `None` until setup created the queue (its URL is then kept in the
+    /// stream's state).
+    Sqs {
+        url: Option<String>,
+        name: String,
+        sns: bool,
+    },
+    /// Azure Storage Queue in the source's account.
+    AzureQueue { name: String },
+}
+
+/// Validated notification settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationsSpec {
+    pub queue: QueueSpec,
+    pub receivers: usize,
+    pub visibility_timeout: Duration,
+    pub wait_time: Duration,
+    pub endpoint: Option<String>,
+    pub resource_tags: BTreeMap<String, String>,
+}
+
+/// The validated discovery mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiscoverySpec {
+    Listing,
+    Notifications(NotificationsSpec),
+}
+
+/// Check the discovery settings of stream `stream`. Errors are `(key below the stream,
+/// reason)`.
+pub(crate) fn validate_discovery(
+    stream: &str,
+    mode: DiscoveryMode,
+    n: Option<&NotificationsConfig>,
+    source: &Location,
+) -> Result<DiscoverySpec, Vec<(&'static str, String)>> {
+    let mut errors = Vec::new();
+    let n = match (mode, n) {
+        (DiscoveryMode::Listing, None) => return Ok(DiscoverySpec::Listing),
+        (DiscoveryMode::Listing, Some(_)) => {
+            return Err(vec![(
+                "notifications",
+                "is set but discovery is `listing`; set discovery = \"notifications\" to use the queue".into(),
+            )]);
+        }
+        (DiscoveryMode::Notifications, None) => &NotificationsConfig {
+            queue_url: None,
+            queue_name: None,
+            sns: false,
+            receivers: 1,
+            visibility_timeout: default_visibility(),
+            wait_time: default_wait(),
+            endpoint: None,
+            resource_tags: BTreeMap::new(),
+        },
+        (DiscoveryMode::Notifications, Some(n)) => n,
+    };
+    let queue = match source.kind {
+        StoreKind::S3 => {
+            if let Some(u) = &n.queue_url
+                && url::Url::parse(u).is_err()
+            {
+                errors.push(("notifications.queue_url", format!("`{u}` is not a URL")));
+            }
+            let name = n
+                .queue_name
+                .clone()
+                .unwrap_or_else(|| format!("landfall-{stream}"));
+            if !valid_sqs_name(&name) {
+                errors.push((
+                    "notifications.queue_name",
+                    format!(
+                        "`{name}` is not a valid SQS queue name (1-80 letters, digits, `-` or `_`)"
+                    ),
+                ));
+            }
+            QueueSpec::Sqs {
+                url: n.queue_url.clone(),
+                name,
+                sns: n.sns,
+            }
+        }
+        StoreKind::Azure => {
+            if n.queue_url.is_some() {
+                errors.push((
+                    "notifications.queue_url",
+                    "is for SQS; an Azure source names its Storage Queue with queue_name".into(),
+                ));
+            }
+            if n.sns {
+                errors.push(("notifications.sns", "is for S3 sources".into()));
+            }
+            match &n.queue_name {
+                Some(name) if valid_azure_queue_name(name) => {
+                    QueueSpec::AzureQueue { name: name.clone() }
+                }
+                Some(name) => {
+                    errors.push((
+                        "notifications.queue_name",
+                        format!("`{name}` is not a valid Azure queue name (3-63 lowercase letters, digits and single hyphens, starting with a letter or digit)"),
+                    ));
+                    QueueSpec::AzureQueue { name: name.clone() }
+                }
+                None => {
+                    errors.push((
+                        "notifications.queue_name",
+                        "is required for an Azure source: the Storage Queue Event Grid delivers to"
+                            .into(),
+                    ));
+                    QueueSpec::AzureQueue {
+                        name: String::new(),
+                    }
+                }
+            }
+        }
+        StoreKind::Gcs => {
+            return Err(vec![(
+                "discovery",
+                "notifications are not available for GCS sources yet (Pub/Sub messages are parsed, but no Pub/Sub consumer exists); use discovery = \"listing\"".into(),
+            )]);
+        }
+        StoreKind::Local => {
+            return Err(vec![(
+                "discovery",
+                "a local directory sends no notifications; use discovery = \"listing\"".into(),
+            )]);
+        }
+    };
+    if n.receivers == 0 || n.receivers > 64 {
+        errors.push(("notifications.receivers", "must be between 1 and 64".into()));
+    }
+    let visibility = match humantime::parse_duration(&n.visibility_timeout) {
+        Ok(d) if d >= Duration::from_secs(10) && d <= Duration::from_secs(12 * 3600) => Some(d),
+        Ok(_) => {
+            errors.push((
+                "notifications.visibility_timeout",
+                "must be between 10s and 12h (the SQS limit)".into(),
+            ));
+            None
+        }
+        Err(e) => {
+            errors.push(("notifications.visibility_timeout", e.to_string()));
+            None
+        }
+    };
+    let wait = match humantime::parse_duration(&n.wait_time) {
+        Ok(d) if d <= Duration::from_secs(20) => Some(d),
+        Ok(_) => {
+            errors.push((
+                "notifications.wait_time",
+                "must be at most 20s (the SQS long-poll limit)".into(),
+            ));
+            None
+        }
+        Err(e) => {
+            errors.push(("notifications.wait_time", e.to_string()));
+            None
+        }
+    };
+    if let Some(e) = &n.endpoint
+        && url::Url::parse(e).is_err()
+    {
+        errors.push(("notifications.endpoint", format!("`{e}` is not a URL")));
+    }
+    if n.resource_tags.len() > 50 {
+        errors.push(("notifications.resource_tags", "at most 50 tags".into()));
+    }
+    match (errors.is_empty(), visibility, wait) {
+        (true, Some(visibility_timeout), Some(wait_time)) => {
+            Ok(DiscoverySpec::Notifications(NotificationsSpec {
+                queue,
+                receivers: n.receivers,
+                visibility_timeout,
+                wait_time,
+                endpoint: n.endpoint.clone(),
+                resource_tags: n.resource_tags.clone(),
+            }))
+        }
+        _ => Err(errors),
+    }
+}
+
+fn valid_sqs_name(name: &str) -> bool {
+    (1..=80).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn valid_azure_queue_name(name: &str) -> bool {
+    (3..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(u: &str) -> Location {
+        Location::parse(u).unwrap()
+    }
+
+    #[test]
+    fn listing_is_the_default_and_rejects_a_stray_queue_section() {
+        assert_eq!(
+            validate_discovery("s", DiscoveryMode::Listing, None, &loc("s3://b/p")),
+            Ok(DiscoverySpec::Listing)
+        );
+        let n: NotificationsConfig = serde_json::from_str("{}").unwrap();
+        assert!(
+            validate_discovery("s", DiscoveryMode::Listing, Some(&n), &loc("s3://b/p")).is_err()
+        );
+    }
+
+    #[test]
+    fn s3_gets_a_default_queue_name_and_azure_needs_one() {
+        let Ok(DiscoverySpec::Notifications(n)) =
+            validate_discovery("ev", DiscoveryMode::Notifications, None, &loc("s3://b/p"))
+        else {
+            panic!()
+        };
+        assert_eq!(
+            n.queue,
+            QueueSpec::Sqs {
+                url: None,
+                name: "landfall-ev".into(),
+                sns: false
+            }
+        );
+        assert_eq!(n.wait_time, Duration::from_secs(20));
+        let e = validate_discovery("ev", DiscoveryMode::Notifications, None, &loc("az://c/p"))
+            .unwrap_err();
+        assert_eq!(e[0].0, "notifications.queue_name");
+        let e = validate_discovery("ev", DiscoveryMode::Notifications, None, &loc("/tmp/x"))
+            .unwrap_err();
+        assert_eq!(e[0].0, "discovery");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let n: NotificationsConfig = serde_json::from_str(
+            r#"{"receivers":0,"visibility_timeout":"1s","wait_time":"30s","queue_name":"Bad Name"}"#,
+        )
+        .unwrap();
+        let e = validate_discovery(
+            "ev",
+            DiscoveryMode::Notifications,
+            Some(&n),
+            &loc("az://c/p"),
+        )
+        .unwrap_err();
+        let keys: Vec<_> = e.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            [
+                "notifications.queue_name",
+                "notifications.receivers",
+                "notifications.visibility_timeout",
+                "notifications.wait_time"
+            ]
+        );
+    }
+}

@@ -1,0 +1,306 @@
+//! The queues notification discovery reads, behind one trait: receive a few messages, extend
+//! their visibility while they are held, delete them once their files are durably recorded.
+//!
+//! [`SqsQueue`] is Amazon SQS through aws-sdk-sqs (long polling, batches of 10,
+//! `ApproximateReceiveCount` reported so malformed messages can be left to the queue's redrive
+//! policy). Credentials and region come from the source store's options when given, else from
+//! the AWS default chain (environment, profile, instance role). Every call is counted by
+//! operation (`ReceiveMessage`, `DeleteMessageBatch`, `ChangeMessageVisibilityBatch`,
+//! `GetQueueAttributes`).
+
+use crate::CountRequests;
+use async_trait::async_trait;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+    MessageSystemAttributeName, QueueAttributeName,
+};
+use std::time::Duration;
+
+/// One received message.
+#[derive(Debug, Clone)]
+pub struct QueueMessage {
+    /// The queue's message id, for logs.
+    pub id: String,
+    pub body: String,
+    /// What deletes or extends this delivery (SQS receipt handle, Azure pop receipt).
+    pub receipt: String,
+    /// How many times the message was received, this time included.
+    pub receive_count: u32,
+}
+
+/// A queue call that failed, with the operation and queue named.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{op} on {queue}: {detail}")]
+pub struct QueueError {
+    pub op: &'static str,
+    pub queue: String,
+    pub detail: String,
+    /// Retrying may help (throttling, network, 5xx); false for a missing queue or no access.
+    pub retryable: bool,
+}
+
+/// A message queue of storage events.
+#[async_trait]
+pub trait MessageQueue: Send + Sync {
+    /// The queue, for messages (its URL or name).
+    fn describe(&self) -> String;
+    /// Up to `max` messages (at most 10 per call), waiting up to `wait` for the first,
+    /// invisible to others for `visibility`.
+    async fn receive(
+        &self,
+        max: usize,
+        wait: Duration,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError>;
+    /// Delete deliveries by receipt; returns the receipts that could not be deleted.
+    async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError>;
+    /// Keep deliveries invisible for `visibility` from now. Returns, per receipt in order, the
+    /// receipt to use from now on (Azure issues a new one) or `None` if the extension failed.
+    async fn extend(
+        &self,
+        receipts: &[String],
+        visibility: Duration,
+    ) -> Result<Vec<Option<String>>, QueueError>;
+    /// The approximate number of visible messages, when the queue can tell.
+    async fn approximate_depth(&self) -> Result<Option<u64>, QueueError>;
+}
+
+/// Connection settings for AWS clients, from the source store's options.
+#[derive(Debug, Clone, Default)]
+pub struct AwsSettings {
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+}
+
+impl AwsSettings {
+    /// Read region, endpoint and static credentials from object_store-style S3 options
+    /// (`region`/`aws_region`, `endpoint`/`aws_endpoint`, `access_key_id`, ...); `endpoint`
+    /// overrides the store's endpoint.
+    pub fn from_store_options<'a>(
+        options: impl Iterator<Item = (&'a String, &'a String)>,
+        endpoint: Option<&str>,
+    ) -> AwsSettings {
+        use object_store::aws::AmazonS3ConfigKey as K;
+        let mut s = AwsSettings::default();
+        for (k, v) in options {
+            match k.to_ascii_lowercase().parse::<K>() {
+                Ok(K::Region) => s.region = Some(v.clone()),
+                Ok(K::Endpoint) if s.endpoint.is_none() => s.endpoint = Some(v.clone()),
+                Ok(K::AccessKeyId) => s.access_key_id = Some(v.clone()),
+                Ok(K::SecretAccessKey) => s.secret_access_key = Some(v.clone()),
+                Ok(K::Token) => s.session_token = Some(v.clone()),
+                _ => {}
+            }
+        }
+        if let Some(e) = endpoint {
+            s.endpoint = Some(e.to_string());
+        }
+        s
+    }
+
+    /// The shared AWS configuration: these settings over the default chain.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(r) = &self.region {
+            loader = loader.region(aws_config::Region::new(r.clone()));
+        }
+        if let Some(e) = &self.endpoint {
+            loader = loader.endpoint_url(e.clone());
+        }
+        if let (Some(k), Some(s)) = (&self.access_key_id, &self.secret_access_key) {
+            loader = loader.credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                k.clone(),
+                s.clone(),
+                self.session_token.clone(),
+                None,
+                "landfall-store-options",
+            ));
+        }
+        loader.load().await
+    }
+}
+
+/// An SQS queue.
+pub struct SqsQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+    count: CountRequests,
+}
+
+impl SqsQueue {
+    pub fn new(config: &aws_config::SdkConfig, url: &str, count: CountRequests) -> Self {
+        SqsQueue {
+            client: aws_sdk_sqs::Client::new(config),
+            url: url.to_string(),
+            count,
+        }
+    }
+
+    fn err<E>(&self, op: &'static str, e: aws_sdk_sqs::error::SdkError<E>) -> QueueError
+    where
+        E: std::error::Error + aws_sdk_sqs::error::ProvideErrorMetadata + 'static,
+    {
+        use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+        let code = e.code().map(str::to_string);
+        let detail = match (&code, e.message()) {
+            (Some(c), Some(m)) => format!("{c}: {m}"),
+            (Some(c), None) => c.clone(),
+            _ => aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
+        };
+        let permanent = matches!(
+            code.as_deref(),
+            Some(
+                "AWS.SimpleQueueService.NonExistentQueue"
+                    | "QueueDoesNotExist"
+                    | "AccessDenied"
+                    | "AccessDeniedException"
+                    | "InvalidClientTokenId"
+                    | "SignatureDoesNotMatch"
+            )
+        );
+        QueueError {
+            op,
+            queue: self.url.clone(),
+            detail,
+            retryable: !permanent && !matches!(e, SdkError::ConstructionFailure(_)),
+        }
+    }
+}
+
+fn secs(d: Duration) -> i32 {
+    d.as_secs().min(i32::MAX as u64) as i32
+}
+
+#[async_trait]
+impl MessageQueue for SqsQueue {
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+
+    async fn receive(
+        &self,
+        max: usize,
+        wait: Duration,
+        visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError> {
+        (self.count)("ReceiveMessage", 1);
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(max.clamp(1, 10) as i32)
+            .wait_time_seconds(secs(wait))
+            .visibility_timeout(secs(visibility))
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|e| self.err("ReceiveMessage", e))?;
+        Ok(out
+            .messages()
+            .iter()
+            .filter_map(|m| {
+                let receive_count = m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1);
+                Some(QueueMessage {
+                    id: m.message_id().unwrap_or_default().to_string(),
+                    body: m.body().unwrap_or_default().to_string(),
+                    receipt: m.receipt_handle()?.to_string(),
+                    receive_count,
+                })
+            })
+            .collect())
+    }
+
+    async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
+        let mut failed = Vec::new();
+        for chunk in receipts.chunks(10) {
+            (self.count)("DeleteMessageBatch", 1);
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(r)
+                        .build()
+                        .expect("id and receipt handle are set")
+                })
+                .collect();
+            let out = self
+                .client
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| self.err("DeleteMessageBatch", e))?;
+            for f in out.failed() {
+                if let Some(r) = f.id().parse::<usize>().ok().and_then(|i| chunk.get(i)) {
+                    failed.push(r.clone());
+                }
+            }
+        }
+        Ok(failed)
+    }
+
+    async fn extend(
+        &self,
+        receipts: &[String],
+        visibility: Duration,
+    ) -> Result<Vec<Option<String>>, QueueError> {
+        let mut out: Vec<Option<String>> = receipts.iter().cloned().map(Some).collect();
+        for (c, chunk) in receipts.chunks(10).enumerate() {
+            (self.count)("ChangeMessageVisibilityBatch", 1);
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(r)
+                        .visibility_timeout(secs(visibility))
+                        .build()
+                        .expect("id and receipt handle are set")
+                })
+                .collect();
+            let res = self
+                .client
+                .change_message_visibility_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| self.err("ChangeMessageVisibilityBatch", e))?;
+            for f in res.failed() {
+                if let Ok(i) = f.id().parse::<usize>()
+                    && let Some(slot) = out.get_mut(c * 10 + i)
+                {
+                    *slot = None;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {
+        (self.count)("GetQueueAttributes", 1);
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| self.err("GetQueueAttributes", e))?;
+        Ok(out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|v| v.parse().ok()))
+    }
+}

@@ -1,0 +1,473 @@
+//! Notification discovery: candidates come from storage events on a queue; a listing runs when
+//! asked (entering notification mode, `backfill_interval`, an admin backfill).
+//!
+//! One round receives with `receivers` concurrent long polls (10 messages each), continuing
+//! without waiting while receives come back full, up to [`MAX_MESSAGES_PER_ROUND`]. Each body
+//! is parsed ([`crate::parse_notification`]); object-created events about the source's bucket
+//! or container, under its prefix and through its filters, become candidates. The candidates
+//! are returned with one acknowledgement token per message; the worker admits the files to
+//! the ledger (one synced write) and only then acknowledges, which deletes the messages. So a
+//! crash between receive and record loses nothing (the messages come back after their
+//! visibility timeout), and one between record and delete duplicates nothing (the ledger
+//! already knows the files).
+//!
+//! - A message that cannot be parsed is reported with its id and receive count and is not
+//!   deleted: the queue's redrive policy moves it aside after its max receive count. It never
+//!   stops the stream.
+//! - Test events, SNS confirmations, removed events, other event kinds, other buckets, keys
+//!   outside the prefix or the filters: counted, and the message is deleted.
+//! - The same key and etag in several messages (duplicates, redeliveries, moto's two events
+//!   of a multipart upload) is one candidate; the ledger admits a file once.
+//! - While messages are held (between receive and acknowledgement) a heartbeat extends their
+//!   visibility every half timeout. A delivery whose extension failed may already be with
+//!   another consumer: its files are admitted (the ledger is the arbiter) but the message is
+//!   not deleted.
+//! - Events carry no size on some Azure APIs: a HEAD fills it in (a file gone by then is left
+//!   out: its removal event follows).
+//! - Event etags arrive without quotes; they are quoted as object_store reports them, so a
+//!   file's identity is the same whether a listing or an event found it.
+
+use crate::listing::{Filters, ListingDiscovery};
+use crate::notification::{EventKind, Notification, StorageEvent, StoreRef};
+use crate::queue::{MessageQueue, QueueMessage};
+use chrono::Utc;
+use futures::future::join_all;
+use landfall_core::seams::{NewFilter, SeamResult};
+use landfall_core::{
+    AckToken, Discovery, DiscoveryBatch, FileMeta, MalformedMessage, QueueRound, SeamError,
+};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// At most this many messages are received before the round's files are recorded.
+pub const MAX_MESSAGES_PER_ROUND: usize = 1000;
+
+/// How a notification stream reads its queue.
+#[derive(Debug, Clone)]
+pub struct QueueOptions {
+    pub receivers: usize,
+    pub visibility: Duration,
+    /// Long-poll wait of the first receive of a round.
+    pub wait: Duration,
+    pub backfill_interval: Option<Duration>,
+}
+
+/// A received delivery not yet acknowledged.
+struct Held {
+    receipt: String,
+    extension_failed: bool,
+}
+
+type HeldMap = Arc<Mutex<HashMap<String, Held>>>;
+
+pub struct NotificationDiscovery {
+    stream: String,
+    listing: ListingDiscovery,
+    queue: Arc<dyn MessageQueue>,
+    /// The bucket or container events must be about.
+    source: StoreRef,
+    options: QueueOptions,
+    held: HeldMap,
+    heartbeat: tokio::task::JoinHandle<()>,
+    list_next: AtomicBool,
+    last_listing: Mutex<Option<Instant>>,
+    /// Receive without waiting (available-now runs: an empty receive means drained).
+    no_wait: AtomicBool,
+}
+
+impl Drop for NotificationDiscovery {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
+}
+
+impl NotificationDiscovery {
+    pub fn new(
+        stream: &str,
+        listing: ListingDiscovery,
+        queue: Arc<dyn MessageQueue>,
+        source: StoreRef,
+        options: QueueOptions,
+    ) -> Self {
+        let held: HeldMap = Arc::default();
+        let heartbeat = tokio::spawn(heartbeat(
+            stream.to_string(),
+            queue.clone(),
+            held.clone(),
+            options.visibility,
+        ));
+        NotificationDiscovery {
+            stream: stream.to_string(),
+            listing,
+            queue,
+            source,
+            options,
+            held,
+            heartbeat,
+            list_next: AtomicBool::new(false),
+            last_listing: Mutex::new(None),
+            no_wait: AtomicBool::new(false),
+        }
+    }
+
+    pub fn listing(&self) -> &ListingDiscovery {
+        &self.listing
+    }
+
+    pub fn listing_mut(&mut self) -> &mut ListingDiscovery {
+        &mut self.listing
+    }
+
+    pub fn queue(&self) -> &Arc<dyn MessageQueue> {
+        &self.queue
+    }
+
+    /// List the source on the next round (entering notification mode; a backfill asked for).
+    pub fn request_listing(&self) {
+        self.list_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Receive without long polling: for runs that stop once the queue is drained.
+    pub fn set_no_wait(&self, no_wait: bool) {
+        self.no_wait.store(no_wait, Ordering::SeqCst);
+    }
+
+    fn listing_due(&self) -> bool {
+        if self.list_next.swap(false, Ordering::SeqCst) {
+            return true;
+        }
+        let last = *self.last_listing.lock().unwrap_or_else(|e| e.into_inner());
+        match (self.options.backfill_interval, last) {
+            (Some(every), Some(t)) => t.elapsed() >= every,
+            // The first backfill is one interval after the start.
+            (Some(_), None) => {
+                *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                false
+            }
+            (None, _) => false,
+        }
+    }
+
+    /// Receive up to [`MAX_MESSAGES_PER_ROUND`] messages.
+    async fn receive(&self) -> SeamResult<Vec<QueueMessage>> {
+        let mut out: Vec<QueueMessage> = Vec::new();
+        let mut wait = if self.no_wait.load(Ordering::SeqCst) {
+            Duration::ZERO
+        } else {
+            self.options.wait
+        };
+        loop {
+            let calls = (0..self.options.receivers.max(1))
+                .map(|_| self.queue.receive(10, wait, self.options.visibility));
+            let mut all_full = true;
+            let mut any = false;
+            for r in join_all(calls).await {
+                match r {
+                    Ok(msgs) => {
+                        all_full &= msgs.len() == 10;
+                        any |= !msgs.is_empty();
+                        out.extend(msgs);
+                    }
+                    // Messages already received stay held and are returned; the error is
+                    // reported when nothing was received.
+                    Err(e) if out.is_empty() => {
+                        let msg = format!("stream `{}`: {e}", self.stream);
+                        return Err(if e.retryable {
+                            SeamError::retryable(msg)
+                        } else {
+                            SeamError::fatal(msg)
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(stream = %self.stream, error = %e, "a receive failed; the messages already received are recorded first");
+                        all_full = false;
+                    }
+                }
+            }
+            if !any || !all_full || out.len() >= MAX_MESSAGES_PER_ROUND {
+                return Ok(out);
+            }
+            wait = Duration::ZERO;
+        }
+    }
+
+    /// One round from the queue.
+    async fn queue_round(&self, may_be_new: NewFilter<'_>) -> SeamResult<DiscoveryBatch> {
+        // Deliveries of an earlier round that were never acknowledged (the round failed before
+        // recording) are let go: they become visible again and are received anew.
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let messages = self.receive().await?;
+        let mut batch = DiscoveryBatch::default();
+        let mut round = QueueRound {
+            received: messages.len() as u64,
+            ..QueueRound::default()
+        };
+        batch.more = messages.len() >= MAX_MESSAGES_PER_ROUND;
+        {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            for m in &messages {
+                held.insert(
+                    m.receipt.clone(),
+                    Held {
+                        receipt: m.receipt.clone(),
+                        extension_failed: false,
+                    },
+                );
+            }
+        }
+        let now = Utc::now();
+        let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
+        for m in &messages {
+            let events = match crate::parse_notification(&m.body) {
+                Err(e) => {
+                    round.malformed.push(MalformedMessage {
+                        id: m.id.clone(),
+                        receive_count: m.receive_count,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+                Ok(Notification::Ignored(_)) => {
+                    round.ignored_messages += 1;
+                    batch.ack.push(AckToken(m.receipt.clone()));
+                    continue;
+                }
+                Ok(Notification::Events(events)) => events,
+            };
+            batch.listed += events.len() as u64;
+            for ev in events {
+                if ev.store != self.source {
+                    round.other_events += 1;
+                    continue;
+                }
+                match ev.kind {
+                    EventKind::Created => {}
+                    EventKind::Removed => {
+                        round.removed_events += 1;
+                        continue;
+                    }
+                    EventKind::Other(_) => {
+                        round.other_events += 1;
+                        continue;
+                    }
+                }
+                match self.candidate(ev, now).await? {
+                    Candidate::File(f) => {
+                        if seen.insert((f.path.clone(), f.etag.clone())) {
+                            batch.files.push(f);
+                        }
+                    }
+                    Candidate::Filtered => batch.filtered += 1,
+                    Candidate::PassedOver(reason, path) => batch.passed_over.push((reason, path)),
+                }
+            }
+            batch.ack.push(AckToken(m.receipt.clone()));
+        }
+        if !batch.files.is_empty() {
+            let keep = may_be_new(&batch.files)?;
+            let mut keep = keep.into_iter();
+            batch.files.retain(|_| keep.next().unwrap_or(true));
+        }
+        batch.queue = Some(round);
+        Ok(batch)
+    }
+
+    /// What an object-created event about the source's store amounts to.
+    async fn candidate(
+        &self,
+        ev: StorageEvent,
+        now: chrono::DateTime<Utc>,
+    ) -> SeamResult<Candidate> {
+        let prefix = self.listing.prefix().as_ref();
+        let under = prefix.is_empty()
+            || ev
+                .key
+                .strip_prefix(prefix)
+                .is_some_and(|r| r.starts_with('/'));
+        if !under {
+            return Ok(Candidate::Filtered);
+        }
+        let Ok(path) = Path::parse(&ev.key) else {
+            return Ok(Candidate::PassedOver("unrepresentable_key", ev.key));
+        };
+        let relative = crate::relative_path(self.listing.prefix(), path.as_ref());
+        let modified = ev.event_time.unwrap_or(now);
+        if !filters(&self.listing).accepts(relative, modified, now) {
+            return Ok(Candidate::Filtered);
+        }
+        let mut meta = FileMeta {
+            path: path.to_string(),
+            size: ev.size.unwrap_or(0),
+            modified,
+            etag: ev.etag.as_deref().map(quoted),
+            version: ev.version,
+        };
+        if ev.size.is_none() {
+            match self.listing.store().head(&path).await {
+                Ok(h) => {
+                    meta.size = h.size;
+                    meta.modified = h.last_modified;
+                    meta.etag = h.e_tag.or(meta.etag);
+                    meta.version = h.version.or(meta.version);
+                }
+                Err(object_store::Error::NotFound { .. }) => return Ok(Candidate::Filtered),
+                Err(e) => {
+                    return Err(SeamError::retryable(format!(
+                        "stream `{}`: HEAD {}: {e}",
+                        self.stream, ev.key
+                    )));
+                }
+            }
+        }
+        if meta.size == 0 {
+            return Ok(Candidate::PassedOver("empty", meta.path));
+        }
+        Ok(Candidate::File(meta))
+    }
+}
+
+fn filters(listing: &ListingDiscovery) -> &Filters {
+    listing.filters()
+}
+
+enum Candidate {
+    File(FileMeta),
+    Filtered,
+    PassedOver(&'static str, String),
+}
+
+/// An etag as object_store reports it: in double quotes.
+fn quoted(etag: &str) -> String {
+    if etag.starts_with('"') || etag.starts_with("W/\"") {
+        etag.to_string()
+    } else {
+        format!("\"{etag}\"")
+    }
+}
+
+/// Every half visibility timeout, extend what is held.
+async fn heartbeat(stream: String, queue: Arc<dyn MessageQueue>, held: HeldMap, every: Duration) {
+    let period = (every / 2).max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(period).await;
+        let receipts: Vec<(String, String)> = held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, h)| !h.extension_failed)
+            .map(|(k, h)| (k.clone(), h.receipt.clone()))
+            .collect();
+        if receipts.is_empty() {
+            continue;
+        }
+        let current: Vec<String> = receipts.iter().map(|(_, r)| r.clone()).collect();
+        let outcome = queue.extend(&current, every).await;
+        let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Ok(renewed) => {
+                for ((token, _), new) in receipts.iter().zip(renewed) {
+                    if let Some(h) = held.get_mut(token) {
+                        match new {
+                            Some(r) => h.receipt = r,
+                            None => h.extension_failed = true,
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(stream = %stream, error = %e, "could not extend the visibility of held messages; they will not be deleted");
+                for (token, _) in &receipts {
+                    if let Some(h) = held.get_mut(token) {
+                        h.extension_failed = true;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Discovery for NotificationDiscovery {
+    async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
+        self.discover_new(cursor, &|files| Ok(vec![true; files.len()]))
+            .await
+    }
+
+    async fn discover_new(
+        &self,
+        cursor: Option<&str>,
+        may_be_new: NewFilter<'_>,
+    ) -> SeamResult<DiscoveryBatch> {
+        if self.listing_due() {
+            let batch = self.listing.discover_new(cursor, may_be_new).await?;
+            *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            // The queue's messages come next round (the listing's cursor is not the queue's).
+            return Ok(DiscoveryBatch {
+                cursor: None,
+                more: true,
+                ..batch
+            });
+        }
+        self.queue_round(may_be_new).await
+    }
+
+    /// Delete the messages whose files are recorded. Deliveries whose visibility could not be
+    /// extended are left (another consumer may hold them now). Failed deletes are retried
+    /// twice; a message still not deleted comes back and is ignored as known.
+    async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
+        let mut receipts = Vec::with_capacity(tokens.len());
+        let mut kept = 0u64;
+        {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            for t in tokens {
+                match held.remove(&t.0) {
+                    Some(h) if !h.extension_failed => receipts.push(h.receipt),
+                    Some(_) => kept += 1,
+                    // Released by a later round: it will be received again.
+                    None => {}
+                }
+            }
+        }
+        if kept > 0 {
+            tracing::warn!(stream = %self.stream, messages = kept, "messages whose visibility could not be extended are not deleted; they will be received again and ignored as known");
+        }
+        let mut delay = Duration::from_millis(200);
+        for attempt in 0..3 {
+            if receipts.is_empty() {
+                break;
+            }
+            match self.queue.delete(&receipts).await {
+                Ok(failed) => receipts = failed,
+                Err(e) if attempt == 2 || !e.retryable => {
+                    tracing::warn!(stream = %self.stream, error = %e, messages = receipts.len(), "could not delete messages whose files are recorded; they will be received again and ignored as known");
+                    return Ok(());
+                }
+                Err(_) => {}
+            }
+            if !receipts.is_empty() {
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+            }
+        }
+        if !receipts.is_empty() {
+            tracing::warn!(stream = %self.stream, messages = receipts.len(), "some messages whose files are recorded could not be deleted; they will be received again and ignored as known");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags_are_quoted_like_object_store() {
+        assert_eq!(quoted("abc"), "\"abc\"");
+        assert_eq!(quoted("\"abc\""), "\"abc\"");
+        assert_eq!(quoted("0x8D9"), "\"0x8D9\"");
+    }
+}

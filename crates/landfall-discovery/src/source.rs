@@ -1,0 +1,77 @@
+//! The discovery a stream runs: directory listing, or queue notifications with listings when
+//! asked. One type for the worker, whichever mode the configuration chose.
+
+use crate::listing::ListingDiscovery;
+use crate::queue_discovery::NotificationDiscovery;
+use chrono::{DateTime, Utc};
+use landfall_core::seams::{NewFilter, SeamResult};
+use landfall_core::{AckToken, Discovery, DiscoveryBatch};
+use object_store::ObjectStore;
+use object_store::path::Path;
+use std::sync::Arc;
+
+pub enum SourceDiscovery {
+    Listing(ListingDiscovery),
+    Notifications(NotificationDiscovery),
+}
+
+impl SourceDiscovery {
+    fn listing(&self) -> &ListingDiscovery {
+        match self {
+            SourceDiscovery::Listing(l) => l,
+            SourceDiscovery::Notifications(n) => n.listing(),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        self.listing().store()
+    }
+
+    pub fn prefix(&self) -> &Path {
+        self.listing().prefix()
+    }
+
+    /// Narrow the modification window (used for `include_existing_files = false`).
+    pub fn set_modified_after(&mut self, t: DateTime<Utc>) {
+        match self {
+            SourceDiscovery::Listing(l) => l.set_modified_after(t),
+            SourceDiscovery::Notifications(n) => n.listing_mut().set_modified_after(t),
+        }
+    }
+
+    /// The notification side, in notification mode.
+    pub fn notifications(&self) -> Option<&NotificationDiscovery> {
+        match self {
+            SourceDiscovery::Listing(_) => None,
+            SourceDiscovery::Notifications(n) => Some(n),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Discovery for SourceDiscovery {
+    async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
+        match self {
+            SourceDiscovery::Listing(l) => l.discover(cursor).await,
+            SourceDiscovery::Notifications(n) => n.discover(cursor).await,
+        }
+    }
+
+    async fn discover_new(
+        &self,
+        cursor: Option<&str>,
+        may_be_new: NewFilter<'_>,
+    ) -> SeamResult<DiscoveryBatch> {
+        match self {
+            SourceDiscovery::Listing(l) => l.discover_new(cursor, may_be_new).await,
+            SourceDiscovery::Notifications(n) => n.discover_new(cursor, may_be_new).await,
+        }
+    }
+
+    async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
+        match self {
+            SourceDiscovery::Listing(l) => l.acknowledge(tokens).await,
+            SourceDiscovery::Notifications(n) => n.acknowledge(tokens).await,
+        }
+    }
+}

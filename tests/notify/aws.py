@@ -1,0 +1,88 @@
+"""Test helper: S3 -> SQS (and S3 -> SNS -> SQS) wiring and event traffic on moto server.
+
+Used by crates/landfall/tests/notifications.rs. Every command prints one JSON object.
+
+  aws.py ENDPOINT wire BUCKET QUEUE PREFIX [--sns] [--raw]  create bucket, queue (and topic),
+                                                            bucket notification for PREFIX
+  aws.py ENDPOINT put BUCKET KEY FILE                       upload FILE's bytes
+  aws.py ENDPOINT multipart BUCKET KEY FILE                 upload in a 2-part multipart upload
+  aws.py ENDPOINT unwire BUCKET                             remove the bucket's notifications
+  aws.py ENDPOINT send QUEUE_URL BODY_FILE                  send one message
+  aws.py ENDPOINT peek QUEUE_URL                            approximate messages (visible, in flight)
+  aws.py ENDPOINT notification BUCKET                       the bucket's notification configuration
+  aws.py ENDPOINT tags QUEUE_URL                            the queue's tags
+"""
+import json
+import sys
+
+import boto3
+
+
+def clients(endpoint):
+    kw = dict(endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+              region_name="us-east-1")
+    return boto3.client("s3", **kw), boto3.client("sqs", **kw), boto3.client("sns", **kw)
+
+
+def main(argv):
+    endpoint, cmd, args = argv[0], argv[1], argv[2:]
+    s3, sqs, sns = clients(endpoint)
+    if cmd == "wire":
+        bucket, queue, prefix = args[:3]
+        use_sns, raw = "--sns" in args, "--raw" in args
+        try:
+            s3.create_bucket(Bucket=bucket)
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        url = sqs.create_queue(QueueName=queue)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        rule = {"Key": {"FilterRules": [{"Name": "prefix", "Value": prefix}]}}
+        if use_sns:
+            topic = sns.create_topic(Name=queue + "-topic")["TopicArn"]
+            attrs = {"RawMessageDelivery": "true"} if raw else {}
+            sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes=attrs)
+            conf = {"TopicConfigurations": [dict(TopicArn=topic, Events=["s3:ObjectCreated:*", "s3:ObjectRemoved:*"], Filter=rule)]}
+        else:
+            conf = {"QueueConfigurations": [dict(QueueArn=arn, Events=["s3:ObjectCreated:*", "s3:ObjectRemoved:*"], Filter=rule)]}
+        s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration=conf)
+        print(json.dumps({"queue_url": url, "queue_arn": arn}))
+    elif cmd == "put":
+        bucket, key, path = args
+        r = s3.put_object(Bucket=bucket, Key=key, Body=open(path, "rb").read())
+        print(json.dumps({"etag": r["ETag"]}))
+    elif cmd == "multipart":
+        bucket, key, path = args
+        data = open(path, "rb").read()
+        part = max(5 * 1024 * 1024, (len(data) + 1) // 2)
+        mp = s3.create_multipart_upload(Bucket=bucket, Key=key)
+        parts = []
+        for i, start in enumerate(range(0, len(data), part)):
+            r = s3.upload_part(Bucket=bucket, Key=key, UploadId=mp["UploadId"], PartNumber=i + 1,
+                               Body=data[start:start + part])
+            parts.append({"ETag": r["ETag"], "PartNumber": i + 1})
+        r = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mp["UploadId"],
+                                         MultipartUpload={"Parts": parts})
+        print(json.dumps({"etag": r["ETag"], "parts": len(parts)}))
+    elif cmd == "unwire":
+        s3.put_bucket_notification_configuration(Bucket=args[0], NotificationConfiguration={})
+        print("{}")
+    elif cmd == "send":
+        url, path = args
+        r = sqs.send_message(QueueUrl=url, MessageBody=open(path).read())
+        print(json.dumps({"id": r["MessageId"]}))
+    elif cmd == "peek":
+        a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=["All"])["Attributes"]
+        print(json.dumps({"visible": int(a.get("ApproximateNumberOfMessages", 0)),
+                          "in_flight": int(a.get("ApproximateNumberOfMessagesNotVisible", 0))}))
+    elif cmd == "notification":
+        c = s3.get_bucket_notification_configuration(Bucket=args[0])
+        c.pop("ResponseMetadata", None)
+        print(json.dumps(c))
+    elif cmd == "tags":
+        print(json.dumps(sqs.list_queue_tags(QueueUrl=args[0]).get("Tags", {})))
+    else:
+        sys.exit(f"unknown command {cmd}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
