@@ -8,6 +8,7 @@ Used by crates/landfall/tests/notifications.rs. Every command prints one JSON ob
   aws.py ENDPOINT multipart BUCKET KEY FILE                 upload in a 2-part multipart upload
   aws.py ENDPOINT unwire BUCKET                             remove the bucket's notifications
   aws.py ENDPOINT send QUEUE_URL BODY_FILE                  send one message
+  aws.py ENDPOINT drain QUEUE_URL                           every visible event body (hidden 1 s)
   aws.py ENDPOINT peek QUEUE_URL                            approximate messages (visible, in flight)
   aws.py ENDPOINT notification BUCKET                       the bucket's notification configuration
   aws.py ENDPOINT tags QUEUE_URL                            the queue's tags
@@ -70,6 +71,16 @@ def main(argv):
         url, path = args
         r = sqs.send_message(QueueUrl=url, MessageBody=open(path).read())
         print(json.dumps({"id": r["MessageId"]}))
+    elif cmd == "drain":
+        # Every visible event body once, left to become visible again after a second.
+        out = []
+        while True:
+            ms = sqs.receive_message(QueueUrl=args[0], MaxNumberOfMessages=10,
+                                     VisibilityTimeout=1).get("Messages", [])
+            if not ms:
+                break
+            out += [m["Body"] for m in ms if "Records" in m["Body"]]
+        print(json.dumps({"bodies": out}))
     elif cmd == "peek":
         a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=["All"])["Attributes"]
         print(json.dumps({"visible": int(a.get("ApproximateNumberOfMessages", 0)),

@@ -13,6 +13,8 @@
 //! `before_commit` (the attempt is recorded as reaching the commit call, which has not run),
 //! `after_commit` (the table has the batch, the state does not), `after_record`; the Parquet
 //! directory sink adds `after_manifest` (manifest written, staged files not yet published).
+//! Notification discovery adds `after_receive` (messages received, files not recorded) and
+//! `after_admit` (files recorded, messages not deleted).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -30,7 +30,7 @@
 use crate::listing::{Filters, ListingDiscovery};
 use crate::notification::{EventKind, Notification, StorageEvent, StoreRef};
 use crate::queue::{MessageQueue, QueueMessage};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use landfall_core::seams::{NewFilter, SeamResult};
 use landfall_core::{
@@ -41,7 +41,7 @@ use object_store::path::Path;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// At most this many messages are received before the round's files are recorded.
 pub const MAX_MESSAGES_PER_ROUND: usize = 1000;
@@ -74,7 +74,10 @@ pub struct NotificationDiscovery {
     held: HeldMap,
     heartbeat: tokio::task::JoinHandle<()>,
     list_next: AtomicBool,
-    last_listing: Mutex<Option<Instant>>,
+    /// The last full listing (kept in the stream's state across restarts by the worker).
+    last_listing: Mutex<Option<DateTime<Utc>>>,
+    /// The last round listed: the next one reads the queue, whatever is due.
+    just_listed: AtomicBool,
     /// Receive without waiting (available-now runs: an empty receive means drained).
     no_wait: AtomicBool,
 }
@@ -110,6 +113,7 @@ impl NotificationDiscovery {
             heartbeat,
             list_next: AtomicBool::new(false),
             last_listing: Mutex::new(None),
+            just_listed: AtomicBool::new(false),
             no_wait: AtomicBool::new(false),
         }
     }
@@ -136,20 +140,25 @@ impl NotificationDiscovery {
         self.no_wait.store(no_wait, Ordering::SeqCst);
     }
 
+    /// When the last full listing ran (from the stream's state, at start).
+    pub fn set_last_listing(&self, t: DateTime<Utc>) {
+        *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+    }
+
+    /// A listing is due when asked for, or when `backfill_interval` has passed since the last
+    /// one (also across restarts); never twice in a row, so the queue is read in between.
     fn listing_due(&self) -> bool {
+        if self.just_listed.swap(false, Ordering::SeqCst) {
+            return false;
+        }
         if self.list_next.swap(false, Ordering::SeqCst) {
             return true;
         }
+        let Some(every) = self.options.backfill_interval else {
+            return false;
+        };
         let last = *self.last_listing.lock().unwrap_or_else(|e| e.into_inner());
-        match (self.options.backfill_interval, last) {
-            (Some(every), Some(t)) => t.elapsed() >= every,
-            // The first backfill is one interval after the start.
-            (Some(_), None) => {
-                *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-                false
-            }
-            (None, _) => false,
-        }
+        last.is_none_or(|t| (Utc::now() - t).to_std().unwrap_or(Duration::ZERO) >= every)
     }
 
     /// Receive up to [`MAX_MESSAGES_PER_ROUND`] messages.
@@ -403,8 +412,10 @@ impl Discovery for NotificationDiscovery {
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         if self.listing_due() {
+            let started = Utc::now();
             let batch = self.listing.discover_new(cursor, may_be_new).await?;
-            *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
+            self.just_listed.store(true, Ordering::SeqCst);
             // The queue's messages come next round (the listing's cursor is not the queue's).
             return Ok(DiscoveryBatch {
                 cursor: None,

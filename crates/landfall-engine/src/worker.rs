@@ -62,6 +62,10 @@ pub const STATUS_META: &str = "last_error";
 /// listing) lists first, so files that landed before its queue saw events are not missed.
 pub const DISCOVERY_MODE_META: &str = "discovery_mode";
 
+/// The ledger's `m/user/` entry holding when a notification stream's last full listing started
+/// (RFC 3339), so `backfill_interval` holds across restarts.
+pub const LAST_LISTING_META: &str = "last_full_listing";
+
 /// A full receive round repeats at most this often before a continuous stream plans a batch.
 const MAX_QUEUE_ROUNDS: usize = 10;
 
@@ -182,6 +186,7 @@ impl StreamWorker {
     /// One discovery round: admit, then acknowledge. Returns whether the source has more.
     async fn discover_round(&self, candidates: &mut Vec<FileMeta>) -> SeamResult<bool> {
         let t = Instant::now();
+        let t_listing = Utc::now();
         let cursor = self.state.cursor()?;
         let found = if self.schema.is_none() {
             self.discovery.discover(cursor.as_deref()).await?
@@ -194,6 +199,9 @@ impl StreamWorker {
                 })
                 .await?
         };
+        if found.queue.is_some() {
+            failpoint::hit("after_receive");
+        }
         let keyed: Vec<_> = found
             .files
             .iter()
@@ -203,8 +211,13 @@ impl StreamWorker {
             .state
             .admit(&keyed, found.cursor.as_deref(), Utc::now())?;
         drop(keyed);
+        if found.queue.is_some() {
+            failpoint::hit("after_admit");
+        }
         if found.full_listing && self.discovery.notifications().is_some() {
             self.state.set_meta(DISCOVERY_MODE_META, "notifications")?;
+            self.state
+                .set_meta(LAST_LISTING_META, &t_listing.to_rfc3339())?;
         }
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {
@@ -227,6 +240,11 @@ impl StreamWorker {
             Some(n) => {
                 if recorded.as_deref() != Some("notifications") {
                     n.request_listing();
+                }
+                if let Some(t) = self.state.meta(LAST_LISTING_META)?
+                    && let Ok(t) = chrono::DateTime::parse_from_rfc3339(&t)
+                {
+                    n.set_last_listing(t.with_timezone(&Utc));
                 }
                 n.set_no_wait(self.available_now);
             }

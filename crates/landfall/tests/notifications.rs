@@ -1,0 +1,289 @@
+//! Notification discovery against moto server's real S3 -> SQS and S3 -> SNS -> SQS event
+//! delivery (wired with boto3 by tests/notify/aws.py): files found through the queue land in a
+//! local Delta table exactly once, checked by the independent reader.
+//!
+//! Each test uses its own bucket and queue (a bucket has one notification configuration).
+//! `wait_time = "1s"` keeps available-now runs short; they stop once a receive comes back
+//! empty.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn endpoint() -> String {
+    std::env::var("LANDFALL_TEST_S3_ENDPOINT").expect(
+        "LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server",
+    )
+}
+
+/// A fresh bucket/queue name (lowercase, unique per test run).
+fn unique(tag: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("lf-{tag}-{}-{}", std::process::id(), n % 1_000_000_000)
+}
+
+/// Run tests/notify/aws.py and parse its JSON output.
+fn aws(args: &[&str]) -> Value {
+    let script = repo_root().join("tests/notify/aws.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .arg(endpoint())
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "aws.py {args:?} failed:\n{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("aws.py prints JSON")
+}
+
+/// Upload rows `ids` to `key` (plain PUT, or multipart).
+fn put(root: &Path, bucket: &str, key: &str, ids: std::ops::Range<u64>, multipart: bool) {
+    let body: String = ids.map(row).collect();
+    let f = root.join("upload.json");
+    std::fs::write(&f, body).unwrap();
+    let cmd = if multipart { "multipart" } else { "put" };
+    aws(&[cmd, bucket, key, f.to_str().unwrap()]);
+}
+
+fn send(root: &Path, queue_url: &str, body: &str) {
+    let f = root.join("message.json");
+    std::fs::write(&f, body).unwrap();
+    aws(&["send", queue_url, f.to_str().unwrap()]);
+}
+
+fn config(root: &Path, bucket: &str, queue_url: &str, mode: &str, extra: &str) -> PathBuf {
+    let e = endpoint();
+    let notifications = if mode == "notifications" {
+        format!(
+            "\n[streams.ev.notifications]\nqueue_url = \"{queue_url}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\nreceivers = 2\n"
+        )
+    } else {
+        String::new()
+    };
+    write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.moto]
+endpoint = "{e}"
+region = "us-east-1"
+access_key_id = "test"
+secret_access_key = "test"
+allow_http = true
+
+[streams.ev]
+source = "s3://{bucket}/landing"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "{mode}"
+{extra}
+{notifications}
+[streams.ev.sink]
+path = "{root}/table"
+"#,
+            root = root.display()
+        ),
+    )
+}
+
+fn run(cfg: &Path) -> std::process::Output {
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert!(o.status.success(), "{}", text(&o));
+    o
+}
+
+fn table_ids(root: &Path) -> Vec<u64> {
+    ids(&verify("delta", &root.join("table"), Some("ev")), "id")
+}
+
+fn range(r: std::ops::Range<u64>) -> Vec<u64> {
+    r.collect()
+}
+
+fn peek(queue_url: &str) -> (u64, u64) {
+    let v = aws(&["peek", queue_url]);
+    (
+        v["visible"].as_u64().unwrap(),
+        v["in_flight"].as_u64().unwrap(),
+    )
+}
+
+/// S3 -> SQS end to end: keys with spaces, `+`, `%`, unicode and nested prefixes, a multipart
+/// upload (moto sends two created events for it), each message duplicated three times, a
+/// removal event, a malformed message, and a file outside the prefix. After the first run (which
+/// lists, as the stream enters notification mode) files are found only through the queue: a
+/// file uploaded while the bucket sends no events is not ingested until a backfill.
+#[test]
+fn s3_to_sqs_exactly_once_with_duplicates_and_odd_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("sqs");
+    let wired = aws(&["wire", &bucket, &bucket, "landing/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    put(root, &bucket, "landing/first.json", 0..5, false);
+    let cfg = config(root, &bucket, &q, "notifications", "");
+    let o = run(&cfg);
+    assert_exactly(&table_ids(root), &range(0..5));
+    assert!(text(&o).contains("this run:  1 file(s)"), "{}", text(&o));
+
+    put(root, &bucket, "landing/a b+c%d é.json", 10..15, false);
+    put(
+        root,
+        &bucket,
+        "landing/2026/11/30/nested.json",
+        20..25,
+        false,
+    );
+    put(root, &bucket, "landing/big/multi.json", 30..35, true);
+    put(root, &bucket, "outside/ignored.json", 40..45, false);
+    // Duplicate every event message twice more, as an at-least-once queue may.
+    let msgs = drain_bodies(&q);
+    assert!(
+        msgs.len() >= 4,
+        "expected the events of 4 uploads, got {msgs:?}"
+    );
+    for body in &msgs {
+        for _ in 0..3 {
+            send(root, &q, body);
+        }
+    }
+    send(root, &q, "this is not an event");
+    send(
+        root,
+        &q,
+        &format!(
+            r#"{{"Records":[{{"eventName":"ObjectRemoved:Delete","eventTime":"2026-11-30T00:00:00Z","s3":{{"bucket":{{"name":"{bucket}"}},"object":{{"key":"landing/first.json"}}}}}}]}}"#
+        ),
+    );
+    // Written while the bucket sends no events: only a listing finds it.
+    aws(&["unwire", &bucket]);
+    put(root, &bucket, "landing/silent.json", 50..55, false);
+
+    let o = run(&cfg);
+    let mut expected = range(0..5);
+    expected.extend(10..15);
+    expected.extend(20..25);
+    expected.extend(30..35);
+    assert_exactly(&table_ids(root), &expected);
+    let log = text(&o);
+    assert!(log.contains("queue message not understood"), "{log}");
+    // The malformed message stays (invisible for its visibility timeout), everything else
+    // was deleted after its files were recorded.
+    let (visible, in_flight) = peek(&q);
+    assert_eq!(visible + in_flight, 1, "{log}");
+
+    // A backfill listing (due at once: the interval since the last listing has passed)
+    // admits the file no event announced, and nothing twice.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let cfg = config(
+        root,
+        &bucket,
+        &q,
+        "notifications",
+        "backfill_interval = \"1s\"",
+    );
+    run(&cfg);
+    expected.extend(50..55);
+    assert_exactly(&table_ids(root), &expected);
+}
+
+/// Receive every visible event body once (making them invisible for a second), for re-sending.
+fn drain_bodies(queue_url: &str) -> Vec<String> {
+    let v = aws(&["drain", queue_url]);
+    // Let them become visible again.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    serde_json::from_value(v["bodies"].clone()).unwrap()
+}
+
+/// S3 -> SNS -> SQS, with and without raw message delivery.
+#[test]
+fn s3_to_sns_to_sqs_raw_and_enveloped() {
+    for raw in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let bucket = unique(if raw { "snsraw" } else { "sns" });
+        let mut args = vec!["wire", &bucket, &bucket, "landing/", "--sns"];
+        if raw {
+            args.push("--raw");
+        }
+        let wired = aws(&args);
+        let q = wired["queue_url"].as_str().unwrap().to_string();
+        let cfg = config(root, &bucket, &q, "notifications", "");
+        run(&cfg);
+        put(root, &bucket, "landing/x y.json", 0..5, false);
+        put(root, &bucket, "landing/sub/z.json", 5..10, false);
+        let o = run(&cfg);
+        assert_exactly(&table_ids(root), &range(0..10));
+        assert!(
+            text(&o).contains("this run:  2 file(s)"),
+            "raw={raw}: {}",
+            text(&o)
+        );
+    }
+}
+
+/// The stream is killed after receiving (files not recorded) and after recording (messages not
+/// deleted): the first loses nothing (the messages come back after their visibility timeout),
+/// the second duplicates nothing (the ledger knows the files).
+#[test]
+fn kill_between_receive_record_and_delete_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("kill");
+    let wired = aws(&["wire", &bucket, &bucket, "landing/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let cfg = config(root, &bucket, &q, "notifications", "");
+    run(&cfg);
+    put(root, &bucket, "landing/a.json", 0..5, false);
+    crash_at(&cfg, "after_admit");
+    // Recorded but not deleted: the message is redelivered and ignored as known.
+    put(root, &bucket, "landing/b.json", 5..10, false);
+    crash_at(&cfg, "after_receive");
+    // Received, not recorded: b.json's message is invisible for 10 s, then comes back.
+    std::thread::sleep(std::time::Duration::from_secs(11));
+    run(&cfg);
+    assert_exactly(&table_ids(root), &range(0..10));
+    assert_eq!(peek(&q), (0, 0));
+}
+
+/// listing -> notifications -> listing on one stream: each switch loses and duplicates
+/// nothing. Files written while listing are found by the listing the stream does on entering
+/// notification mode; files announced while in notification mode are known when listing
+/// resumes.
+#[test]
+fn switching_between_listing_and_notifications_keeps_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("switch");
+    let wired = aws(&["wire", &bucket, &bucket, "landing/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let listing = config(root, &bucket, &q, "listing", "");
+    put(root, &bucket, "landing/1.json", 0..5, false);
+    run(&listing);
+    put(root, &bucket, "landing/2.json", 5..10, false);
+    // Events of 1 and 2 wait in the queue; 2 is not ingested yet.
+    let notify = config(root, &bucket, &q, "notifications", "");
+    run(&notify);
+    assert_exactly(&table_ids(root), &range(0..10));
+    put(root, &bucket, "landing/3.json", 10..15, false);
+    run(&notify);
+    assert_exactly(&table_ids(root), &range(0..15));
+    put(root, &bucket, "landing/4.json", 15..20, false);
+    let listing = config(root, &bucket, &q, "listing", "");
+    run(&listing);
+    assert_exactly(&table_ids(root), &range(0..20));
+    // Back to notifications: it lists again (the gap while listing), nothing twice.
+    put(root, &bucket, "landing/5.json", 20..25, false);
+    let notify = config(root, &bucket, &q, "notifications", "");
+    let o = run(&notify);
+    assert_exactly(&table_ids(root), &range(0..25));
+    assert!(text(&o).contains("this run:  1 file(s)"), "{}", text(&o));
+}
