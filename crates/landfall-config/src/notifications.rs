@@ -230,6 +230,14 @@ pub(crate) fn validate_discovery(
             None
         }
     };
+    if let (Some(v), Some(w)) = (visibility, wait)
+        && v < 2 * w + Duration::from_secs(5)
+    {
+        errors.push((
+            "notifications.visibility_timeout",
+            format!("must exceed twice wait_time plus 5s ({}s): messages received early in a round must not reappear before it records them", (2 * w + Duration::from_secs(5)).as_secs()),
+        ));
+    }
     if let Some(e) = &n.endpoint
         && url::Url::parse(e).is_err()
     {

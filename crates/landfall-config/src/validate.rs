@@ -463,6 +463,16 @@ fn absolute(p: &Path) -> PathBuf {
 
 fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec]) {
     for (i, s) in streams.iter().enumerate() {
+        // A stream deletes the messages it consumed, including events it filtered out: two
+        // streams on one queue would delete each other's events.
+        if let Some(q) = queue_of(s)
+            && let Some(other) = streams[..i].iter().find(|o| queue_of(o) == Some(q))
+        {
+            ctx.err(
+                format!("streams.{}.notifications", s.name),
+                format!("reads the same queue ({q}) as stream `{}`; each stream needs its own queue (fan out with SNS), or one would delete the other's events", other.name),
+            );
+        }
         let dir = absolute(&s.state_dir);
         for other in &streams[..i] {
             if absolute(&other.state_dir) == dir {
@@ -487,5 +497,19 @@ fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec]) {
                 );
             }
         }
+    }
+}
+
+/// The queue a notification stream reads, when known from the configuration.
+fn queue_of(s: &StreamSpec) -> Option<&str> {
+    match &s.discovery {
+        crate::DiscoverySpec::Notifications(n) => match &n.queue {
+            crate::QueueSpec::Sqs { url: Some(u), .. } => Some(u.as_str()),
+            crate::QueueSpec::Sqs {
+                url: None, name, ..
+            } => Some(name.as_str()),
+            crate::QueueSpec::AzureQueue { name } => Some(name.as_str()),
+        },
+        crate::DiscoverySpec::Listing => None,
     }
 }

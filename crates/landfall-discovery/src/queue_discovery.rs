@@ -39,12 +39,15 @@ use landfall_core::{
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// At most this many messages are received before the round's files are recorded.
 pub const MAX_MESSAGES_PER_ROUND: usize = 1000;
+
+/// Long-poll wait of an available-now run's receives.
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 /// How a notification stream reads its queue.
 #[derive(Debug, Clone)]
@@ -80,6 +83,9 @@ pub struct NotificationDiscovery {
     just_listed: AtomicBool,
     /// Receive without waiting (available-now runs: an empty receive means drained).
     no_wait: AtomicBool,
+    /// Messages not deleted since the last round because their extension failed (reported
+    /// with the next round).
+    kept: AtomicU64,
 }
 
 impl Drop for NotificationDiscovery {
@@ -115,6 +121,7 @@ impl NotificationDiscovery {
             last_listing: Mutex::new(None),
             just_listed: AtomicBool::new(false),
             no_wait: AtomicBool::new(false),
+            kept: AtomicU64::new(0),
         }
     }
 
@@ -164,8 +171,10 @@ impl NotificationDiscovery {
     /// Receive up to [`MAX_MESSAGES_PER_ROUND`] messages.
     async fn receive(&self) -> SeamResult<Vec<QueueMessage>> {
         let mut out: Vec<QueueMessage> = Vec::new();
+        // Available-now runs still long-poll briefly: a short poll samples only some SQS
+        // servers and may come back empty while messages wait.
         let mut wait = if self.no_wait.load(Ordering::SeqCst) {
-            Duration::ZERO
+            self.options.wait.min(DRAIN_WAIT)
         } else {
             self.options.wait
         };
@@ -213,9 +222,17 @@ impl NotificationDiscovery {
         let mut batch = DiscoveryBatch::default();
         let mut round = QueueRound {
             received: messages.len() as u64,
+            extension_failures: self.kept.swap(0, Ordering::SeqCst),
             ..QueueRound::default()
         };
-        batch.more = messages.len() >= MAX_MESSAGES_PER_ROUND;
+        // Draining (available-now): any message means there may be more; stop after a round
+        // whose long poll found nothing. Continuous: only a full round asks for another before
+        // planning.
+        batch.more = if self.no_wait.load(Ordering::SeqCst) {
+            !messages.is_empty()
+        } else {
+            messages.len() >= MAX_MESSAGES_PER_ROUND
+        };
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             for m in &messages {
@@ -300,7 +317,9 @@ impl NotificationDiscovery {
         if !under {
             return Ok(Candidate::Filtered);
         }
-        let Ok(path) = Path::parse(&ev.key) else {
+        // object_store would drop a trailing `/` and address another object.
+        let parsed = Path::parse(&ev.key).ok().filter(|_| !ev.key.ends_with('/'));
+        let Some(path) = parsed else {
             return Ok(Candidate::PassedOver("unrepresentable_key", ev.key));
         };
         let relative = crate::relative_path(self.listing.prefix(), path.as_ref());
@@ -313,7 +332,9 @@ impl NotificationDiscovery {
             size: ev.size.unwrap_or(0),
             modified,
             etag: ev.etag.as_deref().map(quoted),
-            version: ev.version,
+            // With an etag the version adds nothing to the identity, and reading by version
+            // needs s3:GetObjectVersion, which listing mode never needed.
+            version: if ev.etag.is_some() { None } else { ev.version },
         };
         if ev.size.is_none() {
             match self.listing.store().head(&path).await {
@@ -444,6 +465,7 @@ impl Discovery for NotificationDiscovery {
             }
         }
         if kept > 0 {
+            self.kept.fetch_add(kept, Ordering::SeqCst);
             tracing::warn!(stream = %self.stream, messages = kept, "messages whose visibility could not be extended are not deleted; they will be received again and ignored as known");
         }
         let mut delay = Duration::from_millis(200);
@@ -474,6 +496,149 @@ impl Discovery for NotificationDiscovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::QueueError;
+    use async_trait::async_trait;
+
+    /// An in-memory queue: `receive` hands out what is queued (once), `delete` records what
+    /// was deleted, `extend` fails when told to.
+    #[derive(Default)]
+    struct FakeQueue {
+        queued: Mutex<Vec<QueueMessage>>,
+        deleted: Mutex<Vec<String>>,
+        fail_extend: AtomicBool,
+    }
+
+    #[async_trait]
+    impl MessageQueue for FakeQueue {
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+        async fn receive(
+            &self,
+            max: usize,
+            _wait: Duration,
+            _visibility: Duration,
+        ) -> Result<Vec<QueueMessage>, QueueError> {
+            let mut q = self.queued.lock().unwrap();
+            let n = max.min(q.len());
+            Ok(q.drain(..n).collect())
+        }
+        async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
+            self.deleted
+                .lock()
+                .unwrap()
+                .extend(receipts.iter().cloned());
+            Ok(Vec::new())
+        }
+        async fn extend(
+            &self,
+            receipts: &[String],
+            _visibility: Duration,
+        ) -> Result<Vec<Option<String>>, QueueError> {
+            let fail = self.fail_extend.load(Ordering::SeqCst);
+            Ok(receipts
+                .iter()
+                .map(|r| (!fail).then(|| r.clone()))
+                .collect())
+        }
+        async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {
+            Ok(None)
+        }
+    }
+
+    fn s3_event(kind: &str, key: &str, size: u64, etag: &str) -> String {
+        format!(
+            r#"{{"Records":[{{"eventName":"{kind}","eventTime":"2026-11-30T00:00:00Z","s3":{{"bucket":{{"name":"b"}},"object":{{"key":"{key}","size":{size},"eTag":"{etag}"}}}}}}]}}"#
+        )
+    }
+
+    fn discovery(
+        queue: Arc<FakeQueue>,
+        bodies: &[String],
+        visibility: Duration,
+    ) -> NotificationDiscovery {
+        *queue.queued.lock().unwrap() = bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| QueueMessage {
+                id: format!("m{i}"),
+                body: b.clone(),
+                receipt: format!("r{i}"),
+                receive_count: 1,
+            })
+            .collect();
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let listing = ListingDiscovery::new("s", store, Path::from("landing"), Filters::default());
+        NotificationDiscovery::new(
+            "s",
+            listing,
+            queue,
+            StoreRef::S3 { bucket: "b".into() },
+            QueueOptions {
+                receivers: 2,
+                visibility,
+                wait: Duration::ZERO,
+                backfill_interval: None,
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_round_admits_created_events_once_and_acknowledges_all_but_malformed() {
+        let q = Arc::new(FakeQueue::default());
+        let bodies = vec![
+            s3_event("ObjectCreated:Put", "landing/a+b.json", 5, "e1"),
+            s3_event("ObjectCreated:Put", "landing/a+b.json", 5, "e1"),
+            s3_event(
+                "ObjectCreated:CompleteMultipartUpload",
+                "landing/x/c.json",
+                7,
+                "e2",
+            ),
+            s3_event("ObjectCreated:Put", "landing2/not-under.json", 5, "e3"),
+            s3_event("ObjectCreated:Put", "landing/empty.json", 0, "e4"),
+            s3_event("ObjectRemoved:Delete", "landing/a+b.json", 0, "e1"),
+            r#"{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"b"}"#.to_string(),
+            "not json at all".to_string(),
+        ];
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(60));
+        let b = d.discover(None).await.unwrap();
+        let paths: Vec<_> = b.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["landing/a b.json", "landing/x/c.json"]);
+        assert_eq!(b.files[0].etag.as_deref(), Some("\"e1\""));
+        assert_eq!(b.filtered, 1);
+        assert_eq!(
+            b.passed_over,
+            vec![("empty", "landing/empty.json".to_string())]
+        );
+        let r = b.queue.clone().unwrap();
+        assert_eq!(r.received, 8);
+        assert_eq!(r.malformed.len(), 1);
+        assert_eq!(r.malformed[0].id, "m7");
+        assert_eq!((r.ignored_messages, r.removed_events), (1, 1));
+        assert_eq!(b.ack.len(), 7);
+        d.acknowledge(b.ack).await.unwrap();
+        let mut deleted = q.deleted.lock().unwrap().clone();
+        deleted.sort();
+        assert_eq!(deleted, ["r0", "r1", "r2", "r3", "r4", "r5", "r6"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_whose_visibility_could_not_be_extended_is_not_deleted() {
+        let q = Arc::new(FakeQueue::default());
+        q.fail_extend.store(true, Ordering::SeqCst);
+        let bodies = vec![s3_event("ObjectCreated:Put", "landing/a.json", 5, "e1")];
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(10));
+        let b = d.discover(None).await.unwrap();
+        assert_eq!(b.files.len(), 1);
+        // Held past half the visibility timeout: the heartbeat's extension fails.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        d.acknowledge(b.ack).await.unwrap();
+        assert!(q.deleted.lock().unwrap().is_empty());
+        let next = d.discover(None).await.unwrap();
+        assert_eq!(next.queue.unwrap().extension_failures, 1);
+    }
 
     #[test]
     fn etags_are_quoted_like_object_store() {
