@@ -26,6 +26,8 @@ pub use partitions::hive_partitions;
 pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
 pub use queue_discovery::{MAX_MESSAGES_PER_ROUND, NotificationDiscovery, QueueOptions};
 pub use s3_list::{Listed, S3Lister};
-pub use setup::CreatedResources;
+pub use setup::{
+    AwsNotifications, CreatedResources, ResourceStatus, SetupError, SetupRequest, notification_id,
+};
 pub use source::SourceDiscovery;
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

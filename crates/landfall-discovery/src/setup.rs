@@ -6,13 +6,14 @@
 //! exactly that.
 //!
 //! S3 keeps one notification configuration per bucket; setup reads it, adds or replaces the
-//! entry whose id is `landfall-<stream>`, and writes it back, keeping everyone else's entries.
+//! entry whose id is the queue's name, and writes it back, keeping everyone else's entries.
 //! An existing entry of another owner whose prefix overlaps the stream's (one is a prefix of
 //! the other) for ObjectCreated events is refused with a message naming it: S3 rejects
 //! overlapping configurations, with an obscure error. Setup is idempotent: CreateQueue and
 //! CreateTopic return the existing resource, and the bucket entry is replaced in place.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The resources setup created for one stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,5 +26,542 @@ pub struct CreatedResources {
     pub queue_arn: Option<String>,
     pub topic_arn: Option<String>,
     pub subscription_arn: Option<String>,
-    pub tags: std::collections::BTreeMap<String, String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What setup needs to know about the stream.
+#[derive(Debug, Clone)]
+pub struct SetupRequest {
+    pub stream: String,
+    pub bucket: String,
+    /// The source prefix inside the bucket (no leading `/`; a trailing `/` is added).
+    pub prefix: String,
+    pub queue_name: String,
+    pub sns: bool,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A setup or teardown step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{op} on {resource}: {detail}")]
+    Aws {
+        op: &'static str,
+        resource: String,
+        detail: String,
+    },
+    #[error(
+        "bucket `{bucket}` already sends ObjectCreated events for prefix `{existing_prefix}` (notification `{existing_id}`), which overlaps the stream's prefix `{prefix}`; S3 refuses overlapping notification configurations. Point both streams at one queue through SNS fan-out, or use prefixes that do not nest"
+    )]
+    Overlap {
+        bucket: String,
+        prefix: String,
+        existing_id: String,
+        existing_prefix: String,
+    },
+}
+
+/// Whether each recorded resource still exists.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResourceStatus {
+    pub queue: Option<bool>,
+    pub topic: Option<bool>,
+    pub bucket_notification: bool,
+}
+
+/// The S3, SQS and SNS clients setup and teardown use.
+pub struct AwsNotifications {
+    s3: aws_sdk_s3::Client,
+    sqs: aws_sdk_sqs::Client,
+    sns: aws_sdk_sns::Client,
+}
+
+fn aws_err<E>(op: &'static str, resource: &str, e: aws_sdk_s3::error::SdkError<E>) -> SetupError
+where
+    E: std::error::Error + aws_sdk_s3::error::ProvideErrorMetadata + 'static,
+{
+    use aws_sdk_s3::error::ProvideErrorMetadata;
+    let detail = match (e.code(), e.message()) {
+        (Some(c), Some(m)) => format!("{c}: {m}"),
+        (Some(c), None) => c.to_string(),
+        _ => aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+    };
+    SetupError::Aws {
+        op,
+        resource: resource.to_string(),
+        detail,
+    }
+}
+
+fn code_of<E: aws_sdk_s3::error::ProvideErrorMetadata>(
+    e: &aws_sdk_s3::error::SdkError<E>,
+) -> Option<&str> {
+    use aws_sdk_s3::error::ProvideErrorMetadata;
+    e.code()
+}
+
+/// A bucket's notification configuration.
+#[derive(Default)]
+struct BucketConfiguration {
+    queues: Vec<aws_sdk_s3::types::QueueConfiguration>,
+    topics: Vec<aws_sdk_s3::types::TopicConfiguration>,
+    lambdas: Vec<aws_sdk_s3::types::LambdaFunctionConfiguration>,
+    event_bridge: Option<aws_sdk_s3::types::EventBridgeConfiguration>,
+}
+
+/// An XML document whose root element has no content (`<?xml ...?><Root xmlns="..."/>`).
+fn empty_xml_document(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let text = match text.strip_prefix("<?xml") {
+        Some(rest) => rest.split_once("?>").map_or("", |(_, r)| r.trim()),
+        None => text,
+    };
+    text.starts_with('<') && text.ends_with("/>") && text.matches('<').count() == 1
+}
+
+/// The id of the stream's entry in the bucket notification configuration: its queue's name
+/// (unique in the account and region, unlike a stream name across deployments).
+pub fn notification_id(queue_name: &str) -> String {
+    queue_name.to_string()
+}
+
+/// `prefix` with exactly one trailing `/` (or empty).
+fn dir_prefix(prefix: &str) -> String {
+    let p = prefix.trim_matches('/');
+    if p.is_empty() {
+        String::new()
+    } else {
+        format!("{p}/")
+    }
+}
+
+/// Whether two key prefixes select overlapping keys.
+fn overlaps(a: &str, b: &str) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// The prefix rule of a notification filter (empty: every key).
+fn prefix_of(f: Option<&aws_sdk_s3::types::NotificationConfigurationFilter>) -> String {
+    f.and_then(|f| f.key())
+        .and_then(|k| {
+            k.filter_rules()
+                .iter()
+                .find(|r| {
+                    r.name()
+                        .is_some_and(|n| n.as_str().eq_ignore_ascii_case("prefix"))
+                })
+                .and_then(|r| r.value())
+        })
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn creates_objects(events: &[aws_sdk_s3::types::Event]) -> bool {
+    events
+        .iter()
+        .any(|e| e.as_str().starts_with("s3:ObjectCreated:"))
+}
+
+impl AwsNotifications {
+    pub async fn new(settings: &crate::AwsSettings) -> Self {
+        let conf = settings.sdk_config().await;
+        // Custom endpoints (emulators, on-premises S3) are addressed path-style.
+        let s3_conf = aws_sdk_s3::config::Builder::from(&conf)
+            .force_path_style(settings.endpoint.is_some())
+            .build();
+        AwsNotifications {
+            s3: aws_sdk_s3::Client::from_conf(s3_conf),
+            sqs: aws_sdk_sqs::Client::new(&conf),
+            sns: aws_sdk_sns::Client::new(&conf),
+        }
+    }
+
+    /// The bucket's notification configuration. An empty one that an S3-compatible server
+    /// sends under another XML root (moto: `<GetBucketNotificationResponse/>`) is read as
+    /// empty rather than failing setup.
+    async fn bucket_configuration(&self, bucket: &str) -> Result<BucketConfiguration, SetupError> {
+        use aws_sdk_s3::error::SdkError;
+        match self
+            .s3
+            .get_bucket_notification_configuration()
+            .bucket(bucket)
+            .send()
+            .await
+        {
+            Ok(c) => Ok(BucketConfiguration {
+                queues: c.queue_configurations().to_vec(),
+                topics: c.topic_configurations().to_vec(),
+                lambdas: c.lambda_function_configurations().to_vec(),
+                event_bridge: c.event_bridge_configuration().cloned(),
+            }),
+            Err(SdkError::ServiceError(e))
+                if e.raw().status().as_u16() == 200
+                    && e.raw().body().bytes().is_some_and(empty_xml_document) =>
+            {
+                Ok(BucketConfiguration::default())
+            }
+            Err(e) => Err(aws_err("GetBucketNotificationConfiguration", bucket, e)),
+        }
+    }
+
+    /// Create (or find) the queue, the topic and subscription with `sns`, the access
+    /// policies, and the bucket notification. Idempotent.
+    pub async fn setup(&self, req: &SetupRequest) -> Result<CreatedResources, SetupError> {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        let id = notification_id(&req.queue_name);
+        let prefix = dir_prefix(&req.prefix);
+        let bucket = &req.bucket;
+        let current = self.bucket_configuration(bucket).await?;
+        // Refuse before creating anything.
+        let others = current
+            .queues
+            .iter()
+            .map(|q| (q.id(), q.events(), q.filter()))
+            .chain(
+                current
+                    .topics
+                    .iter()
+                    .map(|t| (t.id(), t.events(), t.filter())),
+            )
+            .chain(
+                current
+                    .lambdas
+                    .iter()
+                    .map(|l| (l.id(), l.events(), l.filter())),
+            );
+        for (other_id, events, filter) in others {
+            if other_id == Some(id.as_str()) || !creates_objects(events) {
+                continue;
+            }
+            let theirs = prefix_of(filter);
+            if overlaps(&theirs, &prefix) {
+                return Err(SetupError::Overlap {
+                    bucket: bucket.clone(),
+                    prefix,
+                    existing_id: other_id.unwrap_or("(no id)").to_string(),
+                    existing_prefix: theirs,
+                });
+            }
+        }
+        let mut tags = req.tags.clone();
+        tags.insert("landfall-stream".into(), req.stream.clone());
+
+        let queue_url = self
+            .sqs
+            .create_queue()
+            .queue_name(&req.queue_name)
+            .set_tags(Some(tags.clone().into_iter().collect()))
+            .send()
+            .await
+            .map_err(|e| aws_err("CreateQueue", &req.queue_name, e))?
+            .queue_url()
+            .unwrap_or_default()
+            .to_string();
+        let queue_arn = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&queue_url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| aws_err("GetQueueAttributes", &queue_url, e))?
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+            .unwrap_or_default();
+        let bucket_arn = format!("arn:aws:s3:::{bucket}");
+
+        let (topic_arn, subscription_arn, sender, sender_arn) = if req.sns {
+            let topic_tags: Vec<aws_sdk_sns::types::Tag> = tags
+                .iter()
+                .filter_map(|(k, v)| {
+                    aws_sdk_sns::types::Tag::builder()
+                        .key(k)
+                        .value(v)
+                        .build()
+                        .ok()
+                })
+                .collect();
+            let topic_arn = self
+                .sns
+                .create_topic()
+                .name(&req.queue_name)
+                .set_tags(Some(topic_tags))
+                .send()
+                .await
+                .map_err(|e| aws_err("CreateTopic", &req.queue_name, e))?
+                .topic_arn()
+                .unwrap_or_default()
+                .to_string();
+            let topic_policy = serde_json::json!({
+                "Version": "2012-10-17",
+                "Statement": [{
+                    "Sid": "landfall-s3-publish",
+                    "Effect": "Allow",
+                    "Principal": {"Service": "s3.amazonaws.com"},
+                    "Action": "sns:Publish",
+                    "Resource": topic_arn,
+                    "Condition": {"ArnLike": {"aws:SourceArn": bucket_arn}}
+                }]
+            });
+            self.sns
+                .set_topic_attributes()
+                .topic_arn(&topic_arn)
+                .attribute_name("Policy")
+                .attribute_value(topic_policy.to_string())
+                .send()
+                .await
+                .map_err(|e| aws_err("SetTopicAttributes", &topic_arn, e))?;
+            let subscription_arn = self
+                .sns
+                .subscribe()
+                .topic_arn(&topic_arn)
+                .protocol("sqs")
+                .endpoint(&queue_arn)
+                .attributes("RawMessageDelivery", "true")
+                .return_subscription_arn(true)
+                .send()
+                .await
+                .map_err(|e| aws_err("Subscribe", &topic_arn, e))?
+                .subscription_arn()
+                .map(str::to_string);
+            (
+                Some(topic_arn.clone()),
+                subscription_arn,
+                "sns.amazonaws.com",
+                topic_arn,
+            )
+        } else {
+            (None, None, "s3.amazonaws.com", bucket_arn.clone())
+        };
+        let queue_policy = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Sid": "landfall-send",
+                "Effect": "Allow",
+                "Principal": {"Service": sender},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnLike": {"aws:SourceArn": sender_arn}}
+            }]
+        });
+        self.sqs
+            .set_queue_attributes()
+            .queue_url(&queue_url)
+            .attributes(QueueAttributeName::Policy, queue_policy.to_string())
+            .send()
+            .await
+            .map_err(|e| aws_err("SetQueueAttributes", &queue_url, e))?;
+
+        // The bucket's configuration: everyone else's entries kept, ours added or replaced.
+        use aws_sdk_s3::types::{
+            Event, FilterRule, FilterRuleName, NotificationConfiguration,
+            NotificationConfigurationFilter, QueueConfiguration, S3KeyFilter, TopicConfiguration,
+        };
+        let filter = NotificationConfigurationFilter::builder()
+            .key(
+                S3KeyFilter::builder()
+                    .filter_rules(
+                        FilterRule::builder()
+                            .name(FilterRuleName::Prefix)
+                            .value(&prefix)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build();
+        let events = [Event::S3ObjectCreated, Event::S3ObjectRemoved];
+        let mut queues: Vec<QueueConfiguration> = current
+            .queues
+            .iter()
+            .filter(|q| q.id() != Some(id.as_str()))
+            .cloned()
+            .collect();
+        let mut topics: Vec<TopicConfiguration> = current
+            .topics
+            .iter()
+            .filter(|t| t.id() != Some(id.as_str()))
+            .cloned()
+            .collect();
+        let build_err = |e: aws_sdk_s3::error::BuildError| SetupError::Aws {
+            op: "PutBucketNotificationConfiguration",
+            resource: bucket.clone(),
+            detail: e.to_string(),
+        };
+        match &topic_arn {
+            Some(t) => topics.push(
+                TopicConfiguration::builder()
+                    .id(&id)
+                    .topic_arn(t)
+                    .set_events(Some(events.to_vec()))
+                    .filter(filter)
+                    .build()
+                    .map_err(build_err)?,
+            ),
+            None => queues.push(
+                QueueConfiguration::builder()
+                    .id(&id)
+                    .queue_arn(&queue_arn)
+                    .set_events(Some(events.to_vec()))
+                    .filter(filter)
+                    .build()
+                    .map_err(build_err)?,
+            ),
+        }
+        let config = NotificationConfiguration::builder()
+            .set_queue_configurations(Some(queues))
+            .set_topic_configurations(Some(topics))
+            .set_lambda_function_configurations(Some(current.lambdas.clone()))
+            .set_event_bridge_configuration(current.event_bridge.clone())
+            .build();
+        self.s3
+            .put_bucket_notification_configuration()
+            .bucket(bucket)
+            .notification_configuration(config)
+            .send()
+            .await
+            .map_err(|e| aws_err("PutBucketNotificationConfiguration", bucket, e))?;
+        Ok(CreatedResources {
+            bucket: bucket.clone(),
+            prefix,
+            notification_id: id,
+            queue_url: Some(queue_url),
+            queue_arn: Some(queue_arn),
+            topic_arn,
+            subscription_arn,
+            tags,
+        })
+    }
+
+    /// Remove what setup created: the bucket's entry (others kept), the subscription, the
+    /// topic and the queue. Resources already gone are not an error. Returns what was done.
+    pub async fn teardown(&self, r: &CreatedResources) -> Result<Vec<String>, SetupError> {
+        let mut done = Vec::new();
+        let current = self.bucket_configuration(&r.bucket).await?;
+        let ours = |id: Option<&str>| id == Some(r.notification_id.as_str());
+        if current.queues.iter().any(|q| ours(q.id()))
+            || current.topics.iter().any(|t| ours(t.id()))
+        {
+            let config = aws_sdk_s3::types::NotificationConfiguration::builder()
+                .set_queue_configurations(Some(
+                    current
+                        .queues
+                        .iter()
+                        .filter(|q| !ours(q.id()))
+                        .cloned()
+                        .collect(),
+                ))
+                .set_topic_configurations(Some(
+                    current
+                        .topics
+                        .iter()
+                        .filter(|t| !ours(t.id()))
+                        .cloned()
+                        .collect(),
+                ))
+                .set_lambda_function_configurations(Some(current.lambdas.clone()))
+                .set_event_bridge_configuration(current.event_bridge.clone())
+                .build();
+            self.s3
+                .put_bucket_notification_configuration()
+                .bucket(&r.bucket)
+                .notification_configuration(config)
+                .send()
+                .await
+                .map_err(|e| aws_err("PutBucketNotificationConfiguration", &r.bucket, e))?;
+            done.push(format!(
+                "removed bucket notification {} from {}",
+                r.notification_id, r.bucket
+            ));
+        }
+        if let Some(s) = &r.subscription_arn {
+            match self.sns.unsubscribe().subscription_arn(s).send().await {
+                Ok(_) => done.push(format!("removed subscription {s}")),
+                Err(e) if code_of(&e) == Some("NotFound") => {}
+                Err(e) => return Err(aws_err("Unsubscribe", s, e)),
+            }
+        }
+        if let Some(t) = &r.topic_arn {
+            // DeleteTopic succeeds on a missing topic.
+            self.sns
+                .delete_topic()
+                .topic_arn(t)
+                .send()
+                .await
+                .map_err(|e| aws_err("DeleteTopic", t, e))?;
+            done.push(format!("deleted topic {t}"));
+        }
+        if let Some(q) = &r.queue_url {
+            match self.sqs.delete_queue().queue_url(q).send().await {
+                Ok(_) => done.push(format!("deleted queue {q}")),
+                Err(e)
+                    if matches!(
+                        code_of(&e),
+                        Some("AWS.SimpleQueueService.NonExistentQueue" | "QueueDoesNotExist")
+                    ) => {}
+                Err(e) => return Err(aws_err("DeleteQueue", q, e)),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Whether the recorded resources exist.
+    pub async fn status(&self, r: &CreatedResources) -> Result<ResourceStatus, SetupError> {
+        let current = self.bucket_configuration(&r.bucket).await?;
+        let id = Some(r.notification_id.as_str());
+        let bucket_notification = current.queues.iter().any(|q| q.id() == id)
+            || current.topics.iter().any(|t| t.id() == id);
+        let queue = match &r.queue_url {
+            None => None,
+            Some(q) => Some(
+                self.sqs
+                    .get_queue_attributes()
+                    .queue_url(q)
+                    .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                    .send()
+                    .await
+                    .is_ok(),
+            ),
+        };
+        let topic = match &r.topic_arn {
+            None => None,
+            Some(t) => Some(
+                self.sns
+                    .get_topic_attributes()
+                    .topic_arn(t)
+                    .send()
+                    .await
+                    .is_ok(),
+            ),
+        };
+        Ok(ResourceStatus {
+            queue,
+            topic,
+            bucket_notification,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_overlap_when_one_contains_the_other() {
+        assert!(overlaps("a/", "a/b/"));
+        assert!(overlaps("", "a/"));
+        assert!(!overlaps("a/", "ab/"));
+        assert_eq!(dir_prefix("/landing/x/"), "landing/x/");
+        assert_eq!(dir_prefix(""), "");
+    }
+
+    #[test]
+    fn an_empty_reply_under_another_root_is_an_empty_configuration() {
+        assert!(empty_xml_document(
+            b"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<GetBucketNotificationResponse xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>"
+        ));
+        assert!(!empty_xml_document(
+            b"<NotificationConfiguration><QueueConfiguration/></NotificationConfiguration>"
+        ));
+    }
 }

@@ -1,9 +1,12 @@
 //! The notification resources landfall created for a stream (queue, topic, bucket
 //! notification), as recorded in the stream's state by `landfall notifications setup`.
 
+use landfall_config::{DiscoverySpec, QueueSpec, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{SeamError, StateStore};
-use landfall_discovery::CreatedResources;
+use landfall_discovery::{
+    AwsNotifications, AwsSettings, CreatedResources, ResourceStatus, SetupError, SetupRequest,
+};
 
 /// The ledger's `m/user/` entry holding the resources setup created (JSON).
 pub const RESOURCES_META: &str = "notification_resources";
@@ -33,4 +36,122 @@ pub fn record(state: &dyn StateStore, resources: Option<&CreatedResources>) -> S
         None => String::new(),
     };
     state.set_meta(RESOURCES_META, &json)
+}
+
+/// What setup would create for `spec`, with the AWS settings of its source; `None` when the
+/// stream does not own its resources (listing mode, a given `queue_url`, an Azure queue).
+pub fn setup_request(spec: &StreamSpec) -> Option<(SetupRequest, AwsSettings)> {
+    let DiscoverySpec::Notifications(n) = &spec.discovery else {
+        return None;
+    };
+    let QueueSpec::Sqs {
+        url: None,
+        name,
+        sns,
+    } = &n.queue
+    else {
+        return None;
+    };
+    let url = &spec.source.url;
+    let bucket = url.host_str()?.to_string();
+    let prefix = url.path().trim_start_matches('/').to_string();
+    Some((
+        SetupRequest {
+            stream: spec.name.clone(),
+            bucket,
+            prefix,
+            queue_name: name.clone(),
+            sns: *sns,
+            tags: n.resource_tags.clone(),
+        },
+        AwsSettings::from_store_options(spec.source_options.iter(), n.endpoint.as_deref()),
+    ))
+}
+
+fn failed(spec: &StreamSpec, e: SetupError) -> SeamError {
+    let msg = format!("stream `{}`: notification setup: {e}", spec.name);
+    match e {
+        SetupError::Overlap { .. } => SeamError::fatal(msg),
+        SetupError::Aws { .. } => SeamError::retryable(msg),
+    }
+}
+
+/// Create the stream's resources (idempotent) and record them. `None`: the stream does not
+/// own resources (see [`setup_request`]).
+pub async fn setup(
+    spec: &StreamSpec,
+    state: &dyn StateStore,
+) -> SeamResult<Option<CreatedResources>> {
+    let Some((req, aws)) = setup_request(spec) else {
+        return Ok(None);
+    };
+    let created = AwsNotifications::new(&aws)
+        .await
+        .setup(&req)
+        .await
+        .map_err(|e| failed(spec, e))?;
+    record(state, Some(&created))?;
+    tracing::info!(stream = %spec.name, queue = created.queue_url.as_deref().unwrap_or(""), topic = created.topic_arn.as_deref().unwrap_or(""), bucket = %created.bucket, prefix = %created.prefix, "notification resources set up");
+    Ok(Some(created))
+}
+
+/// The queue of a stream that owns its resources: the recorded one, or set up now (the first
+/// start in notification mode without `queue_url`).
+pub async fn ensure_queue(spec: &StreamSpec, state: &dyn StateStore) -> SeamResult<String> {
+    if let Some(url) = created_queue_url(state)? {
+        return Ok(url);
+    }
+    setup(spec, state)
+        .await?
+        .and_then(|c| c.queue_url)
+        .ok_or_else(|| {
+            SeamError::fatal(format!(
+                "stream `{}`: no queue to read: give notifications.queue_url",
+                spec.name
+            ))
+        })
+}
+
+/// Remove what setup created for the stream and forget it. Returns what was done.
+pub async fn teardown(spec: &StreamSpec, state: &dyn StateStore) -> SeamResult<Vec<String>> {
+    let Some(created) = created(state)? else {
+        return Ok(Vec::new());
+    };
+    let aws = AwsSettings::from_store_options(
+        spec.source_options.iter(),
+        match &spec.discovery {
+            DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
+            DiscoverySpec::Listing => None,
+        },
+    );
+    let done = AwsNotifications::new(&aws)
+        .await
+        .teardown(&created)
+        .await
+        .map_err(|e| failed(spec, e))?;
+    record(state, None)?;
+    Ok(done)
+}
+
+/// The recorded resources and whether each still exists.
+pub async fn status(
+    spec: &StreamSpec,
+    state: &dyn StateStore,
+) -> SeamResult<Option<(CreatedResources, ResourceStatus)>> {
+    let Some(created) = created(state)? else {
+        return Ok(None);
+    };
+    let aws = AwsSettings::from_store_options(
+        spec.source_options.iter(),
+        match &spec.discovery {
+            DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
+            DiscoverySpec::Listing => None,
+        },
+    );
+    let s = AwsNotifications::new(&aws)
+        .await
+        .status(&created)
+        .await
+        .map_err(|e| failed(spec, e))?;
+    Ok(Some((created, s)))
 }

@@ -35,11 +35,7 @@ pub async fn open_discovery(
         QueueSpec::Sqs { url, .. } => {
             let url = match url {
                 Some(u) => u.clone(),
-                None => crate::notify_setup::created_queue_url(state)?.ok_or_else(|| {
-                    SeamError::fatal(format!(
-                        "stream `{name}`: discovery = \"notifications\" without notifications.queue_url, and no queue was set up yet: run `landfall notifications setup {name}` (or give queue_url)"
-                    ))
-                })?,
+                None => crate::notify_setup::ensure_queue(spec, state).await?,
             };
             let aws =
                 AwsSettings::from_store_options(spec.source_options.iter(), n.endpoint.as_deref());

@@ -88,6 +88,15 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Show, create or remove the cloud resources of an S3 notification stream without
+    /// queue_url (queue, SNS topic, bucket notification).
+    Notifications {
+        #[arg(value_enum)]
+        action: crate::notify::Action,
+        stream: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+    },
     /// Set a stream's state directory aside (the stream must be stopped); the next start
     /// begins a new state after the table's batches.
     Reset {
@@ -245,6 +254,14 @@ pub fn main() -> ExitCode {
             reason,
         } => match stream_spec(&config, &stream) {
             Ok(spec) => admin::skip(&spec, &path, reason),
+            Err(code) => code,
+        },
+        Command::Notifications {
+            action,
+            stream,
+            config,
+        } => match stream_spec(&config, &stream) {
+            Ok(spec) => crate::notify::run(&spec, action),
             Err(code) => code,
         },
         Command::Reset { stream, config } => match stream_spec(&config, &stream) {

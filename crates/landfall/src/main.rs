@@ -5,6 +5,7 @@ mod bars;
 mod cli;
 mod daemon;
 mod memory;
+mod notify;
 mod report;
 
 fn main() -> std::process::ExitCode {

@@ -287,3 +287,124 @@ fn switching_between_listing_and_notifications_keeps_exactly_once() {
     assert_exactly(&table_ids(root), &range(0..25));
     assert!(text(&o).contains("this run:  1 file(s)"), "{}", text(&o));
 }
+
+/// A stream without `queue_url` owns its resources. `landfall notifications setup` creates
+/// the queue, the SNS topic and the bucket notification, tagged; a second setup changes
+/// nothing; `list` shows them; files then arrive through them; a second stream on a nested
+/// prefix of the same bucket is refused with the overlap named; `teardown` removes exactly
+/// what was created. Without the CLI, the first start sets up by itself.
+#[test]
+fn setup_list_teardown_and_automatic_setup_on_moto() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("setup");
+    aws(&["mkbucket", &bucket]);
+    let owned = |root: &Path, name: &str, prefix: &str, sns: bool| {
+        let e = endpoint();
+        write_config(
+            root,
+            &format!(
+                r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.moto]
+endpoint = "{e}"
+region = "us-east-1"
+access_key_id = "test"
+secret_access_key = "test"
+allow_http = true
+
+[streams.ev]
+source = "s3://{bucket}/{prefix}"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "notifications"
+
+[streams.ev.notifications]
+queue_name = "{name}"
+sns = {sns}
+wait_time = "1s"
+resource_tags = {{ team = "data" }}
+
+[streams.ev.sink]
+path = "{root}/table"
+"#,
+                root = root.display()
+            ),
+        )
+    };
+    let cli = |args: &[&str], cfg: &Path| {
+        let mut a = vec!["notifications"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["ev", "--config", cfg.to_str().unwrap()]);
+        landfall(&a)
+    };
+    let cfg = owned(root, &bucket, "landing", true);
+    let first = cli(&["setup"], &cfg);
+    assert!(first.status.success(), "{}", text(&first));
+    let again = cli(&["setup"], &cfg);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(first.stdout, again.stdout, "setup is idempotent");
+    let listed = cli(&["list"], &cfg);
+    let shown = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert_eq!(shown.matches(": exists").count(), 3, "{shown}");
+    assert!(
+        shown.contains("team=data") && shown.contains("landfall-stream=ev"),
+        "{shown}"
+    );
+    let conf = aws(&["notification", &bucket]);
+    assert_eq!(
+        conf["TopicConfigurations"][0]["Id"],
+        bucket.as_str(),
+        "{conf}"
+    );
+    let q = format!("{}/123456789012/{bucket}", endpoint());
+    let tags = aws(&["tags", &q]);
+    assert_eq!(tags["team"], "data", "{tags}");
+
+    run(&cfg);
+    put(root, &bucket, "landing/a.json", 0..5, false);
+    let o = run(&cfg);
+    assert!(text(&o).contains("this run:  1 file(s)"), "{}", text(&o));
+    assert_exactly(&table_ids(root), &range(0..5));
+
+    // Another stream whose prefix nests in this one's: refused before creating anything.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = owned(
+        other_dir.path(),
+        &format!("{bucket}-2"),
+        "landing/sub",
+        false,
+    );
+    let refused = cli(&["setup"], &other);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("overlaps the stream's prefix `landing/sub/`"),
+        "{}",
+        text(&refused)
+    );
+
+    let down = cli(&["teardown"], &cfg);
+    assert!(down.status.success(), "{}", text(&down));
+    assert_eq!(
+        String::from_utf8_lossy(&down.stdout).lines().count(),
+        4,
+        "{}",
+        text(&down)
+    );
+    assert_eq!(aws(&["notification", &bucket]), serde_json::json!({}));
+    let gone = cli(&["list"], &cfg);
+    assert!(text(&gone).contains("no notification resources recorded"));
+
+    // Automatic setup: the first start in notification mode creates what it needs.
+    let auto_dir = tempfile::tempdir().unwrap();
+    let auto_root = auto_dir.path();
+    let auto = owned(auto_root, &format!("{bucket}-auto"), "auto", false);
+    run(&auto);
+    put(auto_root, &bucket, "auto/b.json", 5..10, false);
+    run(&auto);
+    assert_exactly(&table_ids(auto_root), &range(5..10));
+    assert!(cli(&["teardown"], &auto).status.success());
+}
