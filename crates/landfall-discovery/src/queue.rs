@@ -63,6 +63,10 @@ pub trait MessageQueue: Send + Sync {
     ) -> Result<Vec<Option<String>>, QueueError>;
     /// The approximate number of visible messages, when the queue can tell.
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError>;
+    /// How long the queue keeps a message, when it can tell.
+    async fn retention(&self) -> Result<Option<Duration>, QueueError> {
+        Ok(None)
+    }
 }
 
 /// Connection settings for AWS clients, from the source store's options.
@@ -286,6 +290,23 @@ impl MessageQueue for SqsQueue {
             }
         }
         Ok(out)
+    }
+
+    async fn retention(&self) -> Result<Option<Duration>, QueueError> {
+        (self.count)("GetQueueAttributes", 1);
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::MessageRetentionPeriod)
+            .send()
+            .await
+            .map_err(|e| self.err("GetQueueAttributes", e))?;
+        Ok(out
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::MessageRetentionPeriod))
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_secs))
     }
 
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {

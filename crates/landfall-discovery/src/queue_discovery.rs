@@ -86,6 +86,9 @@ pub struct NotificationDiscovery {
     /// Messages not deleted since the last round because their extension failed (reported
     /// with the next round).
     kept: AtomicU64,
+    /// The last time this stream read its queue (from the state, at start).
+    last_receive: Mutex<Option<DateTime<Utc>>>,
+    gap_checked: AtomicBool,
 }
 
 impl Drop for NotificationDiscovery {
@@ -122,6 +125,8 @@ impl NotificationDiscovery {
             just_listed: AtomicBool::new(false),
             no_wait: AtomicBool::new(false),
             kept: AtomicU64::new(0),
+            last_receive: Mutex::new(None),
+            gap_checked: AtomicBool::new(false),
         }
     }
 
@@ -145,6 +150,39 @@ impl NotificationDiscovery {
     /// Receive without long polling: for runs that stop once the queue is drained.
     pub fn set_no_wait(&self, no_wait: bool) {
         self.no_wait.store(no_wait, Ordering::SeqCst);
+    }
+
+    /// When the stream last read its queue (from the stream's state, at start).
+    pub fn set_last_receive(&self, t: DateTime<Utc>) {
+        *self.last_receive.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+    }
+
+    /// At the first round: a stream that did not read its queue for longer than the queue
+    /// keeps messages (stopped for days; a dead-letter move is not seen here) lost events for
+    /// good; a listing finds their files.
+    async fn check_gap(&self) {
+        if self.gap_checked.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(last) = *self.last_receive.lock().unwrap_or_else(|e| e.into_inner()) else {
+            return;
+        };
+        let retention = match self.queue.retention().await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(stream = %self.stream, error = %e, "could not read the queue's retention; listing to be safe");
+                self.request_listing();
+                return;
+            }
+        };
+        let away = (Utc::now() - last).to_std().unwrap_or(Duration::ZERO);
+        // Events are kept `retention` after they are sent; allow an hour for clock skew and
+        // for events sent while the stream was stopping.
+        if away + Duration::from_secs(3600) >= retention {
+            tracing::warn!(stream = %self.stream, away_s = away.as_secs(), retention_s = retention.as_secs(), "the queue was not read for about as long as it keeps messages; listing the source for files whose events expired");
+            self.request_listing();
+        }
     }
 
     /// When the last full listing ran (from the stream's state, at start).
@@ -247,6 +285,7 @@ impl NotificationDiscovery {
         }
         let now = Utc::now();
         let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
+        let mut created_seq: HashMap<String, Option<String>> = HashMap::new();
         for m in &messages {
             let events = match crate::parse_notification(&m.body) {
                 Err(e) => {
@@ -274,6 +313,21 @@ impl NotificationDiscovery {
                     EventKind::Created => {}
                     EventKind::Removed => {
                         round.removed_events += 1;
+                        // A file created and deleted before this round: its earlier created
+                        // event must not admit a file that is gone (it would be recorded as
+                        // skipped and, without allow_overwrites, block a later upload).
+                        let removed_after = |f: &FileMeta| {
+                            f.path == ev.key
+                                && match (&ev.sequencer, created_seq.get(&f.path)) {
+                                    (Some(r), Some(Some(c))) => seq_after(r, c),
+                                    _ => true,
+                                }
+                        };
+                        let before = batch.files.len();
+                        batch.files.retain(|f| !removed_after(f));
+                        if batch.files.len() < before {
+                            batch.filtered += (before - batch.files.len()) as u64;
+                        }
                         continue;
                     }
                     EventKind::Other(_) => {
@@ -281,9 +335,11 @@ impl NotificationDiscovery {
                         continue;
                     }
                 }
+                let sequencer = ev.sequencer.clone();
                 match self.candidate(ev, now).await? {
                     Candidate::File(f) => {
                         if seen.insert((f.path.clone(), f.etag.clone())) {
+                            created_seq.insert(f.path.clone(), sequencer);
                             batch.files.push(f);
                         }
                     }
@@ -370,6 +426,13 @@ enum Candidate {
     PassedOver(&'static str, String),
 }
 
+/// Whether S3 sequencer `a` orders after `b`: hexadecimal strings of varying length,
+/// compared after padding the shorter with leading zeros.
+fn seq_after(a: &str, b: &str) -> bool {
+    let n = a.len().max(b.len());
+    format!("{a:0>n$}") > format!("{b:0>n$}")
+}
+
 /// An etag as object_store reports it: in double quotes.
 fn quoted(etag: &str) -> String {
     if etag.starts_with('"') || etag.starts_with("W/\"") {
@@ -432,6 +495,7 @@ impl Discovery for NotificationDiscovery {
         cursor: Option<&str>,
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
+        self.check_gap().await;
         if self.listing_due() {
             let started = Utc::now();
             let batch = self.listing.discover_new(cursor, may_be_new).await?;
@@ -506,6 +570,7 @@ mod tests {
         queued: Mutex<Vec<QueueMessage>>,
         deleted: Mutex<Vec<String>>,
         fail_extend: AtomicBool,
+        retention: Option<Duration>,
     }
 
     #[async_trait]
@@ -543,6 +608,9 @@ mod tests {
         }
         async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {
             Ok(None)
+        }
+        async fn retention(&self) -> Result<Option<Duration>, QueueError> {
+            Ok(self.retention)
         }
     }
 
@@ -598,7 +666,7 @@ mod tests {
             ),
             s3_event("ObjectCreated:Put", "landing2/not-under.json", 5, "e3"),
             s3_event("ObjectCreated:Put", "landing/empty.json", 0, "e4"),
-            s3_event("ObjectRemoved:Delete", "landing/a+b.json", 0, "e1"),
+            s3_event("ObjectRemoved:Delete", "landing/other.json", 0, "e9"),
             r#"{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"b"}"#.to_string(),
             "not json at all".to_string(),
         ];
@@ -645,5 +713,42 @@ mod tests {
         assert_eq!(quoted("abc"), "\"abc\"");
         assert_eq!(quoted("\"abc\""), "\"abc\"");
         assert_eq!(quoted("0x8D9"), "\"0x8D9\"");
+    }
+
+    #[tokio::test]
+    async fn a_file_created_and_removed_before_the_round_is_not_a_candidate() {
+        let q = Arc::new(FakeQueue::default());
+        let with_seq = |kind: &str, key: &str, seq: &str| {
+            s3_event(kind, key, 5, "e").replace(
+                r#""eTag":"e""#,
+                &format!(r#""eTag":"e","sequencer":"{seq}""#),
+            )
+        };
+        let bodies = vec![
+            with_seq("ObjectCreated:Put", "landing/tmp.json", "0A"),
+            with_seq("ObjectRemoved:Delete", "landing/tmp.json", "0B"),
+            // A removal of an older version does not cancel a newer creation.
+            with_seq("ObjectCreated:Put", "landing/kept.json", "0FF"),
+            with_seq("ObjectRemoved:Delete", "landing/kept.json", "0FE"),
+        ];
+        let d = discovery(q, &bodies, Duration::from_secs(60));
+        let b = d.discover(None).await.unwrap();
+        let paths: Vec<_> = b.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["landing/kept.json"]);
+        assert!(seq_after("100", "FF") && !seq_after("0FE", "0FF"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_away_longer_than_the_queue_keeps_messages_lists_first() {
+        let q = Arc::new(FakeQueue {
+            retention: Some(Duration::from_secs(4 * 86400)),
+            ..FakeQueue::default()
+        });
+        let d = discovery(q.clone(), &[], Duration::from_secs(60));
+        d.set_last_receive(Utc::now() - chrono::Duration::days(5));
+        assert!(d.discover(None).await.unwrap().full_listing);
+        let fresh = discovery(q, &[], Duration::from_secs(60));
+        fresh.set_last_receive(Utc::now() - chrono::Duration::hours(1));
+        assert!(!fresh.discover(None).await.unwrap().full_listing);
     }
 }

@@ -10,9 +10,11 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use std::sync::Arc;
 
+// One per stream, built once: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum SourceDiscovery {
     Listing(ListingDiscovery),
-    Notifications(NotificationDiscovery),
+    Notifications(Box<NotificationDiscovery>),
 }
 
 impl SourceDiscovery {

@@ -83,6 +83,8 @@ pub struct StreamEvents {
     backfill_requested: std::sync::atomic::AtomicBool,
     /// The open state of the running worker, for the API's file listing.
     state: RwLock<Option<Arc<dyn landfall_core::StateStore>>>,
+    /// The last approximate queue depth (notification mode), for progress records.
+    queue_depth: Mutex<Option<u64>>,
 }
 
 impl std::fmt::Debug for StreamEvents {
@@ -117,6 +119,7 @@ impl StreamEvents {
             backfill: tokio::sync::Notify::new(),
             backfill_requested: std::sync::atomic::AtomicBool::new(false),
             state: RwLock::new(None),
+            queue_depth: Mutex::new(None),
         }
     }
 
@@ -369,6 +372,7 @@ impl StreamEvents {
     }
 
     pub fn queue_depth(&self, depth: u64) {
+        *self.queue_depth.lock().unwrap_or_else(|e| e.into_inner()) = Some(depth);
         self.metrics
             .queue_approximate_size
             .get_or_create(&crate::metrics::stream(&self.stream))
@@ -448,7 +452,7 @@ impl StreamEvents {
                 end_offset: timings.offsets.1,
                 files_outstanding: after.map_or(0, |s| s.pending_files),
                 bytes_outstanding: after.map_or(0, |s| s.pending_bytes),
-                approximate_queue_size: None,
+                approximate_queue_size: *self.queue_depth.lock().unwrap_or_else(|e| e.into_inner()),
             },
             sink: crate::progress::SinkProgress {
                 description: sink.to_string(),

@@ -53,17 +53,19 @@ pub async fn open_discovery(
             spec.source.url
         ))
     })?;
-    Ok(SourceDiscovery::Notifications(NotificationDiscovery::new(
-        name,
-        listing,
-        queue,
-        source,
-        QueueOptions {
-            receivers: n.receivers,
-            visibility: n.visibility_timeout,
-            wait: n.wait_time,
-            backfill_interval: spec.backfill_interval,
-        },
+    Ok(SourceDiscovery::Notifications(Box::new(
+        NotificationDiscovery::new(
+            name,
+            listing,
+            queue,
+            source,
+            QueueOptions {
+                receivers: n.receivers,
+                visibility: n.visibility_timeout,
+                wait: n.wait_time,
+                backfill_interval: spec.backfill_interval,
+            },
+        ),
     )))
 }
 

@@ -47,6 +47,8 @@ pub struct StreamWorker {
     /// records).
     discover_credit: std::sync::Mutex<Duration>,
     plan_took: Duration,
+    /// When the queue was last noted (see `note_queue`).
+    queue_noted: std::sync::Mutex<Option<Instant>>,
 }
 
 /// The ledger's `m/user/` entry holding the `include_existing_files = false` cutoff, fixed at
@@ -65,6 +67,14 @@ pub const DISCOVERY_MODE_META: &str = "discovery_mode";
 /// The ledger's `m/user/` entry holding when a notification stream's last full listing started
 /// (RFC 3339), so `backfill_interval` holds across restarts.
 pub const LAST_LISTING_META: &str = "last_full_listing";
+
+/// The ledger's `m/user/` entry holding when a notification stream last read its queue
+/// (RFC 3339, refreshed at most every [`QUEUE_NOTE_EVERY`]): a stream away longer than the
+/// queue keeps messages lists at start.
+pub const LAST_RECEIVE_META: &str = "last_queue_receive";
+
+/// How often the last-receive time is written and the queue depth asked for.
+const QUEUE_NOTE_EVERY: Duration = Duration::from_secs(60);
 
 /// A full receive round repeats at most this often before a continuous stream plans a batch.
 const MAX_QUEUE_ROUNDS: usize = 10;
@@ -108,6 +118,7 @@ impl StreamWorker {
             last_expiry: None,
             discover_credit: std::sync::Mutex::new(Duration::ZERO),
             plan_took: Duration::ZERO,
+            queue_noted: std::sync::Mutex::new(None),
         })
     }
 
@@ -225,11 +236,36 @@ impl StreamWorker {
         }
         if let Some(round) = &found.queue {
             self.events.queue_round(round);
+            self.note_queue().await?;
         }
         self.events
             .discovered(found.listed as usize, admitted, found.filtered, t.elapsed());
         candidates.extend(found.files);
         Ok(found.more)
+    }
+
+    /// After a queue round, at most every [`QUEUE_NOTE_EVERY`]: record that the queue was
+    /// read, and refresh the queue depth gauge.
+    async fn note_queue(&self) -> SeamResult<()> {
+        {
+            let mut last = self.queue_noted.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|t| t.elapsed() < QUEUE_NOTE_EVERY) {
+                return Ok(());
+            }
+            *last = Some(Instant::now());
+        }
+        self.state
+            .set_meta(LAST_RECEIVE_META, &Utc::now().to_rfc3339())?;
+        if let Some(n) = self.discovery.notifications() {
+            match n.queue().approximate_depth().await {
+                Ok(Some(d)) => self.events.queue_depth(d),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::debug!(stream = %self.spec.name, error = %e, "queue depth unavailable")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Before the first discovery: a notification stream entering the mode lists first; a
@@ -245,6 +281,11 @@ impl StreamWorker {
                     && let Ok(t) = chrono::DateTime::parse_from_rfc3339(&t)
                 {
                     n.set_last_listing(t.with_timezone(&Utc));
+                }
+                if let Some(t) = self.state.meta(LAST_RECEIVE_META)?
+                    && let Ok(t) = chrono::DateTime::parse_from_rfc3339(&t)
+                {
+                    n.set_last_receive(t.with_timezone(&Utc));
                 }
                 n.set_no_wait(self.available_now);
             }
@@ -339,7 +380,15 @@ impl StreamWorker {
         // A stored or explicit schema needs no listing: resolving it first lets even the first
         // listing of this run keep only new files. (Inference needs the full first listing.)
         self.ensure_schema(&[]).await?;
-        let mut candidates = self.timed_discover().await?;
+        let mut candidates = if self.discovery.notifications().is_some() && !self.available_now {
+            // The first queue round long-polls: a stop must not wait for it.
+            tokio::select! {
+                found = self.timed_discover() => found?,
+                _ = stop_asked(&mut shutdown) => return Ok(RunEnd::Stopped),
+            }
+        } else {
+            self.timed_discover().await?
+        };
         if !self.ensure_schema(&candidates).await? && self.available_now {
             return Ok(RunEnd::Drained);
         }
