@@ -76,10 +76,11 @@ fake_gcs_server_bin() {
 # find them. Returns non-zero (and the run fails) if any of them cannot be started.
 start_emulators() {
   local logs="${LANDFALL_TEST_LOGS:-$(mktemp -d)}"
-  local s3_port az_port gcs_port gcs_bin
+  local s3_port az_port azq_port gcs_port gcs_bin
   gcs_bin=$(fake_gcs_server_bin) || { echo "error: fake-gcs-server not installed (tests/requirements.txt)" >&2; return 1; }
   s3_port=$(free_port)
   az_port=$(free_port)
+  azq_port=$(free_port)
   gcs_port=$(free_port)
   moto_server -H 127.0.0.1 -p "$s3_port" >"$logs/moto.log" 2>&1 &
   EMULATOR_PIDS="$!"
@@ -88,6 +89,10 @@ start_emulators() {
     --skipApiVersionCheck --loose --disableTelemetry >"$logs/azurite.log" 2>&1 &
   EMULATOR_PIDS="$EMULATOR_PIDS $!"
   local az_pid=$!
+  "$NODE_PREFIX/node_modules/.bin/azurite-queue" --queueHost 127.0.0.1 --queuePort "$azq_port" --inMemoryPersistence \
+    --skipApiVersionCheck --loose --disableTelemetry >"$logs/azurite-queue.log" 2>&1 &
+  EMULATOR_PIDS="$EMULATOR_PIDS $!"
+  local azq_pid=$!
   # -public-host is the Host the XML API (object_store's GCS client: list, get) is served on.
   "$gcs_bin" -scheme http -host 127.0.0.1 -port "$gcs_port" -backend memory \
     -public-host "127.0.0.1:$gcs_port" -external-url "http://127.0.0.1:$gcs_port" -log-level warn \
@@ -97,9 +102,11 @@ start_emulators() {
   trap 'kill $EMULATOR_PIDS 2>/dev/null || true' EXIT
   wait_for "http://127.0.0.1:$s3_port/moto-api/" "moto server" "$moto_pid" "$logs/moto.log" || return 1
   wait_for "http://127.0.0.1:$az_port/" "Azurite" "$az_pid" "$logs/azurite.log" || return 1
+  wait_for "http://127.0.0.1:$azq_port/" "Azurite queue" "$azq_pid" "$logs/azurite-queue.log" || return 1
   wait_for "http://127.0.0.1:$gcs_port/storage/v1/b" "fake-gcs-server" "$gcs_pid" "$logs/fake-gcs-server.log" || return 1
   export LANDFALL_TEST_S3_ENDPOINT="http://127.0.0.1:$s3_port"
   export AZURITE_BLOB_STORAGE_URL="http://127.0.0.1:$az_port"
+  export AZURITE_QUEUE_STORAGE_URL="http://127.0.0.1:$azq_port"
   export LANDFALL_TEST_AZURITE=1
   export LANDFALL_TEST_GCS_ENDPOINT="http://127.0.0.1:$gcs_port"
   python3 tests/emulators.py prepare --s3 "$LANDFALL_TEST_S3_ENDPOINT" --azure "$AZURITE_BLOB_STORAGE_URL/devstoreaccount1" \

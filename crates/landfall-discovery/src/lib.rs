@@ -2,9 +2,11 @@
 //! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths. S3
 //! is listed by [`S3Lister`], which survives keys object_store cannot represent.
 //!
-//! Queue notifications ([`NotificationDiscovery`] over a [`MessageQueue`]: SQS today) plug in
+//! Queue notifications ([`NotificationDiscovery`] over a [`MessageQueue`]: SQS and Azure
+//! Storage Queues) plug in
 //! behind the same `Discovery` seam; [`SourceDiscovery`] is whichever a stream configured.
 
+mod azure_queue;
 mod counting;
 mod listing;
 mod notification;
@@ -16,6 +18,7 @@ mod setup;
 mod source;
 mod stores;
 
+pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
 pub use counting::{CountRequests, CountingStore};
 pub use listing::{Filters, ListingDiscovery};
 pub use notification::{

@@ -5,8 +5,9 @@ use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
-    AwsSettings, CountRequests, CountingStore, Filters, ListingDiscovery, MessageQueue,
-    NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery, SqsQueue, StoreRef, open_store,
+    AwsSettings, AzureQueue, AzureQueueSettings, CountRequests, CountingStore, Filters,
+    ListingDiscovery, MessageQueue, NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery,
+    SqsQueue, StoreRef, open_store,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -31,6 +32,8 @@ pub async fn open_discovery(
         return Ok(SourceDiscovery::Listing(listing));
     };
     let name = &spec.name;
+    // The storage account events name (Azure), when the store options give it.
+    let mut account = None;
     let queue: Arc<dyn MessageQueue> = match &n.queue {
         QueueSpec::Sqs { url, .. } => {
             let url = match url {
@@ -42,12 +45,17 @@ pub async fn open_discovery(
             Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
         }
         QueueSpec::AzureQueue { name: queue } => {
-            return Err(SeamError::fatal(format!(
-                "stream `{name}`: Azure Storage Queue `{queue}`: the Azure queue consumer is not built yet; use discovery = \"listing\""
-            )));
+            let settings = AzureQueueSettings::from_store_options(
+                spec.source_options.iter(),
+                queue,
+                n.endpoint.as_deref(),
+            )
+            .map_err(|e| SeamError::fatal(format!("stream `{name}`: queue `{queue}`: {e}")))?;
+            account = Some(settings.account.clone());
+            Arc::new(AzureQueue::new(settings, count))
         }
     };
-    let source = store_ref(&spec.source.url).ok_or_else(|| {
+    let source = store_ref(&spec.source.url, account).ok_or_else(|| {
         SeamError::fatal(format!(
             "stream `{name}`: notifications need an S3 or Azure source, not {}",
             spec.source.url
@@ -69,20 +77,23 @@ pub async fn open_discovery(
     )))
 }
 
-/// The bucket or container a source URL names, as storage events name it.
-fn store_ref(url: &url::Url) -> Option<StoreRef> {
+/// The bucket or container a source URL names, as storage events name it (`account`: the
+/// Azure storage account of the store's options).
+fn store_ref(url: &url::Url, account: Option<String>) -> Option<StoreRef> {
     let host = url.host_str()?.to_string();
     match url.scheme() {
         "s3" | "s3a" => Some(StoreRef::S3 { bucket: host }),
         "gs" => Some(StoreRef::Gcs { bucket: host }),
-        "abfs" | "abfss" => {
-            // container@account.dfs.core.windows.net
-            let account = host.split('.').next()?.to_string();
-            Some(StoreRef::Azure {
-                account,
-                container: url.username().to_string(),
-            })
-        }
+        // container@account.dfs.core.windows.net
+        "abfs" | "abfss" if !url.username().is_empty() => Some(StoreRef::Azure {
+            account: account.unwrap_or_else(|| host.split('.').next().unwrap_or("").to_string()),
+            container: url.username().to_string(),
+        }),
+        // az://container/prefix
+        "az" | "azure" | "abfs" | "abfss" | "adl" => Some(StoreRef::Azure {
+            account: account?,
+            container: host,
+        }),
         _ => None,
     }
 }

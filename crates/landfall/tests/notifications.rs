@@ -408,3 +408,158 @@ path = "{root}/table"
     assert_exactly(&table_ids(auto_root), &range(5..10));
     assert!(cli(&["teardown"], &auto).status.success());
 }
+
+fn azurite() -> (String, String) {
+    let blob = std::env::var("AZURITE_BLOB_STORAGE_URL")
+        .expect("AZURITE_BLOB_STORAGE_URL is not set: run the suite with scripts/test.sh");
+    let queue = std::env::var("AZURITE_QUEUE_STORAGE_URL")
+        .expect("AZURITE_QUEUE_STORAGE_URL is not set: run the suite with scripts/test.sh");
+    (blob, queue)
+}
+
+/// Run tests/notify/azurite.py (Azure's Python SDK against Azurite).
+fn az(args: &[&str]) -> Value {
+    let (blob, queue) = azurite();
+    let o = Command::new("python3")
+        .arg(repo_root().join("tests/notify/azurite.py"))
+        .args([&blob, &queue])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "azurite.py {args:?} failed:\n{}",
+        text(&o)
+    );
+    serde_json::from_slice(&o.stdout).expect("azurite.py prints JSON")
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Azure Blob -> (Event Grid) -> Storage Queue on Azurite: the test plays Event Grid and
+/// enqueues BlobCreated events for real blobs, in the Event Grid schema and as CloudEvents,
+/// base64-encoded (as Event Grid delivers to queues) and raw, one without contentLength (a
+/// HEAD finds the size), each twice, plus a malformed message. A blob without an event is not
+/// ingested: the files come from the queue, each exactly once.
+#[test]
+fn azure_event_grid_and_cloudevents_on_azurite_exactly_once() {
+    let (blob_url, queue_url) = azurite();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let tag = unique("az");
+    let queue = tag.to_ascii_lowercase();
+    az(&["mkqueue", &queue]);
+    let container = "landfall-test";
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.azurite]
+use_emulator = true
+allow_http = true
+
+[streams.ev]
+source = "az://{container}/{tag}/landing"
+source_store = "azurite"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "notifications"
+
+[streams.ev.notifications]
+queue_name = "{queue}"
+endpoint = "{queue_url}/devstoreaccount1"
+wait_time = "1s"
+visibility_timeout = "10s"
+
+[streams.ev.sink]
+path = "{root}/table"
+"#,
+            root = root.display()
+        ),
+    );
+    // Entering notification mode lists the (empty) prefix.
+    run(&cfg);
+    let upload = |name: &str, ids: std::ops::Range<u64>| -> (String, u64) {
+        let f = root.join("blob.json");
+        std::fs::write(&f, ids.map(row).collect::<String>()).unwrap();
+        let v = az(&[
+            "put",
+            container,
+            &format!("{tag}/landing/{name}"),
+            f.to_str().unwrap(),
+        ]);
+        (
+            v["etag"].as_str().unwrap().to_string(),
+            v["size"].as_u64().unwrap(),
+        )
+    };
+    let blob_of =
+        |name: &str| format!("{blob_url}/devstoreaccount1/{container}/{tag}/landing/{name}");
+    let event_grid = |name: &str, api: &str, etag: &str, size: Option<u64>| {
+        let len = size
+            .map(|s| format!(r#","contentLength":{s}"#))
+            .unwrap_or_default();
+        format!(
+            r#"{{"topic":"/subscriptions/x/resourceGroups/y/providers/Microsoft.Storage/storageAccounts/devstoreaccount1","subject":"/blobServices/default/containers/{container}/blobs/{tag}/landing/{name}","eventType":"Microsoft.Storage.BlobCreated","eventTime":"2026-11-30T12:00:00Z","id":"{name}","data":{{"api":"{api}","eTag":"{etag}"{len},"blobType":"BlockBlob","url":"{}"}},"dataVersion":"","metadataVersion":"1"}}"#,
+            blob_of(name)
+        )
+    };
+    let cloud_event = |name: &str, etag: &str, size: u64| {
+        format!(
+            r#"{{"specversion":"1.0","type":"Microsoft.Storage.BlobCreated","source":"/subscriptions/x/resourceGroups/y/providers/Microsoft.Storage/storageAccounts/devstoreaccount1","subject":"/blobServices/default/containers/{container}/blobs/{tag}/landing/{name}","id":"{name}","time":"2026-11-30T12:00:00Z","data":{{"api":"PutBlockList","eTag":"{etag}","contentLength":{size},"url":"{}"}}}}"#,
+            blob_of(name)
+        )
+    };
+    let (ea, sa) = upload("a b.json", 0..5);
+    let (eb, sb) = upload("sub/b.json", 5..10);
+    let (ec, _) = upload("c.json", 10..15);
+    let (ed, sd) = upload("d.json", 15..20);
+    upload("silent.json", 100..105);
+    let messages = [
+        base64(event_grid("a b.json", "PutBlob", &ea, Some(sa)).as_bytes()),
+        event_grid("sub/b.json", "PutBlockList", &eb, Some(sb)),
+        base64(event_grid("c.json", "PutBlob", &ec, None).as_bytes()),
+        base64(cloud_event("d.json", &ed, sd).as_bytes()),
+        cloud_event("d.json", &ed, sd),
+    ];
+    let send = |body: &str| {
+        let f = root.join("message.txt");
+        std::fs::write(&f, body).unwrap();
+        az(&["send", &queue, f.to_str().unwrap()]);
+    };
+    for m in messages.iter().chain(messages.iter()) {
+        send(m);
+    }
+    send("{\"not\": \"an event\"}");
+    let o = run(&cfg);
+    assert!(text(&o).contains("this run:  4 file(s)"), "{}", text(&o));
+    assert_exactly(&table_ids(root), &range(0..20));
+    assert!(
+        text(&o).contains("queue message not understood"),
+        "{}",
+        text(&o)
+    );
+    // Only the malformed message is left (invisible for now).
+    assert_eq!(az(&["peek", &queue])["count"], 1);
+    let o = run(&cfg);
+    assert!(text(&o).contains("this run:  0 file(s)"), "{}", text(&o));
+}
