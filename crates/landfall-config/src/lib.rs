@@ -16,7 +16,10 @@ pub use error::{ConfigError, ValidationError};
 pub use interpolate::interpolate;
 pub use model::*;
 pub use store::{Location, StoreKind, StoreOptions};
-pub use validate::{HealthTable, StreamSpec, Trigger, ValidatedConfig, validate};
+pub use landfall_core::IncrementalListing;
+pub use validate::{
+    DEFAULT_FULL_LISTING_INTERVAL, HealthTable, StreamSpec, Trigger, ValidatedConfig, validate,
+};
 
 use std::path::Path;
 
