@@ -14,9 +14,9 @@ mod validate;
 
 pub use error::{ConfigError, ValidationError};
 pub use interpolate::interpolate;
+pub use landfall_core::IncrementalListing;
 pub use model::*;
 pub use store::{Location, StoreKind, StoreOptions};
-pub use landfall_core::IncrementalListing;
 pub use validate::{
     DEFAULT_FULL_LISTING_INTERVAL, HealthTable, StreamSpec, Trigger, ValidatedConfig, validate,
 };

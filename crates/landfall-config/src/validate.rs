@@ -368,10 +368,7 @@ fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<Stream
     if incremental.is_none() {
         ctx.err(
             k("incremental_listing"),
-            format!(
-                "`{}` is not `auto`, `on` or `off`",
-                s.incremental_listing
-            ),
+            format!("`{}` is not `auto`, `on` or `off`", s.incremental_listing),
         );
     }
     match s.full_listing_interval {

@@ -64,6 +64,8 @@ pub struct DiscoveryBatch {
     pub passed_over: Vec<(&'static str, String)>,
     /// Objects listed (or events received) in this round, before any filter.
     pub listed: u64,
+    /// The round listed only the keys after the cursor (an incremental listing).
+    pub incremental: bool,
 }
 
 /// Decides, for one page of listed candidates, which may be new to the stream's state (see

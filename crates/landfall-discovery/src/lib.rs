@@ -2,9 +2,13 @@
 //! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths. S3
 //! is listed by [`S3Lister`], which survives keys object_store cannot represent.
 //!
+//! Listing is full or incremental (keys after the last one seen) round by round, as
+//! [`incremental`] describes.
+//!
 //! Queue notifications and managed file events plug in behind the same `Discovery` seam later.
 
 mod counting;
+pub mod incremental;
 mod listing;
 mod notification;
 mod partitions;
