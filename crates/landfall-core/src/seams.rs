@@ -122,6 +122,8 @@ pub trait StateStore: Send + Sync {
     /// could take it: `false` only for files the ledger already knows. Discovery calls this
     /// on each page of a listing, so a poll holds the new files, not the whole prefix.
     fn may_be_new(&self, files: &[FileMeta], allow_overwrites: bool) -> SeamResult<Vec<bool>>;
+    /// The discovery cursor last admitted with files. Listing keeps it at the greatest path it
+    /// has seen, so a listed path after it is new without a `may_be_new` lookup.
     fn cursor(&self) -> SeamResult<Option<String>>;
     /// Whether the ledger has ever admitted anything (for `include_existing_files`).
     fn is_new(&self) -> SeamResult<bool>;

@@ -298,13 +298,30 @@ impl StreamEvents {
         set(&m.tracked_files.get_or_create(&l), tracked as i64);
     }
 
-    pub fn discovered(&self, listed: usize, admitted: u64, filtered: u64, took: Duration) {
+    /// A listing round ended: `listed` objects, `admitted` of them new, `filtered` left out;
+    /// `incremental`: it listed only the keys after the cursor.
+    pub fn discovered(
+        &self,
+        listed: usize,
+        admitted: u64,
+        filtered: u64,
+        incremental: bool,
+        took: Duration,
+    ) {
         add(&self.counters.files_discovered, admitted);
         add(&self.counters.files_filtered, filtered);
+        let listing = if incremental { "incremental" } else { "full" };
+        self.metrics
+            .listings
+            .get_or_create(&metrics::ListingLabel {
+                stream: self.stream.clone(),
+                kind: listing.to_string(),
+            })
+            .inc();
         if admitted > 0 {
-            tracing::info!(stream = %self.stream, listed, admitted, filtered, took_ms = took.as_millis() as u64, "files discovered");
+            tracing::info!(stream = %self.stream, listing, listed, admitted, filtered, took_ms = took.as_millis() as u64, "files discovered");
         } else {
-            tracing::debug!(stream = %self.stream, listed, filtered, took_ms = took.as_millis() as u64, "no new files");
+            tracing::debug!(stream = %self.stream, listing, listed, filtered, took_ms = took.as_millis() as u64, "no new files");
         }
     }
 

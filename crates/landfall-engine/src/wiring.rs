@@ -18,8 +18,8 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
     )?))
 }
 
-/// Listing discovery over the stream's source.
-/// Every request to the source (listing and reads) is counted with `count`.
+/// Listing discovery over the stream's source, full or incremental as `incremental_listing`
+/// says. Every request to the source (listing and reads) is counted with `count`.
 pub fn open_discovery(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDiscovery> {
     let (store, prefix) = open_store(&spec.source.url, spec.source_options.iter())
         .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
@@ -33,7 +33,9 @@ pub fn open_discovery(spec: &StreamSpec, count: CountRequests) -> SeamResult<Lis
     let s3 = S3Lister::for_url(&spec.source.url, spec.source_options.iter())
         .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?
         .map(|l| l.with_counter(count));
-    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters).with_s3_lister(s3))
+    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters)
+        .with_s3_lister(s3)
+        .with_incremental(spec.incremental_listing, spec.full_listing_interval))
 }
 
 /// The committer of the stream's sink.

@@ -183,8 +183,13 @@ impl StreamWorker {
         for (reason, path) in &found.passed_over {
             self.events.passed_over(reason, &self.shown(path));
         }
-        self.events
-            .discovered(found.listed as usize, admitted, found.filtered, t.elapsed());
+        self.events.discovered(
+            found.listed as usize,
+            admitted,
+            found.filtered,
+            found.incremental,
+            t.elapsed(),
+        );
         Ok(found.files)
     }
 
@@ -294,6 +299,10 @@ impl StreamWorker {
             // While a backlog is pending, list at most once per poll interval: each LIST of a
             // large prefix costs time and money, and the backlog is already known.
             let asked = self.events.take_backfill();
+            if asked {
+                // A backfill is a full listing, whatever incremental_listing says.
+                self.discovery.request_full_listing();
+            }
             if !self.available_now
                 && (asked || !backlog || last_listing.elapsed() >= self.spec.poll_interval)
             {
