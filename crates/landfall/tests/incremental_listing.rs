@@ -192,7 +192,7 @@ sink.path = "{{root}}/table"
         &root.join("daemon.log"),
         deadline,
         &[
-            ("LANDFALL_LOG", "info,landfall_discovery=debug"),
+            ("LANDFALL_LOG", "info,landfall_engine::events=debug"),
             ("LANDFALL_S3_LIST_MAX_KEYS", "10"),
         ],
         &[],
@@ -282,6 +282,27 @@ sink.path = "{{root}}/table"
     assert!(
         full.iter().all(|l| *l >= (EXISTING / PAGE) as f64),
         "a full listing pages through the whole prefix: {full:?}"
+    );
+    // The same per round, exactly, from the log: each listing round's line carries the LIST
+    // requests it sent (the counter's growth over the round).
+    let logged = |kind: &str| -> Vec<u64> {
+        logs.lines()
+            .filter(|l| l.contains("stream=lex") && l.contains(&format!("listing={kind} ")))
+            .filter_map(|l| {
+                let rest = l.split("list_requests=").nth(1)?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .collect()
+    };
+    let (incr, full) = (logged("incremental"), logged("full"));
+    assert!(incr.len() >= 10, "{incr:?}\n{logs}");
+    assert!(
+        incr.iter().all(|n| (1..=2).contains(n)),
+        "an incremental round took more than 2 LIST requests: {incr:?}"
+    );
+    assert!(
+        full.len() >= 3 && full.iter().all(|n| *n >= EXISTING / PAGE),
+        "start, the full listing that found the first burst, a forced one: {full:?}"
     );
     let v = verify("delta", &root.join("table"), Some("lex"));
     assert_exactly(&ids(&v, "id"), &(0..next).collect::<Vec<_>>());
