@@ -314,7 +314,7 @@ impl ListingDiscovery {
                     stream = %self.stream,
                     late = o.new_before,
                     first,
-                    "a full listing found new files that sort before the last key seen: incremental listings missed them (they are ingested now, late); with a layout that is not lexical set incremental_listing = \"auto\" or \"off\""
+                    "a full listing found new files that sort before the last key seen, which incremental listings cannot see (they are ingested now, up to full_listing_interval rounds late); for a layout that is not lexical set incremental_listing = \"auto\" or \"off\""
                 ),
                 _ => {}
             }

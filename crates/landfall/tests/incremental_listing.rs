@@ -396,7 +396,7 @@ fn s3_files_before_the_cursor_are_found_by_the_next_full_listing() {
         })
     };
     assert!(
-        warned("on", "incremental listings missed them"),
+        warned("on", "which incremental listings cannot see"),
         "no warning from `on`:\n{logs}"
     );
     assert!(
