@@ -15,12 +15,15 @@ mod validate;
 
 pub use error::{ConfigError, ValidationError};
 pub use interpolate::interpolate;
+pub use landfall_core::IncrementalListing;
 pub use model::*;
 pub use notifications::{
     DiscoveryMode, DiscoverySpec, NotificationsConfig, NotificationsSpec, QueueSpec,
 };
 pub use store::{Location, StoreKind, StoreOptions};
-pub use validate::{HealthTable, StreamSpec, Trigger, ValidatedConfig, validate};
+pub use validate::{
+    DEFAULT_FULL_LISTING_INTERVAL, HealthTable, StreamSpec, Trigger, ValidatedConfig, validate,
+};
 
 use std::path::Path;
 

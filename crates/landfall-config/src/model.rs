@@ -253,6 +253,16 @@ pub struct StreamConfig {
     /// How long an idle continuous stream waits before listing again (default `5s`).
     #[serde(default = "default_poll")]
     pub poll_interval: String,
+    /// `auto` (default), `on` or `off`: whether a listing may list only the keys after the
+    /// last key seen instead of the whole prefix (`useIncrementalListing`). `on` and `off` may
+    /// also be written `true` and `false`. `auto` lists incrementally while the new files that
+    /// full listings find all sort after the last key seen (date-prefixed paths, zero-padded
+    /// sequence numbers), and in full from the first new file that does not.
+    #[serde(default = "default_incremental_listing")]
+    pub incremental_listing: String,
+    /// Incremental listings between two forced full listings (default 7, as Auto Loader): files
+    /// that sort before the last key seen are found by the next full listing, late.
+    pub full_listing_interval: Option<u32>,
     #[serde(default)]
     pub csv: CsvOptions,
     /// `listing` (default) or `notifications` (consume storage events from a queue; see
@@ -280,6 +290,9 @@ fn yes() -> bool {
 }
 fn default_poll() -> String {
     "5s".into()
+}
+fn default_incremental_listing() -> String {
+    "auto".into()
 }
 
 /// Where committed rows go.

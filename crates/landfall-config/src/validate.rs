@@ -8,13 +8,17 @@ use crate::model::*;
 use crate::store::{Location, StoreOptions};
 use arrow_schema::SchemaRef;
 use chrono::{DateTime, Utc};
-use landfall_core::BatchLimits;
+use landfall_core::{BatchLimits, IncrementalListing};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Auto Loader refuses a shorter `maxFileAge`: shorter ages make old files look new again.
 pub const MIN_FILE_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Incremental listings between two full ones unless `full_listing_interval` says otherwise
+/// (Auto Loader forces a full listing after 7 incremental ones).
+pub const DEFAULT_FULL_LISTING_INTERVAL: u32 = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trigger {
@@ -67,6 +71,10 @@ pub struct StreamSpec {
     pub ignore_corrupt_files: bool,
     pub state_dir: PathBuf,
     pub poll_interval: Duration,
+    /// Whether listings may resume after the discovery cursor.
+    pub incremental_listing: IncrementalListing,
+    /// Incremental listings between two forced full listings (at least 1).
+    pub full_listing_interval: u32,
     pub csv: CsvOptions,
     pub discovery: crate::DiscoverySpec,
     /// Notification mode: a listing at this interval catches events never delivered.
@@ -359,6 +367,24 @@ fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<Stream
         None => None,
     };
     let poll = ctx.ok(k("poll_interval"), duration(&s.poll_interval));
+    let incremental = IncrementalListing::parse(&s.incremental_listing);
+    if incremental.is_none() {
+        ctx.err(
+            k("incremental_listing"),
+            format!("`{}` is not `auto`, `on` or `off`", s.incremental_listing),
+        );
+    }
+    match s.full_listing_interval {
+        Some(0) => ctx.err(
+            k("full_listing_interval"),
+            "must be at least 1 (incremental_listing = \"off\" lists in full every time)",
+        ),
+        Some(_) if incremental == Some(IncrementalListing::Off) => ctx.err(
+            k("full_listing_interval"),
+            "has no effect with incremental_listing = \"off\" (every listing is a full one); remove one of them",
+        ),
+        _ => {}
+    }
     ctx.ok(k("csv.sep"), single_char(&s.csv.sep));
     ctx.ok(k("csv.quote"), single_char(&s.csv.quote));
     if let Some(e) = &s.csv.escape {
@@ -445,6 +471,10 @@ fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<Stream
         ignore_corrupt_files: s.ignore_corrupt_files,
         state_dir,
         poll_interval: poll?,
+        incremental_listing: incremental?,
+        full_listing_interval: s
+            .full_listing_interval
+            .unwrap_or(DEFAULT_FULL_LISTING_INTERVAL),
         csv: s.csv.clone(),
         discovery: discovery?,
         backfill_interval: backfill_interval?,

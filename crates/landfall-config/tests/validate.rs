@@ -1,6 +1,6 @@
 //! Validation: each rule's message, checked word for word.
 
-use landfall_config::{ConfigError, Trigger, load_str};
+use landfall_config::{ConfigError, IncrementalListing, Trigger, load_str};
 
 fn errors(toml: &str) -> Vec<String> {
     match load_str(toml, "test.toml") {
@@ -24,6 +24,52 @@ fn a_minimal_stream_gets_the_auto_loader_defaults() {
     assert_eq!(s.trigger, Trigger::Continuous);
     assert_eq!(s.state_dir, std::path::Path::new(".landfall/state/s"));
     assert_eq!(s.sink.target_file_size, 128 << 20);
+    assert_eq!(s.incremental_listing, IncrementalListing::Auto);
+    assert_eq!(s.full_listing_interval, 7);
+}
+
+/// `incremental_listing` takes auto/on/off (and Auto Loader's true/false, as a string or a
+/// TOML boolean); `full_listing_interval` is at least 1 and means nothing with `off`.
+#[test]
+fn incremental_listing_options() {
+    let stream = |extra: &str| {
+        format!("[streams.a]\nsource = \"/in\"\nformat = \"json\"\nsink.path = \"/out\"\n{extra}\n")
+    };
+    for (written, mode) in [
+        ("\"auto\"", IncrementalListing::Auto),
+        ("\"on\"", IncrementalListing::On),
+        ("\"off\"", IncrementalListing::Off),
+        ("\"true\"", IncrementalListing::On),
+        ("true", IncrementalListing::On),
+        ("false", IncrementalListing::Off),
+    ] {
+        let cfg = load_str(&stream(&format!("incremental_listing = {written}")), "t")
+            .unwrap_or_else(|e| panic!("{written}: {e}"));
+        assert_eq!(cfg.streams[0].incremental_listing, mode, "{written}");
+    }
+    let cfg = load_str(
+        &stream("incremental_listing = \"on\"\nfull_listing_interval = 3"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(cfg.streams[0].full_listing_interval, 3);
+    assert_eq!(
+        errors(&stream(
+            "incremental_listing = \"sometimes\"\nfull_listing_interval = 0"
+        )),
+        vec![
+            "streams.a.incremental_listing: `sometimes` is not `auto`, `on` or `off`",
+            "streams.a.full_listing_interval: must be at least 1 (incremental_listing = \"off\" lists in full every time)",
+        ]
+    );
+    assert_eq!(
+        errors(&stream(
+            "incremental_listing = \"off\"\nfull_listing_interval = 7"
+        )),
+        vec![
+            "streams.a.full_listing_interval: has no effect with incremental_listing = \"off\" (every listing is a full one); remove one of them",
+        ]
+    );
 }
 
 #[test]

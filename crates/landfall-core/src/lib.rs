@@ -9,11 +9,13 @@ pub mod ddl;
 pub mod delta_types;
 pub mod failpoint;
 pub mod file;
+pub mod listing;
 pub mod plan;
 pub mod seams;
 pub mod size;
 
 pub use file::{FileKey, FileMeta, FileRecord, FileState, SkipKind, SkipReason};
+pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
     AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,

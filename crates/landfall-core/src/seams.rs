@@ -64,6 +64,8 @@ pub struct DiscoveryBatch {
     pub passed_over: Vec<(&'static str, String)>,
     /// Objects listed (or events received) in this round, before any filter.
     pub listed: u64,
+    /// The round listed only the keys after the cursor (an incremental listing).
+    pub incremental: bool,
     /// This round listed the whole source (listing mode, or a notification stream's initial
     /// or backfill listing), so every file present when it started is admitted.
     pub full_listing: bool,
@@ -154,6 +156,8 @@ pub trait StateStore: Send + Sync {
     /// could take it: `false` only for files the ledger already knows. Discovery calls this
     /// on each page of a listing, so a poll holds the new files, not the whole prefix.
     fn may_be_new(&self, files: &[FileMeta], allow_overwrites: bool) -> SeamResult<Vec<bool>>;
+    /// The discovery cursor last admitted with files. Listing keeps it at the greatest path it
+    /// has seen, so a listed path after it is new without a `may_be_new` lookup.
     fn cursor(&self) -> SeamResult<Option<String>>;
     /// Whether the ledger has ever admitted anything (for `include_existing_files`).
     fn is_new(&self) -> SeamResult<bool>;

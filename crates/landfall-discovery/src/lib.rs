@@ -2,12 +2,16 @@
 //! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths. S3
 //! is listed by [`S3Lister`], which survives keys object_store cannot represent.
 //!
+//! Listing is full or incremental (keys after the last one seen) round by round, as
+//! [`incremental`] describes.
+//!
 //! Queue notifications ([`NotificationDiscovery`] over a [`MessageQueue`]: SQS and Azure
-//! Storage Queues) plug in
-//! behind the same `Discovery` seam; [`SourceDiscovery`] is whichever a stream configured.
+//! Storage Queues) plug in behind the same `Discovery` seam; [`SourceDiscovery`] is whichever
+//! a stream configured.
 
 mod azure_queue;
 mod counting;
+pub mod incremental;
 mod listing;
 mod notification;
 mod partitions;

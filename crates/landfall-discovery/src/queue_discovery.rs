@@ -492,13 +492,15 @@ impl Discovery for NotificationDiscovery {
 
     async fn discover_new(
         &self,
-        cursor: Option<&str>,
+        _cursor: Option<&str>,
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         self.check_gap().await;
         if self.listing_due() {
             let started = Utc::now();
-            let batch = self.listing.discover_new(cursor, may_be_new).await?;
+            // Without the cursor: files admitted from the queue do not move it, so keys after
+            // it are not known to be new, and every listed file is looked up.
+            let batch = self.listing.discover_new(None, may_be_new).await?;
             *self.last_listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
             self.just_listed.store(true, Ordering::SeqCst);
             // The queue's messages come next round (the listing's cursor is not the queue's).

@@ -150,16 +150,28 @@ impl S3Lister {
 
     /// Every object under `prefix` (all levels), page by page, in key order.
     pub fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<Listed, String>> {
+        self.list_after(prefix, None)
+    }
+
+    /// The objects under `prefix` whose keys sort after `start_after` (ListObjectsV2
+    /// `start-after`; all of them when `None`), page by page, in key order. Every page is one
+    /// counted `LIST` request, as for a full listing.
+    pub fn list_after(
+        &self,
+        prefix: Option<&Path>,
+        start_after: Option<&str>,
+    ) -> BoxStream<'static, Result<Listed, String>> {
         let this = self.clone();
         let prefix = prefix.map(|p| format!("{}/", p.as_ref()));
+        let start_after = start_after.map(str::to_string);
         futures::stream::try_unfold(Some(None::<String>), move |token| {
-            let (this, prefix) = (this.clone(), prefix.clone());
+            let (this, prefix, start_after) = (this.clone(), prefix.clone(), start_after.clone());
             async move {
                 let Some(token) = token else {
                     return Ok(None);
                 };
                 let page = this
-                    .page_with_retries(prefix.as_deref(), token.as_deref())
+                    .page_with_retries(prefix.as_deref(), start_after.as_deref(), token.as_deref())
                     .await?;
                 let next = page
                     .is_truncated
@@ -196,12 +208,13 @@ impl S3Lister {
     async fn page_with_retries(
         &self,
         prefix: Option<&str>,
+        start_after: Option<&str>,
         token: Option<&str>,
     ) -> Result<ListPage, String> {
         let mut wait = std::time::Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            match self.page(prefix, token).await {
+            match self.page(prefix, start_after, token).await {
                 Ok(p) => return Ok(p),
                 Err((e, true)) if attempt < PAGE_ATTEMPTS => {
                     tracing::debug!(error = %e, attempt, "ListObjectsV2 page failed; retrying");
@@ -218,23 +231,12 @@ impl S3Lister {
     async fn page(
         &self,
         prefix: Option<&str>,
+        start_after: Option<&str>,
         token: Option<&str>,
     ) -> Result<ListPage, (String, bool)> {
         let fixed = |e: String| (e, false);
         let mut url = Url::parse(&self.bucket_url).map_err(|e| fixed(e.to_string()))?;
-        let mut query = String::from("list-type=2&encoding-type=url");
-        if let Some(n) = max_keys() {
-            query.push_str(&format!("&max-keys={n}"));
-        }
-        for (name, value) in [("prefix", prefix), ("continuation-token", token)] {
-            if let Some(v) = value {
-                query.push_str(&format!(
-                    "&{name}={}",
-                    percent_encoding::utf8_percent_encode(v, QUERY)
-                ));
-            }
-        }
-        url.set_query(Some(&query));
+        url.set_query(Some(&list_query(prefix, start_after, token, max_keys())));
         let mut request = http::Request::builder()
             .method(http::Method::GET)
             .uri(url.as_str())
@@ -277,6 +279,33 @@ impl S3Lister {
         }
         parse_page(&body).map_err(fixed)
     }
+}
+
+/// The query of one ListObjectsV2 request. `start-after` goes on every page, as object_store
+/// sends it: S3 resumes from the continuation token once there is one.
+fn list_query(
+    prefix: Option<&str>,
+    start_after: Option<&str>,
+    token: Option<&str>,
+    max_keys: Option<u32>,
+) -> String {
+    let mut query = String::from("list-type=2&encoding-type=url");
+    if let Some(n) = max_keys {
+        query.push_str(&format!("&max-keys={n}"));
+    }
+    for (name, value) in [
+        ("prefix", prefix),
+        ("start-after", start_after),
+        ("continuation-token", token),
+    ] {
+        if let Some(v) = value {
+            query.push_str(&format!(
+                "&{name}={}",
+                percent_encoding::utf8_percent_encode(v, QUERY)
+            ));
+        }
+    }
+    query
 }
 
 /// `LANDFALL_S3_LIST_MAX_KEYS`: a smaller page than S3's 1,000 keys, so tests can drive the
@@ -412,6 +441,24 @@ mod tests {
         assert_eq!(object(&l[0]), "in/a%2Bb+c.json");
         assert_eq!(object(&l[2]), "in/%C3%A9t%C3%A9.json");
         assert_eq!(object(&l[4]), "in/bad%FF.json");
+    }
+
+    #[test]
+    fn start_after_is_sent_encoded_on_every_page() {
+        assert_eq!(
+            list_query(Some("in/"), None, None, None),
+            "list-type=2&encoding-type=url&prefix=in%2F"
+        );
+        assert_eq!(
+            list_query(
+                Some("in/"),
+                Some("in/2026/01/02/a b+é.json"),
+                Some("tok/en=="),
+                Some(50)
+            ),
+            "list-type=2&encoding-type=url&max-keys=50&prefix=in%2F\
+             &start-after=in%2F2026%2F01%2F02%2Fa%20b%2B%C3%A9.json&continuation-token=tok%2Fen%3D%3D"
+        );
     }
 
     #[test]

@@ -41,6 +41,17 @@ impl SourceDiscovery {
         }
     }
 
+    /// List the whole source on the next round (an admin backfill).
+    pub fn request_full_listing(&self) {
+        match self {
+            SourceDiscovery::Listing(l) => l.request_full_listing(),
+            SourceDiscovery::Notifications(n) => {
+                n.listing().request_full_listing();
+                n.request_listing();
+            }
+        }
+    }
+
     /// The notification side, in notification mode.
     pub fn notifications(&self) -> Option<&NotificationDiscovery> {
         match self {

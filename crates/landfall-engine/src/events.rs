@@ -81,6 +81,9 @@ pub struct StreamEvents {
     /// An operator asked for a listing now (admin `backfill`).
     backfill: tokio::sync::Notify,
     backfill_requested: std::sync::atomic::AtomicBool,
+    /// The stream's LIST requests counted when its last listing round ended: the next round's
+    /// requests are the count's growth (only listing sends LIST).
+    lists_seen: std::sync::atomic::AtomicU64,
     /// The open state of the running worker, for the API's file listing.
     state: RwLock<Option<Arc<dyn landfall_core::StateStore>>>,
     /// The last approximate queue depth (notification mode), for progress records.
@@ -118,6 +121,7 @@ impl StreamEvents {
             source: RwLock::new(String::new()),
             backfill: tokio::sync::Notify::new(),
             backfill_requested: std::sync::atomic::AtomicBool::new(false),
+            lists_seen: std::sync::atomic::AtomicU64::new(0),
             state: RwLock::new(None),
             queue_depth: Mutex::new(None),
         }
@@ -301,13 +305,43 @@ impl StreamEvents {
         set(&m.tracked_files.get_or_create(&l), tracked as i64);
     }
 
-    pub fn discovered(&self, listed: usize, admitted: u64, filtered: u64, took: Duration) {
+    /// A listing round ended: `listed` objects, `admitted` of them new, `filtered` left out;
+    /// `incremental`: it listed only the keys after the cursor. The log line carries the LIST
+    /// requests the round sent (from `landfall_storage_requests_total{op="LIST"}`).
+    pub fn discovered(
+        &self,
+        listed: usize,
+        admitted: u64,
+        filtered: u64,
+        incremental: bool,
+        took: Duration,
+    ) {
         add(&self.counters.files_discovered, admitted);
         add(&self.counters.files_filtered, filtered);
+        let listing = if incremental { "incremental" } else { "full" };
+        self.metrics
+            .listings
+            .get_or_create(&metrics::ListingLabel {
+                stream: self.stream.clone(),
+                kind: listing.to_string(),
+            })
+            .inc();
+        let lists = self
+            .metrics
+            .storage_requests
+            .get_or_create(&metrics::OpLabel {
+                stream: self.stream.clone(),
+                op: "LIST".to_string(),
+            })
+            .get();
+        let list_requests = lists.saturating_sub(
+            self.lists_seen
+                .swap(lists, std::sync::atomic::Ordering::Relaxed),
+        );
         if admitted > 0 {
-            tracing::info!(stream = %self.stream, listed, admitted, filtered, took_ms = took.as_millis() as u64, "files discovered");
+            tracing::info!(stream = %self.stream, listing = %listing, list_requests, listed, admitted, filtered, took_ms = took.as_millis() as u64, "files discovered");
         } else {
-            tracing::debug!(stream = %self.stream, listed, filtered, took_ms = took.as_millis() as u64, "no new files");
+            tracing::debug!(stream = %self.stream, listing = %listing, list_requests, listed, filtered, took_ms = took.as_millis() as u64, "no new files");
         }
     }
 

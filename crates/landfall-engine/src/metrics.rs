@@ -37,6 +37,13 @@ pub struct ErrorLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListingLabel {
+    pub stream: String,
+    /// `full` or `incremental`.
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabel {
     pub stream: String,
     pub op: String,
@@ -81,6 +88,7 @@ pub struct Metrics {
     pub stream_restarts: Counters,
     pub errors: Counters<ErrorLabel>,
     pub storage_requests: Counters<OpLabel>,
+    pub listings: Counters<ListingLabel>,
     pub files_outstanding: Gauges,
     pub bytes_outstanding: Gauges,
     pub queue_approximate_size: Gauges,
@@ -231,6 +239,11 @@ impl Metrics {
                 &mut r,
                 "landfall_storage_requests",
                 "Storage requests by operation",
+            ),
+            listings: counter(
+                &mut r,
+                "landfall_listings",
+                "Listing rounds by kind: full (the whole prefix) or incremental (the keys after the last one seen)",
             ),
             files_outstanding: gauge(
                 &mut r,

@@ -98,7 +98,8 @@ fn store_ref(url: &url::Url, account: Option<String>) -> Option<StoreRef> {
     }
 }
 
-/// Listing discovery over the stream's source.
+/// Listing discovery over the stream's source, full or incremental as `incremental_listing`
+/// says.
 fn open_listing(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDiscovery> {
     let (store, prefix) = open_store(&spec.source.url, spec.source_options.iter())
         .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
@@ -112,7 +113,9 @@ fn open_listing(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDi
     let s3 = S3Lister::for_url(&spec.source.url, spec.source_options.iter())
         .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?
         .map(|l| l.with_counter(count));
-    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters).with_s3_lister(s3))
+    Ok(ListingDiscovery::new(&spec.name, store, prefix, filters)
+        .with_s3_lister(s3)
+        .with_incremental(spec.incremental_listing, spec.full_listing_interval))
 }
 
 /// The committer of the stream's sink.

@@ -238,8 +238,13 @@ impl StreamWorker {
             self.events.queue_round(round);
             self.note_queue().await?;
         }
-        self.events
-            .discovered(found.listed as usize, admitted, found.filtered, t.elapsed());
+        self.events.discovered(
+            found.listed as usize,
+            admitted,
+            found.filtered,
+            found.incremental,
+            t.elapsed(),
+        );
         candidates.extend(found.files);
         Ok(found.more)
     }
@@ -413,8 +418,10 @@ impl StreamWorker {
             // large prefix costs time and money, and the backlog is already known.
             let asked = self.events.take_backfill();
             let queue = self.discovery.notifications().is_some();
-            if asked && let Some(n) = self.discovery.notifications() {
-                n.request_listing();
+            if asked {
+                // A backfill is a full listing, whatever incremental_listing says (a
+                // notification stream lists on its next round).
+                self.discovery.request_full_listing();
             }
             if !self.available_now
                 && (asked || !backlog || last_listing.elapsed() >= self.spec.poll_interval)

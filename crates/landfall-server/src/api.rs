@@ -193,6 +193,8 @@ fn config_view(spec: &StreamSpec) -> Value {
         "format": format!("{:?}", spec.format).to_lowercase(),
         "trigger": format!("{:?}", spec.trigger),
         "poll_interval_ms": spec.poll_interval.as_millis() as u64,
+        "incremental_listing": spec.incremental_listing.as_str(),
+        "full_listing_interval": spec.full_listing_interval,
         "max_files_per_trigger": spec.limits.max_files,
         "max_bytes_per_trigger": spec.limits.max_bytes,
         "allow_overwrites": spec.allow_overwrites,
