@@ -263,14 +263,10 @@ impl NotificationDiscovery {
             extension_failures: self.kept.swap(0, Ordering::SeqCst),
             ..QueueRound::default()
         };
-        // Draining (available-now): any message means there may be more; stop after a round
-        // whose long poll found nothing. Continuous: only a full round asks for another before
-        // planning.
-        batch.more = if self.no_wait.load(Ordering::SeqCst) {
-            !messages.is_empty()
-        } else {
-            messages.len() >= MAX_MESSAGES_PER_ROUND
-        };
+        // Any message means there may be more: the worker discovers again (an available-now
+        // run before planning, a continuous one right after its next batch); a round whose
+        // long poll found nothing ends that.
+        batch.more = !messages.is_empty();
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             for m in &messages {
@@ -694,16 +690,17 @@ mod tests {
         assert_eq!(deleted, ["r0", "r1", "r2", "r3", "r4", "r5", "r6"]);
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_message_whose_visibility_could_not_be_extended_is_not_deleted() {
         let q = Arc::new(FakeQueue::default());
         q.fail_extend.store(true, Ordering::SeqCst);
         let bodies = vec![s3_event("ObjectCreated:Put", "landing/a.json", 5, "e1")];
-        let d = discovery(q.clone(), &bodies, Duration::from_secs(10));
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(2));
         let b = d.discover(None).await.unwrap();
         assert_eq!(b.files.len(), 1);
-        // Held past half the visibility timeout: the heartbeat's extension fails.
-        tokio::time::sleep(Duration::from_secs(6)).await;
+        // Held past half the visibility timeout (the heartbeat's period, at least 1 s): the
+        // extension fails.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         d.acknowledge(b.ack).await.unwrap();
         assert!(q.deleted.lock().unwrap().is_empty());
         let next = d.discover(None).await.unwrap();

@@ -5,7 +5,8 @@ use landfall_config::{DiscoverySpec, QueueSpec, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{SeamError, StateStore};
 use landfall_discovery::{
-    AwsNotifications, AwsSettings, CreatedResources, ResourceStatus, SetupError, SetupRequest,
+    AwsNotifications, AwsSettings, AzureQueue, AzureQueueSettings, CreatedResources,
+    ResourceStatus, SetupError, SetupRequest,
 };
 
 /// The ledger's `m/user/` entry holding the resources setup created (JSON).
@@ -154,4 +155,28 @@ pub async fn status(
         .await
         .map_err(|e| failed(spec, e))?;
     Ok(Some((created, s)))
+}
+
+/// Azure: create the stream's Storage Queue if it does not exist (the Event Grid subscription
+/// that feeds it is the user's, see deploy/azure/event-grid.md). Returns whether it was
+/// created; `None` when the stream does not read an Azure queue.
+pub async fn create_azure_queue(spec: &StreamSpec) -> SeamResult<Option<bool>> {
+    let DiscoverySpec::Notifications(n) = &spec.discovery else {
+        return Ok(None);
+    };
+    let QueueSpec::AzureQueue { name } = &n.queue else {
+        return Ok(None);
+    };
+    let settings = AzureQueueSettings::from_store_options(
+        spec.source_options.iter(),
+        name,
+        n.endpoint.as_deref(),
+    )
+    .map_err(|e| SeamError::fatal(format!("stream `{}`: queue `{name}`: {e}", spec.name)))?;
+    let queue = AzureQueue::new(settings, std::sync::Arc::new(|_, _| {}));
+    queue
+        .create_if_missing()
+        .await
+        .map(Some)
+        .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))
 }

@@ -49,6 +49,8 @@ pub struct StreamWorker {
     plan_took: Duration,
     /// When the queue was last noted (see `note_queue`).
     queue_noted: std::sync::Mutex<Option<Instant>>,
+    /// The last discovery said the source has more right now (a queue backlog).
+    source_more: std::sync::atomic::AtomicBool,
 }
 
 /// The ledger's `m/user/` entry holding the `include_existing_files = false` cutoff, fixed at
@@ -75,9 +77,6 @@ pub const LAST_RECEIVE_META: &str = "last_queue_receive";
 
 /// How often the last-receive time is written and the queue depth asked for.
 const QUEUE_NOTE_EVERY: Duration = Duration::from_secs(60);
-
-/// A full receive round repeats at most this often before a continuous stream plans a batch.
-const MAX_QUEUE_ROUNDS: usize = 10;
 
 /// The last error a run ended with; shown by `landfall streams` while no batch committed after
 /// it.
@@ -119,6 +118,7 @@ impl StreamWorker {
             discover_credit: std::sync::Mutex::new(Duration::ZERO),
             plan_took: Duration::ZERO,
             queue_noted: std::sync::Mutex::new(None),
+            source_more: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -183,11 +183,14 @@ impl StreamWorker {
     /// round's memory follows the new files, not the size of the prefix).
     async fn discover(&self) -> SeamResult<Vec<FileMeta>> {
         let mut candidates = Vec::new();
-        // A queue that returned full receives has more: take it in before planning (all of it
-        // in an available-now run, which must see everything present at its start).
-        for round in 0.. {
+        // A queue with more messages: an available-now run takes everything in before
+        // planning (it must see all that is present at its start); a continuous one plans a
+        // batch between rounds and discovers again at once (`source_more`).
+        loop {
             let more = self.discover_round(&mut candidates).await?;
-            if !more || (!self.available_now && round + 1 >= MAX_QUEUE_ROUNDS) {
+            self.source_more
+                .store(more, std::sync::atomic::Ordering::Relaxed);
+            if !more || !self.available_now {
                 break;
             }
         }
@@ -423,11 +426,12 @@ impl StreamWorker {
                 // notification stream lists on its next round).
                 self.discovery.request_full_listing();
             }
+            let more = self.source_more.load(std::sync::atomic::Ordering::Relaxed);
             if !self.available_now
-                && (asked || !backlog || last_listing.elapsed() >= self.spec.poll_interval)
+                && (asked || !backlog || more || last_listing.elapsed() >= self.spec.poll_interval)
             {
-                if queue && !backlog {
-                    // Idle on a queue: the receive long-polls, and a stop must not wait for it.
+                if queue {
+                    // On a queue the receive may long-poll, and a stop must not wait for it.
                     // Dropping the receive loses nothing: its messages come back after their
                     // visibility timeout (admission and deletion happen after it).
                     tokio::select! {

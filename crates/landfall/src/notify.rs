@@ -30,11 +30,7 @@ pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
         return ExitCode::from(2);
     }
     if action == Action::Setup && notify_setup::setup_request(spec).is_none() {
-        println!(
-            "stream `{}` reads a queue it does not own (notifications.queue_url, or an Azure queue): nothing to set up",
-            spec.name
-        );
-        return ExitCode::SUCCESS;
+        return setup_unowned(spec);
     }
     let opened = if action == Action::List {
         landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
@@ -141,4 +137,35 @@ pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `setup` for a stream that does not own its resources: an Azure queue is created if missing;
+/// a given SQS queue_url is left as it is.
+fn setup_unowned(spec: &StreamSpec) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(notify_setup::create_azure_queue(spec)) {
+        Ok(Some(true)) => println!(
+            "stream `{}`: created the Azure Storage Queue; now subscribe it to the storage account's Event Grid events (deploy/azure/event-grid.md)",
+            spec.name
+        ),
+        Ok(Some(false)) => println!("stream `{}`: the Azure Storage Queue exists", spec.name),
+        Ok(None) => println!(
+            "stream `{}` reads a queue it does not own (notifications.queue_url): nothing to set up",
+            spec.name
+        ),
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }

@@ -464,7 +464,6 @@ fn azure_event_grid_and_cloudevents_on_azurite_exactly_once() {
     let root = dir.path();
     let tag = unique("az");
     let queue = tag.to_ascii_lowercase();
-    az(&["mkqueue", &queue]);
     let container = "landfall-test";
     let cfg = write_config(
         root,
@@ -495,6 +494,28 @@ path = "{root}/table"
 "#,
             root = root.display()
         ),
+    );
+    // `landfall notifications setup` creates the queue (the test plays Event Grid).
+    let setup = |cfg: &Path| {
+        landfall(&[
+            "notifications",
+            "setup",
+            "ev",
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+    };
+    let o = setup(&cfg);
+    assert!(
+        text(&o).contains("created the Azure Storage Queue"),
+        "{}",
+        text(&o)
+    );
+    let o = setup(&cfg);
+    assert!(
+        text(&o).contains("the Azure Storage Queue exists"),
+        "{}",
+        text(&o)
     );
     // Entering notification mode lists the (empty) prefix.
     run(&cfg);
