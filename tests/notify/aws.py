@@ -5,6 +5,7 @@ Used by crates/landfall/tests/notifications.rs. Every command prints one JSON ob
   aws.py ENDPOINT wire BUCKET QUEUE PREFIX [--sns] [--raw]  create bucket, queue (and topic),
                                                             bucket notification for PREFIX
   aws.py ENDPOINT mkbucket BUCKET                           create a bucket
+  aws.py ENDPOINT mksqs QUEUE                               create an SQS queue (not landfall's)
   aws.py ENDPOINT put BUCKET KEY FILE                       upload FILE's bytes
   aws.py ENDPOINT multipart BUCKET KEY FILE                 upload in a 2-part multipart upload
   aws.py ENDPOINT unwire BUCKET                             remove the bucket's notifications
@@ -48,6 +49,8 @@ def main(argv):
             conf = {"QueueConfigurations": [dict(QueueArn=arn, Events=["s3:ObjectCreated:*", "s3:ObjectRemoved:*"], Filter=rule)]}
         s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration=conf)
         print(json.dumps({"queue_url": url, "queue_arn": arn}))
+    elif cmd == "mksqs":
+        print(json.dumps({"queue_url": sqs.create_queue(QueueName=args[0])["QueueUrl"]}))
     elif cmd == "mkbucket":
         s3.create_bucket(Bucket=args[0])
         print("{}")

@@ -3,7 +3,7 @@
 //! That crate authenticates with Entra ID tokens or SAS URLs only. A source store configured
 //! with an account key (as object_store and Azurite take it) gets an account SAS derived
 //! here, with azure_core's HMAC, for the queue service only (`ss=q`, permissions read, add,
-//! update, process), valid [`SAS_VALIDITY`] and renewed well before it expires. A store with a
+//! create, update, process), valid [`SAS_VALIDITY`] and renewed well before it expires. A store with a
 //! SAS token uses it as is.
 //!
 //! Storage Queues have no long polling: a receive that finds nothing is repeated once a second
@@ -110,7 +110,7 @@ impl AzureQueueSettings {
 
 /// An account SAS for the queue service, valid until `expiry`.
 pub fn account_sas(account: &str, key: &str, expiry: DateTime<Utc>) -> Result<String, String> {
-    let (sp, ss, srt, spr) = ("raup", "q", "sco", "https,http");
+    let (sp, ss, srt, spr) = ("racup", "q", "sco", "https,http");
     let se = expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string();
     // Account SAS string-to-sign for versions from 2020-12-06: account, permissions, services,
     // resource types, start, expiry, IP, protocol, version, encryption scope, each followed by
@@ -358,7 +358,7 @@ mod tests {
     fn an_account_sas_is_signed_for_the_queue_service() {
         let expiry = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
         let sas = account_sas("devstoreaccount1", EMULATOR_KEY, expiry).unwrap();
-        assert!(sas.starts_with("sv=2021-12-02&ss=q&srt=sco&sp=raup&se=2026-12-01T00%3A00%3A00Z&spr=https%2Chttp&sig="), "{sas}");
+        assert!(sas.starts_with("sv=2021-12-02&ss=q&srt=sco&sp=racup&se=2026-12-01T00%3A00%3A00Z&spr=https%2Chttp&sig="), "{sas}");
         // Deterministic for the same inputs.
         assert_eq!(
             sas,

@@ -280,8 +280,10 @@ impl NotificationDiscovery {
             }
         }
         let now = Utc::now();
-        let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
-        let mut created_seq: HashMap<String, Option<String>> = HashMap::new();
+        // Creations with their sequencers, and per key the latest removal, to settle once the
+        // whole round is read (SQS standard queues do not keep order).
+        let mut created: Vec<(FileMeta, Option<String>)> = Vec::new();
+        let mut removed: HashMap<String, Option<String>> = HashMap::new();
         for m in &messages {
             let events = match crate::parse_notification(&m.body) {
                 Err(e) => {
@@ -309,20 +311,11 @@ impl NotificationDiscovery {
                     EventKind::Created => {}
                     EventKind::Removed => {
                         round.removed_events += 1;
-                        // A file created and deleted before this round: its earlier created
-                        // event must not admit a file that is gone (it would be recorded as
-                        // skipped and, without allow_overwrites, block a later upload).
-                        let removed_after = |f: &FileMeta| {
-                            f.path == ev.key
-                                && match (&ev.sequencer, created_seq.get(&f.path)) {
-                                    (Some(r), Some(Some(c))) => seq_after(r, c),
-                                    _ => true,
-                                }
-                        };
-                        let before = batch.files.len();
-                        batch.files.retain(|f| !removed_after(f));
-                        if batch.files.len() < before {
-                            batch.filtered += (before - batch.files.len()) as u64;
+                        let latest = removed.entry(ev.key.clone()).or_insert(None);
+                        if let Some(s) = ev.sequencer
+                            && latest.as_deref().is_none_or(|l| seq_after(&s, l))
+                        {
+                            *latest = Some(s);
                         }
                         continue;
                     }
@@ -333,17 +326,27 @@ impl NotificationDiscovery {
                 }
                 let sequencer = ev.sequencer.clone();
                 match self.candidate(ev, now).await? {
-                    Candidate::File(f) => {
-                        if seen.insert((f.path.clone(), f.etag.clone())) {
-                            created_seq.insert(f.path.clone(), sequencer);
-                            batch.files.push(f);
-                        }
-                    }
+                    Candidate::File(f) => created.push((f, sequencer)),
                     Candidate::Filtered => batch.filtered += 1,
                     Candidate::PassedOver(reason, path) => batch.passed_over.push((reason, path)),
                 }
             }
             batch.ack.push(AckToken(m.receipt.clone()));
+        }
+        let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
+        for (f, seq) in created {
+            if !seen.insert((f.path.clone(), f.etag.clone())) {
+                continue;
+            }
+            if let Some(removal) = removed.get(&f.path)
+                && !self
+                    .outlives_removal(&f, seq.as_deref(), removal.as_deref())
+                    .await
+            {
+                batch.filtered += 1;
+                continue;
+            }
+            batch.files.push(f);
         }
         if !batch.files.is_empty() {
             let keep = may_be_new(&batch.files)?;
@@ -352,6 +355,29 @@ impl NotificationDiscovery {
         }
         batch.queue = Some(round);
         Ok(batch)
+    }
+
+    /// Whether a created file is still there although the round also holds a removal of its
+    /// key: by the events' sequencers when both have one (S3), else by asking the store (a
+    /// HEAD that finds the same version). A file created and deleted before it was read must
+    /// not be admitted (it would be recorded as skipped and, without allow_overwrites, block
+    /// a later upload of the key); one deleted and uploaded again must be.
+    async fn outlives_removal(
+        &self,
+        f: &FileMeta,
+        created: Option<&str>,
+        removed: Option<&str>,
+    ) -> bool {
+        if let (Some(c), Some(r)) = (created, removed) {
+            return seq_after(c, r);
+        }
+        let path = Path::parse(&f.path).unwrap_or_else(|_| Path::from(f.path.as_str()));
+        match self.listing.store().head(&path).await {
+            Ok(h) => f.etag.is_none() || h.e_tag == f.etag,
+            Err(object_store::Error::NotFound { .. }) => false,
+            // Unknown: admit it; reading it classifies a missing file.
+            Err(_) => true,
+        }
     }
 
     /// What an object-created event about the source's store amounts to.
@@ -730,11 +756,30 @@ mod tests {
             with_seq("ObjectCreated:Put", "landing/kept.json", "0FF"),
             with_seq("ObjectRemoved:Delete", "landing/kept.json", "0FE"),
         ];
-        let d = discovery(q, &bodies, Duration::from_secs(60));
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(60));
         let b = d.discover(None).await.unwrap();
         let paths: Vec<_> = b.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["landing/kept.json"]);
         assert!(seq_after("100", "FF") && !seq_after("0FE", "0FF"));
+
+        // Deleted and uploaded again with the same bytes (same etag), the messages out of
+        // order: the upload after the removal wins.
+        let bodies = vec![
+            with_seq("ObjectCreated:Put", "landing/again.json", "03"),
+            with_seq("ObjectRemoved:Delete", "landing/again.json", "02"),
+            with_seq("ObjectCreated:Put", "landing/again.json", "01"),
+        ];
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(60));
+        let b = d.discover(None).await.unwrap();
+        assert_eq!(b.files.len(), 1, "{:?}", b.files);
+
+        // Without sequencers (moto, Azure) the store decides: gone, or there.
+        let bodies = vec![
+            s3_event("ObjectCreated:Put", "landing/gone.json", 5, "e"),
+            s3_event("ObjectRemoved:Delete", "landing/gone.json", 0, "e"),
+        ];
+        let d = discovery(q, &bodies, Duration::from_secs(60));
+        assert!(d.discover(None).await.unwrap().files.is_empty());
     }
 
     #[tokio::test]

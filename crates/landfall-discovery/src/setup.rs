@@ -51,7 +51,15 @@ pub enum SetupError {
         detail: String,
     },
     #[error(
-        "bucket `{bucket}` already sends ObjectCreated events for prefix `{existing_prefix}` (notification `{existing_id}`), which overlaps the stream's prefix `{prefix}`; S3 refuses overlapping notification configurations. Point both streams at one queue through SNS fan-out, or use prefixes that do not nest"
+        "queue `{queue}` already exists and was not created by landfall for stream `{stream}` (its landfall-stream tag is {tag}); set notifications.queue_name to another name, or queue_url to use it as it is"
+    )]
+    NotOurs {
+        queue: String,
+        stream: String,
+        tag: String,
+    },
+    #[error(
+        "bucket `{bucket}` already sends object events for prefix `{existing_prefix}` (notification `{existing_id}`), which overlaps the stream's prefix `{prefix}`; S3 refuses overlapping notification configurations. Give the streams prefixes that do not nest, or fan one bucket notification out through an SNS topic to one queue per stream (set up by hand, with queue_url)"
     )]
     Overlap {
         bucket: String,
@@ -157,10 +165,13 @@ fn prefix_of(f: Option<&aws_sdk_s3::types::NotificationConfigurationFilter>) -> 
         .to_string()
 }
 
+/// Whether an entry sends any of the events landfall's entry sends (created or removed):
+/// S3 refuses two entries with overlapping prefixes for the same event type.
 fn creates_objects(events: &[aws_sdk_s3::types::Event]) -> bool {
-    events
-        .iter()
-        .any(|e| e.as_str().starts_with("s3:ObjectCreated:"))
+    events.iter().any(|e| {
+        let e = e.as_str();
+        e.starts_with("s3:ObjectCreated:") || e.starts_with("s3:ObjectRemoved:")
+    })
 }
 
 impl AwsNotifications {
@@ -246,6 +257,35 @@ impl AwsNotifications {
         }
         let mut tags = req.tags.clone();
         tags.insert("landfall-stream".into(), req.stream.clone());
+        // An existing queue of that name is taken over only if landfall made it for this
+        // stream (CreateQueue would return it silently, and setup would rewrite its policy).
+        if let Ok(found) = self
+            .sqs
+            .get_queue_url()
+            .queue_name(&req.queue_name)
+            .send()
+            .await
+            && let Some(url) = found.queue_url()
+        {
+            let existing = self
+                .sqs
+                .list_queue_tags()
+                .queue_url(url)
+                .send()
+                .await
+                .map_err(|e| aws_err("ListQueueTags", url, e))?;
+            let owner = existing
+                .tags()
+                .and_then(|t| t.get("landfall-stream"))
+                .cloned();
+            if owner.as_deref() != Some(req.stream.as_str()) {
+                return Err(SetupError::NotOurs {
+                    queue: req.queue_name.clone(),
+                    stream: req.stream.clone(),
+                    tag: owner.map_or("absent".into(), |o| format!("`{o}`")),
+                });
+            }
+        }
 
         let queue_url = self
             .sqs

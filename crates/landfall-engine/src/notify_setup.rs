@@ -72,7 +72,7 @@ pub fn setup_request(spec: &StreamSpec) -> Option<(SetupRequest, AwsSettings)> {
 fn failed(spec: &StreamSpec, e: SetupError) -> SeamError {
     let msg = format!("stream `{}`: notification setup: {e}", spec.name);
     match e {
-        SetupError::Overlap { .. } => SeamError::fatal(msg),
+        SetupError::Overlap { .. } | SetupError::NotOurs { .. } => SeamError::fatal(msg),
         SetupError::Aws { .. } => SeamError::retryable(msg),
     }
 }
@@ -86,6 +86,11 @@ pub async fn setup(
     let Some((req, aws)) = setup_request(spec) else {
         return Ok(None);
     };
+    // S3 keeps one notification configuration per bucket, read and written whole: streams
+    // of this process setting up on one bucket take turns, or one would drop the other's
+    // entry.
+    let lock = bucket_lock(&req.bucket);
+    let _turn = lock.lock().await;
     let created = AwsNotifications::new(&aws)
         .await
         .setup(&req)
@@ -179,4 +184,17 @@ pub async fn create_azure_queue(spec: &StreamSpec) -> SeamResult<Option<bool>> {
         .await
         .map(Some)
         .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))
+}
+
+/// One lock per bucket for the read-modify-write of its notification configuration.
+fn bucket_lock(bucket: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    LOCKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(bucket.to_string())
+        .or_default()
+        .clone()
 }

@@ -386,6 +386,18 @@ path = "{root}/table"
         text(&refused)
     );
 
+    // A queue of that name that landfall did not create is not taken over.
+    let taken = format!("{bucket}-taken");
+    aws(&["mksqs", &taken]);
+    let taken_dir = tempfile::tempdir().unwrap();
+    let foreign = owned(taken_dir.path(), &taken, "elsewhere", false);
+    let refused = cli(&["setup"], &foreign);
+    assert!(
+        !refused.status.success() && text(&refused).contains("was not created by landfall"),
+        "{}",
+        text(&refused)
+    );
+
     let down = cli(&["teardown"], &cfg);
     assert!(down.status.success(), "{}", text(&down));
     assert_eq!(
