@@ -184,21 +184,36 @@ impl StreamWorker {
     async fn discover(&self) -> SeamResult<Vec<FileMeta>> {
         let mut candidates = Vec::new();
         // A queue with more messages: an available-now run takes everything in before
-        // planning (it must see all that is present at its start); a continuous one plans a
-        // batch between rounds and discovers again at once (`source_more`).
+        // planning (it must see all that is present at its start), but not more than was
+        // queued at its start (plus a round), so a busy producer cannot keep it from ever
+        // planning; a continuous one plans a batch between rounds and discovers again at
+        // once (`source_more`).
+        let budget = match (self.available_now, self.discovery.notifications()) {
+            (true, Some(n)) => n
+                .queue()
+                .approximate_depth()
+                .await
+                .ok()
+                .flatten()
+                .map(|d| d + landfall_discovery::MAX_MESSAGES_PER_ROUND as u64),
+            _ => None,
+        };
+        let mut received = 0u64;
         loop {
-            let more = self.discover_round(&mut candidates).await?;
+            let (more, got) = self.discover_round(&mut candidates).await?;
+            received += got;
             self.source_more
                 .store(more, std::sync::atomic::Ordering::Relaxed);
-            if !more || !self.available_now {
+            if !more || !self.available_now || budget.is_some_and(|b| received >= b) {
                 break;
             }
         }
         Ok(candidates)
     }
 
-    /// One discovery round: admit, then acknowledge. Returns whether the source has more.
-    async fn discover_round(&self, candidates: &mut Vec<FileMeta>) -> SeamResult<bool> {
+    /// One discovery round: admit, then acknowledge. Returns whether the source has more, and
+    /// how many queue messages the round received.
+    async fn discover_round(&self, candidates: &mut Vec<FileMeta>) -> SeamResult<(bool, u64)> {
         let t = Instant::now();
         let t_listing = Utc::now();
         let cursor = self.state.cursor()?;
@@ -249,7 +264,7 @@ impl StreamWorker {
             t.elapsed(),
         );
         candidates.extend(found.files);
-        Ok(found.more)
+        Ok((found.more, found.queue.map_or(0, |q| q.received)))
     }
 
     /// After a queue round, at most every [`QUEUE_NOTE_EVERY`]: record that the queue was
