@@ -88,6 +88,8 @@ pub struct StreamEvents {
     state: RwLock<Option<Arc<dyn landfall_core::StateStore>>>,
     /// The last approximate queue depth (notification mode), for progress records.
     queue_depth: Mutex<Option<u64>>,
+    /// Requests by operation in this process (the metric's values, kept for the state).
+    requests: Arc<Mutex<std::collections::BTreeMap<&'static str, u64>>>,
 }
 
 impl std::fmt::Debug for StreamEvents {
@@ -124,6 +126,7 @@ impl StreamEvents {
             lists_seen: std::sync::atomic::AtomicU64::new(0),
             state: RwLock::new(None),
             queue_depth: Mutex::new(None),
+            requests: Arc::default(),
         }
     }
 
@@ -255,6 +258,7 @@ impl StreamEvents {
     /// (`landfall_storage_requests_total{op}`).
     pub fn request_counter(&self) -> landfall_discovery::CountRequests {
         let (metrics, stream) = (self.metrics.clone(), self.stream.clone());
+        let totals = self.requests.clone();
         Arc::new(move |op: &'static str, n: u64| {
             metrics
                 .storage_requests
@@ -263,7 +267,20 @@ impl StreamEvents {
                     op: op.to_string(),
                 })
                 .inc_by(n);
+            *totals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(op)
+                .or_default() += n;
         })
+    }
+
+    /// Storage and queue requests of this stream in this process, by operation.
+    pub fn request_counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// An operator acted on the stream through the admin API.

@@ -81,6 +81,7 @@ async fn run_once(
         if let Err(e) = &end {
             w.record_status(e);
         }
+        w.save_request_counts(true);
         let r = RunResult {
             end,
             summary: w.state().summary().ok(),

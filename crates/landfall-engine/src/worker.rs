@@ -51,6 +51,9 @@ pub struct StreamWorker {
     queue_noted: std::sync::Mutex<Option<Instant>>,
     /// The last discovery said the source has more right now (a queue backlog).
     source_more: std::sync::atomic::AtomicBool,
+    /// Request counts of earlier runs (from the state) and when they were last saved.
+    requests_base: std::collections::BTreeMap<String, u64>,
+    requests_saved: std::sync::Mutex<Option<Instant>>,
 }
 
 /// The ledger's `m/user/` entry holding the `include_existing_files = false` cutoff, fixed at
@@ -74,6 +77,11 @@ pub const LAST_LISTING_META: &str = "last_full_listing";
 /// (RFC 3339, refreshed at most every [`QUEUE_NOTE_EVERY`]): a stream away longer than the
 /// queue keeps messages lists at start.
 pub const LAST_RECEIVE_META: &str = "last_queue_receive";
+
+/// The ledger's `m/user/` entry holding the stream's storage and queue requests by operation
+/// (JSON object, all runs), for `landfall streams`; written at most every
+/// [`QUEUE_NOTE_EVERY`] and when a run ends.
+pub const REQUESTS_META: &str = "request_counts";
 
 /// How often the last-receive time is written and the queue depth asked for.
 const QUEUE_NOTE_EVERY: Duration = Duration::from_secs(60);
@@ -102,6 +110,10 @@ impl StreamWorker {
         available_now: bool,
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
+        let requests_base = state
+            .meta(REQUESTS_META)?
+            .and_then(|j| serde_json::from_str(&j).ok())
+            .unwrap_or_default();
         let discovery =
             crate::wiring::open_discovery(&spec, state.as_ref(), events.request_counter()).await?;
         let committer = crate::wiring::open_committer(&spec)?;
@@ -119,6 +131,8 @@ impl StreamWorker {
             plan_took: Duration::ZERO,
             queue_noted: std::sync::Mutex::new(None),
             source_more: std::sync::atomic::AtomicBool::new(false),
+            requests_base,
+            requests_saved: std::sync::Mutex::new(None),
         })
     }
 
@@ -264,7 +278,31 @@ impl StreamWorker {
             t.elapsed(),
         );
         candidates.extend(found.files);
+        self.save_request_counts(false);
         Ok((found.more, found.queue.map_or(0, |q| q.received)))
+    }
+
+    /// Keep the stream's request counts (earlier runs plus this one) in the state, at most
+    /// every [`QUEUE_NOTE_EVERY`] unless `now`. Best effort: a count is not worth a failure.
+    pub fn save_request_counts(&self, now: bool) {
+        {
+            let mut last = self
+                .requests_saved
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if !now && last.is_some_and(|t| t.elapsed() < QUEUE_NOTE_EVERY) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let mut all = self.requests_base.clone();
+        for (op, n) in self.events.request_counts() {
+            *all.entry(op.to_string()).or_default() += n;
+        }
+        let json = serde_json::to_string(&all).expect("counts serialise");
+        if let Err(e) = self.state.set_meta(REQUESTS_META, &json) {
+            tracing::debug!(stream = %self.spec.name, error = %e.message, "could not record request counts");
+        }
     }
 
     /// After a queue round, at most every [`QUEUE_NOTE_EVERY`]: record that the queue was

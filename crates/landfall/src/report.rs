@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use landfall_config::{StreamSpec, ValidatedConfig};
 use landfall_core::{FileRecord, FileState, StateStore};
 use landfall_engine::StreamOutcome;
-use landfall_engine::worker::{STATUS_META, StreamStatus};
+use landfall_engine::worker::{REQUESTS_META, STATUS_META, StreamStatus};
 use std::process::ExitCode;
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
@@ -162,6 +162,7 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
         "last_commit_time",
         "skipped_files",
         "status",
+        "requests",
     ];
     let mut rows = Vec::new();
     for spec in &cfg.streams {
@@ -204,13 +205,29 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
                     .and_then(|b| b.committed.as_ref())
                     .map(|c| c.committed_at);
                 row.push(status(ledger.as_ref().ok(), last_commit));
+                row.push(requests(ledger.as_ref().ok()));
             }
-            _ => row.extend(["", "", "", "", "", "never run", "", "", ""].map(String::from)),
+            _ => row.extend(["", "", "", "", "", "never run", "", "", "", ""].map(String::from)),
         }
         rows.push(row);
     }
     print_rows(&header, &rows, format);
     ExitCode::SUCCESS
+}
+
+/// The stream's storage and queue requests of all runs, `OP=count` by operation.
+fn requests(ledger: Option<&impl StateStore>) -> String {
+    let Some(raw) = ledger.and_then(|l| l.meta(REQUESTS_META).ok().flatten()) else {
+        return String::new();
+    };
+    serde_json::from_str::<std::collections::BTreeMap<String, u64>>(&raw)
+        .map(|m| {
+            m.iter()
+                .map(|(op, n)| format!("{op}={n}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
 }
 
 /// `ok`, or the last error a run ended with while no batch committed after it.

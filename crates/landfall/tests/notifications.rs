@@ -286,6 +286,19 @@ fn switching_between_listing_and_notifications_keeps_exactly_once() {
     let o = run(&notify);
     assert_exactly(&table_ids(root), &range(0..25));
     assert!(text(&o).contains("this run:  1 file(s)"), "{}", text(&o));
+    // `landfall streams` shows the requests of all runs by operation.
+    let o = landfall(&[
+        "streams",
+        "--config",
+        notify.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let requests = v[0]["requests"].as_str().unwrap_or_default().to_string();
+    for op in ["LIST=", "GET=", "ReceiveMessage=", "DeleteMessageBatch="] {
+        assert!(requests.contains(op), "{op} in {requests:?}");
+    }
 }
 
 /// A stream without `queue_url` owns its resources. `landfall notifications setup` creates
