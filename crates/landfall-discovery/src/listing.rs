@@ -93,6 +93,9 @@ pub struct ListingDiscovery {
     filters: Filters,
     /// Full or incremental, round by round.
     policy: Mutex<ListingPolicy>,
+    /// The stored cursor does not bound the known keys (files were admitted from a queue,
+    /// which does not move it): the next round lists in full and looks every file up.
+    distrust_cursor: std::sync::atomic::AtomicBool,
 }
 
 impl ListingDiscovery {
@@ -105,6 +108,7 @@ impl ListingDiscovery {
             prefix,
             filters,
             policy: Mutex::new(ListingPolicy::new(IncrementalListing::Off, 1)),
+            distrust_cursor: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -148,7 +152,20 @@ impl ListingDiscovery {
 
     /// The stored cursor if it lies under the source prefix (a cursor from another prefix,
     /// after the source changed, says nothing about this one).
+    /// Ignore the stored cursor for the next round (see `distrust_cursor`): a stream back
+    /// from notification mode.
+    pub fn distrust_cursor(&self) {
+        self.distrust_cursor
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn usable_cursor<'a>(&self, cursor: Option<&'a str>) -> Option<&'a str> {
+        if self
+            .distrust_cursor
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return None;
+        }
         let c = cursor?;
         let p = self.prefix.as_ref();
         let under = p.is_empty()

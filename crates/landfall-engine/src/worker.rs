@@ -351,6 +351,13 @@ impl StreamWorker {
                 n.set_no_wait(self.available_now);
             }
             None if recorded.as_deref() != Some("listing") => {
+                // Back from notification mode: queue admissions did not move the cursor, so
+                // the first listing looks every file up.
+                if recorded.as_deref() == Some("notifications")
+                    && let SourceDiscovery::Listing(l) = &self.discovery
+                {
+                    l.distrust_cursor();
+                }
                 self.state.set_meta(DISCOVERY_MODE_META, "listing")?;
             }
             None => {}
