@@ -238,7 +238,7 @@ impl StreamWorker {
             let overwrites = self.spec.allow_overwrites;
             self.discovery
                 .discover_new(cursor.as_deref(), &move |files| {
-                    state.may_be_new(files, overwrites)
+                    off_async(|| state.may_be_new(files, overwrites))
                 })
                 .await?
         };
@@ -250,9 +250,10 @@ impl StreamWorker {
             .iter()
             .map(|m| (m.key(self.spec.allow_overwrites), m.clone()))
             .collect();
-        let admitted = self
-            .state
-            .admit(&keyed, found.cursor.as_deref(), Utc::now())?;
+        let admitted = off_async(|| {
+            self.state
+                .admit(&keyed, found.cursor.as_deref(), Utc::now())
+        })?;
         drop(keyed);
         if found.queue.is_some() {
             failpoint::hit("after_admit");
@@ -814,6 +815,17 @@ impl StreamWorker {
 
 /// Sleep for `d` unless shutdown comes first. True when shutting down.
 /// Wait `d`, or less when shutdown (returns true) or a backfill is asked for (returns false).
+/// Run ledger work (RocksDB reads of a page, a synced write) without holding up the other
+/// streams' tasks: on the daemon's multi-threaded runtime the worker thread is handed over
+/// for the call (`block_in_place`); elsewhere (tests on a current-thread runtime) it runs
+/// as is.
+fn off_async<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// Resolves once a stop is asked (never, if the sender is gone).
 async fn stop_asked(shutdown: &mut watch::Receiver<bool>) {
     loop {
