@@ -149,11 +149,7 @@ impl SqsQueue {
     {
         use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
         let code = e.code().map(str::to_string);
-        let detail = match (&code, e.message()) {
-            (Some(c), Some(m)) => format!("{c}: {m}"),
-            (Some(c), None) => c.clone(),
-            _ => aws_sdk_sqs::error::DisplayErrorContext(&e).to_string(),
-        };
+        let detail = sdk_detail(&e);
         let permanent = matches!(
             code.as_deref(),
             Some(
@@ -171,6 +167,20 @@ impl SqsQueue {
             detail,
             retryable: !permanent && !matches!(e, SdkError::ConstructionFailure(_)),
         }
+    }
+}
+
+/// An AWS SDK error for a message: the service's code and message when it sent them, else
+/// the whole error chain (network, timeout, construction).
+pub(crate) fn sdk_detail<E>(e: &aws_sdk_sqs::error::SdkError<E>) -> String
+where
+    E: std::error::Error + aws_sdk_sqs::error::ProvideErrorMetadata + 'static,
+{
+    use aws_sdk_sqs::error::ProvideErrorMetadata;
+    match (e.code(), e.message()) {
+        (Some(c), Some(m)) => format!("{c}: {m}"),
+        (Some(c), None) => c.to_string(),
+        _ => aws_sdk_sqs::error::DisplayErrorContext(e).to_string(),
     }
 }
 

@@ -27,7 +27,7 @@
 //! - Event etags arrive without quotes; they are quoted as object_store reports them, so a
 //!   file's identity is the same whether a listing or an event found it.
 
-use crate::listing::{Filters, ListingDiscovery};
+use crate::listing::ListingDiscovery;
 use crate::notification::{EventKind, Notification, StorageEvent, StoreRef};
 use crate::queue::{MessageQueue, QueueMessage};
 use chrono::{DateTime, Utc};
@@ -402,7 +402,7 @@ impl NotificationDiscovery {
         };
         let relative = crate::relative_path(self.listing.prefix(), path.as_ref());
         let modified = ev.event_time.unwrap_or(now);
-        if !filters(&self.listing).accepts(relative, modified, now) {
+        if !self.listing.filters().accepts(relative, modified, now) {
             return Ok(Candidate::Filtered);
         }
         let mut meta = FileMeta {
@@ -436,10 +436,6 @@ impl NotificationDiscovery {
         }
         Ok(Candidate::File(meta))
     }
-}
-
-fn filters(listing: &ListingDiscovery) -> &Filters {
-    listing.filters()
 }
 
 enum Candidate {
@@ -584,6 +580,7 @@ impl Discovery for NotificationDiscovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Filters;
     use crate::queue::QueueError;
     use async_trait::async_trait;
 

@@ -88,16 +88,10 @@ fn aws_err<E>(op: &'static str, resource: &str, e: aws_sdk_s3::error::SdkError<E
 where
     E: std::error::Error + aws_sdk_s3::error::ProvideErrorMetadata + 'static,
 {
-    use aws_sdk_s3::error::ProvideErrorMetadata;
-    let detail = match (e.code(), e.message()) {
-        (Some(c), Some(m)) => format!("{c}: {m}"),
-        (Some(c), None) => c.to_string(),
-        _ => aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-    };
     SetupError::Aws {
         op,
         resource: resource.to_string(),
-        detail,
+        detail: crate::queue::sdk_detail(&e),
     }
 }
 
@@ -115,6 +109,44 @@ struct BucketConfiguration {
     topics: Vec<aws_sdk_s3::types::TopicConfiguration>,
     lambdas: Vec<aws_sdk_s3::types::LambdaFunctionConfiguration>,
     event_bridge: Option<aws_sdk_s3::types::EventBridgeConfiguration>,
+}
+
+impl BucketConfiguration {
+    /// Whether the configuration has a queue or topic entry with this id.
+    fn has(&self, id: &str) -> bool {
+        self.queues.iter().any(|q| q.id() == Some(id))
+            || self.topics.iter().any(|t| t.id() == Some(id))
+    }
+
+    /// This configuration with the entry `id` replaced by `queue` or `topic` (or removed):
+    /// every other entry, Lambda and EventBridge setting kept.
+    fn replacing(
+        &self,
+        id: &str,
+        queue: Option<aws_sdk_s3::types::QueueConfiguration>,
+        topic: Option<aws_sdk_s3::types::TopicConfiguration>,
+    ) -> aws_sdk_s3::types::NotificationConfiguration {
+        let queues = self
+            .queues
+            .iter()
+            .filter(|q| q.id() != Some(id))
+            .cloned()
+            .chain(queue)
+            .collect();
+        let topics = self
+            .topics
+            .iter()
+            .filter(|t| t.id() != Some(id))
+            .cloned()
+            .chain(topic)
+            .collect();
+        aws_sdk_s3::types::NotificationConfiguration::builder()
+            .set_queue_configurations(Some(queues))
+            .set_topic_configurations(Some(topics))
+            .set_lambda_function_configurations(Some(self.lambdas.clone()))
+            .set_event_bridge_configuration(self.event_bridge.clone())
+            .build()
+    }
 }
 
 /// An XML document whose root element has no content (`<?xml ...?><Root xmlns="..."/>`).
@@ -214,6 +246,22 @@ impl AwsNotifications {
             }
             Err(e) => Err(aws_err("GetBucketNotificationConfiguration", bucket, e)),
         }
+    }
+
+    /// Write a bucket's whole notification configuration.
+    async fn put_configuration(
+        &self,
+        bucket: &str,
+        config: aws_sdk_s3::types::NotificationConfiguration,
+    ) -> Result<(), SetupError> {
+        self.s3
+            .put_bucket_notification_configuration()
+            .bucket(bucket)
+            .notification_configuration(config)
+            .send()
+            .await
+            .map_err(|e| aws_err("PutBucketNotificationConfiguration", bucket, e))?;
+        Ok(())
     }
 
     /// Create (or find) the queue, the topic and subscription with `sns`, the access
@@ -395,8 +443,8 @@ impl AwsNotifications {
 
         // The bucket's configuration: everyone else's entries kept, ours added or replaced.
         use aws_sdk_s3::types::{
-            Event, FilterRule, FilterRuleName, NotificationConfiguration,
-            NotificationConfigurationFilter, QueueConfiguration, S3KeyFilter, TopicConfiguration,
+            Event, FilterRule, FilterRuleName, NotificationConfigurationFilter, QueueConfiguration,
+            S3KeyFilter, TopicConfiguration,
         };
         let filter = NotificationConfigurationFilter::builder()
             .key(
@@ -411,56 +459,39 @@ impl AwsNotifications {
             )
             .build();
         let events = [Event::S3ObjectCreated, Event::S3ObjectRemoved];
-        let mut queues: Vec<QueueConfiguration> = current
-            .queues
-            .iter()
-            .filter(|q| q.id() != Some(id.as_str()))
-            .cloned()
-            .collect();
-        let mut topics: Vec<TopicConfiguration> = current
-            .topics
-            .iter()
-            .filter(|t| t.id() != Some(id.as_str()))
-            .cloned()
-            .collect();
         let build_err = |e: aws_sdk_s3::error::BuildError| SetupError::Aws {
             op: "PutBucketNotificationConfiguration",
             resource: bucket.clone(),
             detail: e.to_string(),
         };
-        match &topic_arn {
-            Some(t) => topics.push(
-                TopicConfiguration::builder()
-                    .id(&id)
-                    .topic_arn(t)
-                    .set_events(Some(events.to_vec()))
-                    .filter(filter)
-                    .build()
-                    .map_err(build_err)?,
+        let (queue, topic) = match &topic_arn {
+            Some(t) => (
+                None,
+                Some(
+                    TopicConfiguration::builder()
+                        .id(&id)
+                        .topic_arn(t)
+                        .set_events(Some(events.to_vec()))
+                        .filter(filter)
+                        .build()
+                        .map_err(build_err)?,
+                ),
             ),
-            None => queues.push(
-                QueueConfiguration::builder()
-                    .id(&id)
-                    .queue_arn(&queue_arn)
-                    .set_events(Some(events.to_vec()))
-                    .filter(filter)
-                    .build()
-                    .map_err(build_err)?,
+            None => (
+                Some(
+                    QueueConfiguration::builder()
+                        .id(&id)
+                        .queue_arn(&queue_arn)
+                        .set_events(Some(events.to_vec()))
+                        .filter(filter)
+                        .build()
+                        .map_err(build_err)?,
+                ),
+                None,
             ),
-        }
-        let config = NotificationConfiguration::builder()
-            .set_queue_configurations(Some(queues))
-            .set_topic_configurations(Some(topics))
-            .set_lambda_function_configurations(Some(current.lambdas.clone()))
-            .set_event_bridge_configuration(current.event_bridge.clone())
-            .build();
-        self.s3
-            .put_bucket_notification_configuration()
-            .bucket(bucket)
-            .notification_configuration(config)
-            .send()
-            .await
-            .map_err(|e| aws_err("PutBucketNotificationConfiguration", bucket, e))?;
+        };
+        self.put_configuration(bucket, current.replacing(&id, queue, topic))
+            .await?;
         Ok(CreatedResources {
             bucket: bucket.clone(),
             prefix,
@@ -478,37 +509,9 @@ impl AwsNotifications {
     pub async fn teardown(&self, r: &CreatedResources) -> Result<Vec<String>, SetupError> {
         let mut done = Vec::new();
         let current = self.bucket_configuration(&r.bucket).await?;
-        let ours = |id: Option<&str>| id == Some(r.notification_id.as_str());
-        if current.queues.iter().any(|q| ours(q.id()))
-            || current.topics.iter().any(|t| ours(t.id()))
-        {
-            let config = aws_sdk_s3::types::NotificationConfiguration::builder()
-                .set_queue_configurations(Some(
-                    current
-                        .queues
-                        .iter()
-                        .filter(|q| !ours(q.id()))
-                        .cloned()
-                        .collect(),
-                ))
-                .set_topic_configurations(Some(
-                    current
-                        .topics
-                        .iter()
-                        .filter(|t| !ours(t.id()))
-                        .cloned()
-                        .collect(),
-                ))
-                .set_lambda_function_configurations(Some(current.lambdas.clone()))
-                .set_event_bridge_configuration(current.event_bridge.clone())
-                .build();
-            self.s3
-                .put_bucket_notification_configuration()
-                .bucket(&r.bucket)
-                .notification_configuration(config)
-                .send()
-                .await
-                .map_err(|e| aws_err("PutBucketNotificationConfiguration", &r.bucket, e))?;
+        if current.has(&r.notification_id) {
+            self.put_configuration(&r.bucket, current.replacing(&r.notification_id, None, None))
+                .await?;
             done.push(format!(
                 "removed bucket notification {} from {}",
                 r.notification_id, r.bucket
@@ -548,9 +551,7 @@ impl AwsNotifications {
     /// Whether the recorded resources exist.
     pub async fn status(&self, r: &CreatedResources) -> Result<ResourceStatus, SetupError> {
         let current = self.bucket_configuration(&r.bucket).await?;
-        let id = Some(r.notification_id.as_str());
-        let bucket_notification = current.queues.iter().any(|q| q.id() == id)
-            || current.topics.iter().any(|t| t.id() == id);
+        let bucket_notification = current.has(&r.notification_id);
         let queue = match &r.queue_url {
             None => None,
             Some(q) => Some(

@@ -65,8 +65,29 @@ pub fn setup_request(spec: &StreamSpec) -> Option<(SetupRequest, AwsSettings)> {
             sns: *sns,
             tags: n.resource_tags.clone(),
         },
-        AwsSettings::from_store_options(spec.source_options.iter(), n.endpoint.as_deref()),
+        aws_settings(spec),
     ))
+}
+
+/// AWS client settings of the stream: its source store's options, with the queue endpoint of
+/// `[streams.<name>.notifications]` over the store's.
+pub fn aws_settings(spec: &StreamSpec) -> AwsSettings {
+    let endpoint = match &spec.discovery {
+        DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
+        DiscoverySpec::Listing => None,
+    };
+    AwsSettings::from_store_options(spec.source_options.iter(), endpoint)
+}
+
+/// Where the stream's Azure Storage Queue `queue` is and how to reach it, from its source
+/// store's options and the queue endpoint of `[streams.<name>.notifications]`.
+pub fn azure_settings(spec: &StreamSpec, queue: &str) -> SeamResult<AzureQueueSettings> {
+    let endpoint = match &spec.discovery {
+        DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
+        DiscoverySpec::Listing => None,
+    };
+    AzureQueueSettings::from_store_options(spec.source_options.iter(), queue, endpoint)
+        .map_err(|e| SeamError::fatal(format!("stream `{}`: queue `{queue}`: {e}", spec.name)))
 }
 
 fn failed(spec: &StreamSpec, e: SetupError) -> SeamError {
@@ -123,13 +144,7 @@ pub async fn teardown(spec: &StreamSpec, state: &dyn StateStore) -> SeamResult<V
     let Some(created) = created(state)? else {
         return Ok(Vec::new());
     };
-    let aws = AwsSettings::from_store_options(
-        spec.source_options.iter(),
-        match &spec.discovery {
-            DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
-            DiscoverySpec::Listing => None,
-        },
-    );
+    let aws = aws_settings(spec);
     let done = AwsNotifications::new(&aws)
         .await
         .teardown(&created)
@@ -147,13 +162,7 @@ pub async fn status(
     let Some(created) = created(state)? else {
         return Ok(None);
     };
-    let aws = AwsSettings::from_store_options(
-        spec.source_options.iter(),
-        match &spec.discovery {
-            DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
-            DiscoverySpec::Listing => None,
-        },
-    );
+    let aws = aws_settings(spec);
     let s = AwsNotifications::new(&aws)
         .await
         .status(&created)
@@ -172,13 +181,7 @@ pub async fn create_azure_queue(spec: &StreamSpec) -> SeamResult<Option<bool>> {
     let QueueSpec::AzureQueue { name } = &n.queue else {
         return Ok(None);
     };
-    let settings = AzureQueueSettings::from_store_options(
-        spec.source_options.iter(),
-        name,
-        n.endpoint.as_deref(),
-    )
-    .map_err(|e| SeamError::fatal(format!("stream `{}`: queue `{name}`: {e}", spec.name)))?;
-    let queue = AzureQueue::new(settings, std::sync::Arc::new(|_, _| {}));
+    let queue = AzureQueue::new(azure_settings(spec, name)?, std::sync::Arc::new(|_, _| {}));
     queue
         .create_if_missing()
         .await

@@ -5,9 +5,8 @@ use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
-    AwsSettings, AzureQueue, AzureQueueSettings, CountRequests, CountingStore, Filters,
-    ListingDiscovery, MessageQueue, NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery,
-    SqsQueue, StoreRef, open_store,
+    AzureQueue, CountRequests, CountingStore, Filters, ListingDiscovery, MessageQueue,
+    NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery, SqsQueue, StoreRef, open_store,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -40,17 +39,11 @@ pub async fn open_discovery(
                 Some(u) => u.clone(),
                 None => crate::notify_setup::ensure_queue(spec, state).await?,
             };
-            let aws =
-                AwsSettings::from_store_options(spec.source_options.iter(), n.endpoint.as_deref());
+            let aws = crate::notify_setup::aws_settings(spec);
             Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
         }
         QueueSpec::AzureQueue { name: queue } => {
-            let settings = AzureQueueSettings::from_store_options(
-                spec.source_options.iter(),
-                queue,
-                n.endpoint.as_deref(),
-            )
-            .map_err(|e| SeamError::fatal(format!("stream `{name}`: queue `{queue}`: {e}")))?;
+            let settings = crate::notify_setup::azure_settings(spec, queue)?;
             account = Some(settings.account.clone());
             Arc::new(AzureQueue::new(settings, count))
         }
