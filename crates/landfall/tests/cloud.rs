@@ -145,17 +145,9 @@ fn moto_options(endpoint: &str) -> BTreeMap<&str, &str> {
     ])
 }
 
-/// The same as a `[stores.<name>]` body.
-fn moto_store_toml(endpoint: &str) -> String {
-    format!(
-        "endpoint = \"{endpoint}\"\nregion = \"us-east-1\"\naccess_key_id = \"test\"\nsecret_access_key = \"test\"\nallow_http = true"
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn s3_on_moto_to_delta_on_s3() {
-    let endpoint = std::env::var("LANDFALL_TEST_S3_ENDPOINT")
-        .expect("LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server");
+    let endpoint = moto_endpoint();
     let opts = moto_options(&endpoint);
     roundtrip("s3://landfall-test", &moto_store_toml(&endpoint), opts).await;
 }
@@ -183,8 +175,7 @@ for k, v in json.loads(sys.argv[1]):\n    s3.put_object(Bucket={bucket:?}, Key=k
 /// listing split into one-key pages.
 #[tokio::test(flavor = "multi_thread")]
 async fn s3_listing_survives_keys_object_store_cannot_represent() {
-    let endpoint = std::env::var("LANDFALL_TEST_S3_ENDPOINT")
-        .expect("LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server");
+    let endpoint = moto_endpoint();
     let run = unique();
     let landing = format!("{run}/landing");
     let rows = |r: std::ops::Range<u64>| r.map(row).collect::<String>();

@@ -23,12 +23,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn endpoint() -> String {
-    std::env::var("LANDFALL_TEST_S3_ENDPOINT").expect(
-        "LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server",
-    )
-}
-
 fn unique() -> String {
     format!(
         "incr-{}-{}",
@@ -74,10 +68,7 @@ fn put_rows(rt: &tokio::runtime::Runtime, s: &Arc<dyn ObjectStore>, objects: Vec
 }
 
 fn store_toml(endpoint: &str) -> String {
-    format!(
-        "[stores.moto]\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\naccess_key_id = \"test\"\n\
-         secret_access_key = \"test\"\nallow_http = true\n"
-    )
+    format!("[stores.moto]\n{}\n", moto_store_toml(endpoint))
 }
 
 /// The value of `series` in a scrape of the daemon, 0 when absent.
@@ -160,7 +151,7 @@ fn s3_lexical_prefix_costs_at_most_two_list_requests_per_incremental_trigger() {
     const EXISTING: u64 = 500;
     const PAGE: u64 = 10;
     const BURSTS: u64 = 10;
-    let endpoint = endpoint();
+    let endpoint = moto_endpoint();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let s3 = moto(&endpoint);
     let landing = format!("{}/landing", unique());
@@ -315,7 +306,7 @@ sink.path = "{{root}}/table"
 /// full for the rest of the run. Every row lands exactly once in both tables.
 #[test]
 fn s3_files_before_the_cursor_are_found_by_the_next_full_listing() {
-    let endpoint = endpoint();
+    let endpoint = moto_endpoint();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let s3 = moto(&endpoint);
     let landing = format!("{}/landing", unique());

@@ -12,12 +12,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn endpoint() -> String {
-    std::env::var("LANDFALL_TEST_S3_ENDPOINT").expect(
-        "LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server",
-    )
-}
-
 /// A fresh bucket/queue name (lowercase, unique per test run).
 fn unique(tag: &str) -> String {
     let n = std::time::SystemTime::now()
@@ -32,7 +26,7 @@ fn aws(args: &[&str]) -> Value {
     let script = repo_root().join("tests/notify/aws.py");
     let o = Command::new("python3")
         .arg(script)
-        .arg(endpoint())
+        .arg(moto_endpoint())
         .args(args)
         .output()
         .expect("python3 runs");
@@ -56,11 +50,29 @@ fn send(root: &Path, queue_url: &str, body: &str) {
 }
 
 fn config(root: &Path, bucket: &str, queue_url: &str, mode: &str, extra: &str) -> PathBuf {
-    let e = endpoint();
     let notifications = if mode == "notifications" {
         format!(
-            "\n[streams.ev.notifications]\nqueue_url = \"{queue_url}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\nreceivers = 2\n"
+            "queue_url = \"{queue_url}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\nreceivers = 2\n"
         )
+    } else {
+        String::new()
+    };
+    s3_stream(root, bucket, "landing", mode, extra, &notifications)
+}
+
+/// Stream `ev` from s3://`bucket`/`prefix` on moto into `root`/table, in discovery `mode`, with
+/// `extra` stream keys and, in notification mode, `notifications` as the body of its
+/// `[streams.ev.notifications]`.
+fn s3_stream(
+    root: &Path,
+    bucket: &str,
+    prefix: &str,
+    mode: &str,
+    extra: &str,
+    notifications: &str,
+) -> PathBuf {
+    let section = if mode == "notifications" {
+        format!("\n[streams.ev.notifications]\n{notifications}\n")
     } else {
         String::new()
     };
@@ -72,24 +84,21 @@ fn config(root: &Path, bucket: &str, queue_url: &str, mode: &str, extra: &str) -
 state_dir = "{root}/state"
 
 [stores.moto]
-endpoint = "{e}"
-region = "us-east-1"
-access_key_id = "test"
-secret_access_key = "test"
-allow_http = true
+{store}
 
 [streams.ev]
-source = "s3://{bucket}/landing"
+source = "s3://{bucket}/{prefix}"
 source_store = "moto"
 format = "json"
 schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
 discovery = "{mode}"
 {extra}
-{notifications}
+{section}
 [streams.ev.sink]
 path = "{root}/table"
 "#,
-            root = root.display()
+            root = root.display(),
+            store = moto_store_toml(&moto_endpoint()),
         ),
     )
 }
@@ -313,38 +322,14 @@ fn setup_list_teardown_and_automatic_setup_on_moto() {
     let bucket = unique("setup");
     aws(&["mkbucket", &bucket]);
     let owned = |root: &Path, name: &str, prefix: &str, sns: bool| {
-        let e = endpoint();
-        write_config(
+        s3_stream(
             root,
+            &bucket,
+            prefix,
+            "notifications",
+            "",
             &format!(
-                r#"
-[server]
-state_dir = "{root}/state"
-
-[stores.moto]
-endpoint = "{e}"
-region = "us-east-1"
-access_key_id = "test"
-secret_access_key = "test"
-allow_http = true
-
-[streams.ev]
-source = "s3://{bucket}/{prefix}"
-source_store = "moto"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-discovery = "notifications"
-
-[streams.ev.notifications]
-queue_name = "{name}"
-sns = {sns}
-wait_time = "1s"
-resource_tags = {{ team = "data" }}
-
-[streams.ev.sink]
-path = "{root}/table"
-"#,
-                root = root.display()
+                "queue_name = \"{name}\"\nsns = {sns}\nwait_time = \"1s\"\nresource_tags = {{ team = \"data\" }}"
             ),
         )
     };
@@ -373,7 +358,7 @@ path = "{root}/table"
         bucket.as_str(),
         "{conf}"
     );
-    let q = format!("{}/123456789012/{bucket}", endpoint());
+    let q = format!("{}/123456789012/{bucket}", moto_endpoint());
     let tags = aws(&["tags", &q]);
     assert_eq!(tags["team"], "data", "{tags}");
 
@@ -634,7 +619,7 @@ fn kill_9_at_random_instants_while_messages_flow_loses_and_duplicates_nothing() 
     let written = Arc::new(AtomicU64::new(0));
     let writer = {
         let (stop, written, bucket) = (stop.clone(), written.clone(), bucket.clone());
-        let endpoint = endpoint();
+        let endpoint = moto_endpoint();
         std::thread::spawn(move || {
             // One long-lived boto3 process writes file i (rows 5i..5i+5) per line of stdin.
             let script = format!(

@@ -303,3 +303,17 @@ pub fn write_corrupt_parquet(dir: &Path, name: &str) {
     )
     .unwrap();
 }
+
+/// moto server's address, started by scripts/test.sh.
+pub fn moto_endpoint() -> String {
+    std::env::var("LANDFALL_TEST_S3_ENDPOINT").expect(
+        "LANDFALL_TEST_S3_ENDPOINT is not set: run the suite with scripts/test.sh, which starts moto server",
+    )
+}
+
+/// The body of a `[stores.<name>]` section for moto server at `endpoint`.
+pub fn moto_store_toml(endpoint: &str) -> String {
+    format!(
+        "endpoint = \"{endpoint}\"\nregion = \"us-east-1\"\naccess_key_id = \"test\"\nsecret_access_key = \"test\"\nallow_http = true"
+    )
+}
