@@ -4,13 +4,18 @@
 //! ([`Kv`]) with two implementations: RocksDB ([`RocksKv`], one database directory per stream,
 //! every change one synced `WriteBatch`) and an in-memory map ([`MemoryKv`]) for fast tests.
 //! The key layout is documented in `docs/state-layout.md`.
+//!
+//! A storage location's event cache (managed file events, [`EventCache`]) uses the same
+//! [`Kv`] interface.
 
 mod error;
+mod event_cache;
 mod kv;
 mod ledger;
 mod rocks;
 
 pub use error::StateError;
+pub use event_cache::{CacheStats, CachedEvent, EventCache, NewEvent};
 pub use kv::{Kv, KvOp, MemoryKv};
 pub use ledger::{LEDGER_FORMAT, Ledger};
 pub use rocks::RocksKv;
@@ -27,6 +32,19 @@ pub fn open_rocks(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateErro
 /// Open a stream's ledger read-only (works while the daemon holds it).
 pub fn open_rocks_read_only(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateError> {
     Ok(Ledger::new(stream, RocksKv::open_read_only(dir)?))
+}
+
+/// Open (or create) the event cache of location `name` (managed file events).
+pub fn open_event_cache(name: &str, dir: &Path) -> Result<EventCache<RocksKv>, StateError> {
+    Ok(EventCache::new(name, RocksKv::open(dir)?))
+}
+
+/// Open a location's event cache read-only (works while the daemon holds it).
+pub fn open_event_cache_read_only(
+    name: &str,
+    dir: &Path,
+) -> Result<EventCache<RocksKv>, StateError> {
+    Ok(EventCache::new(name, RocksKv::open_read_only(dir)?))
 }
 
 /// An in-memory ledger for tests.

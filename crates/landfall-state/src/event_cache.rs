@@ -1,0 +1,400 @@
+//! The event cache of a storage location (managed file events): every object-created event
+//! the location's queue delivered, under a monotonically increasing sequence number, kept for
+//! the location's retention. Streams under the location read it from their own position.
+//!
+//! Key layout (one RocksDB per location, `<state_dir>/_locations/<name>`; see
+//! docs/file-events.md):
+//! - `e/<seq, 20 digits>`          -> [`CachedEvent`] (JSON)
+//! - `k/<path>\0<etag or version>` -> seq: the same (path, etag) is stored once
+//! - `m/last_seq`                  -> the last sequence number given (never reused)
+//! - `m/expired_through`           -> the highest sequence number expiry removed: a stream
+//!   whose position is below it may have missed events and must list
+//! - `m/count`                     -> events held
+//! - `m/user/<name>`               -> the consumer's notes (last round, last listing, setup)
+//!
+//! Appends, removals and expiry each write one synced batch under a mutex, so sequence
+//! numbers become visible in order and without holes: a reader that saw `n` saw every
+//! retained event below `n`.
+
+use crate::error::StateError;
+use crate::kv::{Kv, KvOp};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+const LAST_SEQ: &[u8] = b"m/last_seq";
+const EXPIRED_THROUGH: &[u8] = b"m/expired_through";
+const COUNT: &[u8] = b"m/count";
+/// Events examined per expiry write.
+const EXPIRE_CHUNK: usize = 10_000;
+
+/// An object-created event, as the consumer hands it to the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewEvent {
+    /// Object path inside the bucket or container (object_store form, no leading `/`).
+    pub path: String,
+    pub size: u64,
+    /// Quoted, as object_store reports it.
+    pub etag: Option<String>,
+    pub version: Option<String>,
+    /// When the object was written (the event's time).
+    pub modified: DateTime<Utc>,
+    /// The storage service's ordering token for the key (S3 and Event Grid `sequencer`).
+    pub sequencer: Option<String>,
+}
+
+/// An event held by the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedEvent {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub event: NewEvent,
+    /// When it entered the cache (retention counts from here).
+    pub cached: DateTime<Utc>,
+}
+
+/// What the cache holds, for `landfall locations`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    pub events: u64,
+    /// The last sequence number given.
+    pub last_seq: u64,
+    /// Sequence numbers at or below this were expired.
+    pub expired_through: u64,
+    pub oldest: Option<DateTime<Utc>>,
+    pub newest: Option<DateTime<Utc>>,
+}
+
+fn event_key(seq: u64) -> Vec<u8> {
+    format!("e/{seq:020}").into_bytes()
+}
+fn identity_prefix(path: &str) -> Vec<u8> {
+    format!("k/{path}\0").into_bytes()
+}
+fn identity_key(e: &NewEvent) -> Vec<u8> {
+    let tag = e.etag.as_deref().or(e.version.as_deref()).unwrap_or("");
+    let mut k = identity_prefix(&e.path);
+    k.extend_from_slice(tag.as_bytes());
+    k
+}
+
+pub struct EventCache<K: Kv> {
+    location: String,
+    kv: K,
+    lock: Mutex<()>,
+}
+
+impl<K: Kv> EventCache<K> {
+    pub fn new(location: &str, kv: K) -> Self {
+        EventCache {
+            location: location.to_string(),
+            kv,
+            lock: Mutex::new(()),
+        }
+    }
+
+    fn backend(&self, op: &'static str) -> impl Fn(String) -> StateError + '_ {
+        move |reason| StateError::Backend {
+            stream: format!("location {}", self.location),
+            op,
+            reason,
+        }
+    }
+
+    fn get_u64(&self, key: &[u8]) -> Result<u64, StateError> {
+        let raw = self.kv.get(key).map_err(self.backend("read"))?;
+        Ok(raw
+            .and_then(|r| <[u8; 8]>::try_from(r.as_slice()).ok())
+            .map_or(0, u64::from_be_bytes))
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn decode(&self, key: &[u8], value: &[u8]) -> Result<CachedEvent, StateError> {
+        serde_json::from_slice(value).map_err(|e| StateError::Corrupt {
+            stream: format!("location {}", self.location),
+            key: String::from_utf8_lossy(key).into_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Store the events the cache does not hold yet (by path and etag), each under the next
+    /// sequence number, in one durable write. Returns how many were new.
+    pub fn append(&self, events: &[NewEvent], now: DateTime<Utc>) -> Result<u64, StateError> {
+        let _g = self.guard();
+        let mut seq = self.get_u64(LAST_SEQ)?;
+        let mut count = self.get_u64(COUNT)?;
+        let mut ops = Vec::new();
+        let mut seen = HashSet::new();
+        for e in events {
+            let id = identity_key(e);
+            if !seen.insert(id.clone()) || self.kv.get(&id).map_err(self.backend("read"))?.is_some()
+            {
+                continue;
+            }
+            seq += 1;
+            count += 1;
+            let rec = CachedEvent {
+                seq,
+                event: e.clone(),
+                cached: now,
+            };
+            ops.push(KvOp::Put(
+                event_key(seq),
+                serde_json::to_vec(&rec).expect("event serialises"),
+            ));
+            ops.push(KvOp::Put(id, seq.to_be_bytes().to_vec()));
+        }
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        let added = (ops.len() / 2) as u64;
+        ops.push(KvOp::Put(LAST_SEQ.to_vec(), seq.to_be_bytes().to_vec()));
+        ops.push(KvOp::Put(COUNT.to_vec(), count.to_be_bytes().to_vec()));
+        self.kv.write(ops).map_err(self.backend("append"))?;
+        Ok(added)
+    }
+
+    /// Whether an event of this path and etag (or version) is held.
+    pub fn contains(&self, e: &NewEvent) -> Result<bool, StateError> {
+        Ok(self
+            .kv
+            .get(&identity_key(e))
+            .map_err(self.backend("read"))?
+            .is_some())
+    }
+
+    /// The held events of one path.
+    pub fn events_of(&self, path: &str) -> Result<Vec<CachedEvent>, StateError> {
+        let prefix = identity_prefix(path);
+        let mut seqs = Vec::new();
+        self.kv
+            .scan(&prefix, &prefix, &mut |_, v| {
+                if let Ok(b) = <[u8; 8]>::try_from(v) {
+                    seqs.push(u64::from_be_bytes(b));
+                }
+                true
+            })
+            .map_err(self.backend("scan"))?;
+        let mut out = Vec::new();
+        for s in seqs {
+            let k = event_key(s);
+            if let Some(v) = self.kv.get(&k).map_err(self.backend("read"))? {
+                out.push(self.decode(&k, &v)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drop events (an object removed after it was created: streams that have not read its
+    /// event yet must not admit a file that is gone). Not expiry: positions stay valid.
+    pub fn remove(&self, events: &[CachedEvent]) -> Result<(), StateError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let _g = self.guard();
+        let mut count = self.get_u64(COUNT)?;
+        let mut ops = Vec::new();
+        for e in events {
+            if self
+                .kv
+                .get(&event_key(e.seq))
+                .map_err(self.backend("read"))?
+                .is_some()
+            {
+                ops.push(KvOp::Delete(event_key(e.seq)));
+                ops.push(KvOp::Delete(identity_key(&e.event)));
+                count = count.saturating_sub(1);
+            }
+        }
+        ops.push(KvOp::Put(COUNT.to_vec(), count.to_be_bytes().to_vec()));
+        self.kv.write(ops).map_err(self.backend("remove"))
+    }
+
+    /// The last sequence number given (0: none yet).
+    pub fn last_seq(&self) -> Result<u64, StateError> {
+        self.get_u64(LAST_SEQ)
+    }
+
+    /// Sequence numbers at or below this were expired: a reader positioned below it may have
+    /// missed events.
+    pub fn expired_through(&self) -> Result<u64, StateError> {
+        self.get_u64(EXPIRED_THROUGH)
+    }
+
+    /// Up to `limit` held events after position `after`, in order.
+    pub fn read_after(&self, after: u64, limit: usize) -> Result<Vec<CachedEvent>, StateError> {
+        let mut out = Vec::new();
+        let mut bad = None;
+        let from = event_key(after.saturating_add(1));
+        self.kv
+            .scan(b"e/", &from, &mut |k, v| {
+                match self.decode(k, v) {
+                    Ok(e) => out.push(e),
+                    Err(e) => {
+                        bad = Some(e);
+                        return false;
+                    }
+                }
+                out.len() < limit
+            })
+            .map_err(self.backend("scan"))?;
+        match bad {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    /// Remove events cached before `cutoff`, oldest first. Returns how many went.
+    pub fn expire(&self, cutoff: DateTime<Utc>) -> Result<u64, StateError> {
+        let mut total = 0;
+        loop {
+            let _g = self.guard();
+            let mut gone = Vec::new();
+            let mut bad = None;
+            self.kv
+                .scan(b"e/", b"e/", &mut |k, v| match self.decode(k, v) {
+                    Ok(e) if e.cached < cutoff => {
+                        gone.push(e);
+                        gone.len() < EXPIRE_CHUNK
+                    }
+                    Ok(_) => false,
+                    Err(e) => {
+                        bad = Some(e);
+                        false
+                    }
+                })
+                .map_err(self.backend("scan"))?;
+            if let Some(e) = bad {
+                return Err(e);
+            }
+            let Some(last) = gone.last().map(|e| e.seq) else {
+                return Ok(total);
+            };
+            let n = gone.len() as u64;
+            let mut ops = Vec::with_capacity(gone.len() * 2 + 2);
+            for e in &gone {
+                ops.push(KvOp::Delete(event_key(e.seq)));
+                ops.push(KvOp::Delete(identity_key(&e.event)));
+            }
+            let through = self.get_u64(EXPIRED_THROUGH)?.max(last);
+            let count = self.get_u64(COUNT)?.saturating_sub(n);
+            ops.push(KvOp::Put(
+                EXPIRED_THROUGH.to_vec(),
+                through.to_be_bytes().to_vec(),
+            ));
+            ops.push(KvOp::Put(COUNT.to_vec(), count.to_be_bytes().to_vec()));
+            self.kv.write(ops).map_err(self.backend("expire"))?;
+            total += n;
+            if gone.len() < EXPIRE_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Counts and the oldest and newest held event.
+    pub fn stats(&self) -> Result<CacheStats, StateError> {
+        let oldest = self.read_after(0, 1)?.pop().map(|e| e.cached);
+        let last_seq = self.last_seq()?;
+        let newest = self
+            .read_after(last_seq.saturating_sub(1), 1)?
+            .pop()
+            .map(|e| e.cached)
+            .or(oldest);
+        Ok(CacheStats {
+            events: self.get_u64(COUNT)?,
+            last_seq,
+            expired_through: self.expired_through()?,
+            oldest,
+            newest,
+        })
+    }
+
+    /// A note of the consumer's (`m/user/<name>`).
+    pub fn meta(&self, name: &str) -> Result<Option<String>, StateError> {
+        let raw = self
+            .kv
+            .get(format!("m/user/{name}").as_bytes())
+            .map_err(self.backend("read"))?;
+        Ok(raw.map(|r| String::from_utf8_lossy(&r).into_owned()))
+    }
+
+    pub fn set_meta(&self, name: &str, value: &str) -> Result<(), StateError> {
+        self.kv
+            .write(vec![KvOp::Put(
+                format!("m/user/{name}").into_bytes(),
+                value.as_bytes().to_vec(),
+            )])
+            .map_err(self.backend("write"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::MemoryKv;
+
+    fn ev(path: &str, etag: &str) -> NewEvent {
+        NewEvent {
+            path: path.into(),
+            size: 10,
+            etag: Some(format!("\"{etag}\"")),
+            version: None,
+            modified: Utc::now(),
+            sequencer: None,
+        }
+    }
+
+    #[test]
+    fn one_event_per_path_and_etag_in_order() {
+        let c = EventCache::new("l", MemoryKv::default());
+        let now = Utc::now();
+        assert_eq!(
+            c.append(&[ev("a", "1"), ev("a", "1"), ev("b", "1")], now)
+                .unwrap(),
+            2
+        );
+        assert_eq!(c.append(&[ev("a", "1"), ev("a", "2")], now).unwrap(), 1);
+        let all = c.read_after(0, 10).unwrap();
+        let got: Vec<_> = all
+            .iter()
+            .map(|e| (e.seq, e.event.path.as_str()))
+            .collect();
+        assert_eq!(got, [(1, "a"), (2, "b"), (3, "a")]);
+        assert_eq!(c.read_after(2, 10).unwrap().len(), 1);
+        assert_eq!(c.read_after(0, 2).unwrap().len(), 2);
+        assert_eq!(c.events_of("a").unwrap().len(), 2);
+        assert_eq!(c.stats().unwrap().events, 3);
+    }
+
+    #[test]
+    fn expiry_moves_the_horizon_and_frees_the_identity() {
+        let c = EventCache::new("l", MemoryKv::default());
+        let old = Utc::now() - chrono::Duration::days(8);
+        c.append(&[ev("a", "1"), ev("b", "1")], old).unwrap();
+        c.append(&[ev("c", "1")], Utc::now()).unwrap();
+        assert_eq!(c.expire(Utc::now() - chrono::Duration::days(7)).unwrap(), 2);
+        assert_eq!(c.expired_through().unwrap(), 2);
+        assert_eq!(c.read_after(0, 10).unwrap()[0].seq, 3);
+        // A later event of an expired identity is new again, under a new number.
+        assert_eq!(c.append(&[ev("a", "1")], Utc::now()).unwrap(), 1);
+        assert_eq!(c.last_seq().unwrap(), 4);
+        let s = c.stats().unwrap();
+        assert_eq!((s.events, s.expired_through), (2, 2));
+    }
+
+    #[test]
+    fn removal_drops_an_event_without_moving_the_horizon() {
+        let c = EventCache::new("l", MemoryKv::default());
+        c.append(&[ev("a", "1"), ev("b", "1")], Utc::now()).unwrap();
+        let a = c.events_of("a").unwrap();
+        c.remove(&a).unwrap();
+        assert_eq!(c.read_after(0, 10).unwrap().len(), 1);
+        assert_eq!(c.expired_through().unwrap(), 0);
+        assert!(!c.contains(&ev("a", "1")).unwrap());
+        assert_eq!(c.stats().unwrap().events, 1);
+    }
+}
