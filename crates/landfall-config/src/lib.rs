@@ -8,6 +8,7 @@
 
 mod error;
 mod interpolate;
+mod locations;
 mod model;
 mod notifications;
 mod store;
@@ -16,9 +17,10 @@ mod validate;
 pub use error::{ConfigError, ValidationError};
 pub use interpolate::interpolate;
 pub use landfall_core::IncrementalListing;
+pub use locations::{LocationConfig, LocationSpec};
 pub use model::*;
 pub use notifications::{
-    DiscoveryMode, DiscoverySpec, NotificationsConfig, NotificationsSpec, QueueSpec,
+    DiscoveryMode, DiscoverySpec, FileEventsSpec, NotificationsConfig, NotificationsSpec, QueueSpec,
 };
 pub use store::{Location, StoreKind, StoreOptions};
 pub use validate::{

@@ -14,6 +14,10 @@ pub struct LandfallConfig {
     /// Named connection settings for object stores, referenced by `source_store` / `sink.store`.
     #[serde(default)]
     pub stores: BTreeMap<String, StoreConfig>,
+    /// Storage locations whose events one queue delivers to every stream under them
+    /// (managed file events).
+    #[serde(default)]
+    pub locations: BTreeMap<String, crate::LocationConfig>,
     /// One entry per stream; the key is the stream name (the Delta `txn` app id).
     #[serde(default)]
     pub streams: BTreeMap<String, StreamConfig>,
@@ -265,8 +269,10 @@ pub struct StreamConfig {
     pub full_listing_interval: Option<u32>,
     #[serde(default)]
     pub csv: CsvOptions,
-    /// `listing` (default) or `notifications` (consume storage events from a queue; see
-    /// `[streams.<name>.notifications]`).
+    /// `listing` (default), `notifications` (consume storage events from a queue; see
+    /// `[streams.<name>.notifications]`), `file_events` (read the event cache of the
+    /// `[locations.<name>]` holding the source) or `auto` (file events where such a location
+    /// exists, listing otherwise).
     #[serde(default)]
     pub discovery: crate::DiscoveryMode,
     /// Notification mode: also list the source at this interval (`1d`) and admit files the
@@ -274,6 +280,10 @@ pub struct StreamConfig {
     pub backfill_interval: Option<String>,
     /// The queue of notification mode.
     pub notifications: Option<crate::NotificationsConfig>,
+    /// File-events mode: list the source at every start, not only the first (then continue
+    /// from the event cache position taken before the listing).
+    #[serde(default)]
+    pub list_on_start: bool,
 }
 
 fn default_sample_files() -> usize {

@@ -9,6 +9,7 @@
 //! does not know, so nothing is ingested twice.
 
 use crate::store::{Location, StoreKind};
+// `validate_queue` is shared with `[locations.<name>]` (crate::locations).
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +23,22 @@ pub enum DiscoveryMode {
     Listing,
     /// Consume storage events from a queue (`[streams.<name>.notifications]`).
     Notifications,
+    /// Read the event cache of the `[locations.<name>]` (with `file_events = true`) that
+    /// holds the source: managed file events.
+    FileEvents,
+    /// File events where a file-events location holds the source, listing otherwise.
+    Auto,
+}
+
+impl DiscoveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryMode::Listing => "listing",
+            DiscoveryMode::Notifications => "notifications",
+            DiscoveryMode::FileEvents => "file_events",
+            DiscoveryMode::Auto => "auto",
+        }
+    }
 }
 
 /// `[streams.<name>.notifications]`: the queue a notification-mode stream consumes.
@@ -55,6 +72,21 @@ pub struct NotificationsConfig {
     /// Tags applied to every resource landfall creates.
     #[serde(default)]
     pub resource_tags: BTreeMap<String, String>,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        NotificationsConfig {
+            queue_url: None,
+            queue_name: None,
+            sns: false,
+            receivers: 1,
+            visibility_timeout: default_visibility(),
+            wait_time: default_wait(),
+            endpoint: None,
+            resource_tags: BTreeMap::new(),
+        }
+    }
 }
 
 fn one() -> usize {
@@ -97,51 +129,115 @@ pub struct NotificationsSpec {
 pub enum DiscoverySpec {
     Listing,
     Notifications(NotificationsSpec),
+    /// Managed file events: the cache of this location.
+    FileEvents(FileEventsSpec),
+}
+
+/// A stream reading a location's event cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEventsSpec {
+    pub location: crate::LocationSpec,
+    /// List the stream's prefix at every start, not only the first.
+    pub list_on_start: bool,
 }
 
 /// Check the discovery settings of stream `stream`. Errors are `(key below the stream,
-/// reason)`.
+/// reason)`. `file_events` and `auto` are resolved against the locations by the caller.
 pub(crate) fn validate_discovery(
     stream: &str,
     mode: DiscoveryMode,
     n: Option<&NotificationsConfig>,
     source: &Location,
-) -> Result<DiscoverySpec, Vec<(&'static str, String)>> {
-    let mut errors = Vec::new();
+) -> Result<DiscoverySpec, Vec<(String, String)>> {
     let n = match (mode, n) {
-        (DiscoveryMode::Listing, None) => return Ok(DiscoverySpec::Listing),
-        (DiscoveryMode::Listing, Some(_)) => {
+        (DiscoveryMode::Notifications, None) => &NotificationsConfig::default(),
+        (DiscoveryMode::Notifications, Some(n)) => n,
+        (_, Some(_)) => {
             return Err(vec![(
-                "notifications",
-                "is set but discovery is `listing`; set discovery = \"notifications\" to use the queue".into(),
+                "notifications".into(),
+                format!("is set but discovery is `{}`; set discovery = \"notifications\" to use the queue", mode.as_str()),
             )]);
         }
-        (DiscoveryMode::Notifications, None) => &NotificationsConfig {
-            queue_url: None,
-            queue_name: None,
-            sns: false,
-            receivers: 1,
-            visibility_timeout: default_visibility(),
-            wait_time: default_wait(),
-            endpoint: None,
-            resource_tags: BTreeMap::new(),
-        },
-        (DiscoveryMode::Notifications, Some(n)) => n,
+        (_, None) => return Ok(DiscoverySpec::Listing),
     };
+    if let Some(reason) = no_events(source.kind) {
+        return Err(vec![("discovery".into(), format!("{reason}; use discovery = \"listing\""))]);
+    }
+    validate_queue(&format!("landfall-{stream}"), n, source)
+        .map(DiscoverySpec::Notifications)
+        .map_err(|errors| {
+            errors
+                .into_iter()
+                .map(|(k, r)| (format!("notifications.{k}"), r))
+                .collect()
+        })
+}
+
+/// Why a store of this kind cannot deliver events, if it cannot.
+pub(crate) fn no_events(kind: StoreKind) -> Option<&'static str> {
+    match kind {
+        StoreKind::S3 | StoreKind::Azure => None,
+        StoreKind::Gcs => Some("events are not available for GCS sources yet (Pub/Sub messages are parsed, but no Pub/Sub consumer exists)"),
+        StoreKind::Local => Some("a local directory sends no events"),
+    }
+}
+
+/// Check the queue settings of a notification stream or a file-events location on `source`
+/// (S3 or Azure). `default_name`: the SQS queue setup creates when none is named. Errors are
+/// `(key, reason)`, keys as in [`NotificationsConfig`].
+pub(crate) fn validate_queue(
+    default_name: &str,
+    n: &NotificationsConfig,
+    source: &Location,
+) -> Result<NotificationsSpec, Vec<(&'static str, String)>> {
+    let mut errors = Vec::new();
     let queue = match source.kind {
-        StoreKind::S3 => {
+        StoreKind::Azure => {
+            if n.queue_url.is_some() {
+                errors.push((
+                    "queue_url",
+                    "is for SQS; an Azure source names its Storage Queue with queue_name".into(),
+                ));
+            }
+            if n.sns {
+                errors.push(("sns", "is for S3 sources".into()));
+            }
+            match &n.queue_name {
+                Some(name) if valid_azure_queue_name(name) => {
+                    QueueSpec::AzureQueue { name: name.clone() }
+                }
+                Some(name) => {
+                    errors.push((
+                        "queue_name",
+                        format!("`{name}` is not a valid Azure queue name (3-63 lowercase letters, digits and single hyphens, starting with a letter or digit)"),
+                    ));
+                    QueueSpec::AzureQueue { name: name.clone() }
+                }
+                None => {
+                    errors.push((
+                        "queue_name",
+                        "is required for an Azure source: the Storage Queue Event Grid delivers to"
+                            .into(),
+                    ));
+                    QueueSpec::AzureQueue {
+                        name: String::new(),
+                    }
+                }
+            }
+        }
+        _ => {
             if let Some(u) = &n.queue_url
                 && url::Url::parse(u).is_err()
             {
-                errors.push(("notifications.queue_url", format!("`{u}` is not a URL")));
+                errors.push(("queue_url", format!("`{u}` is not a URL")));
             }
             let name = n
                 .queue_name
                 .clone()
-                .unwrap_or_else(|| format!("landfall-{stream}"));
+                .unwrap_or_else(|| default_name.to_string());
             if !valid_sqs_name(&name) {
                 errors.push((
-                    "notifications.queue_name",
+                    "queue_name",
                     format!(
                         "`{name}` is not a valid SQS queue name (1-80 letters, digits, `-` or `_`)"
                     ),
@@ -153,66 +249,21 @@ pub(crate) fn validate_discovery(
                 sns: n.sns,
             }
         }
-        StoreKind::Azure => {
-            if n.queue_url.is_some() {
-                errors.push((
-                    "notifications.queue_url",
-                    "is for SQS; an Azure source names its Storage Queue with queue_name".into(),
-                ));
-            }
-            if n.sns {
-                errors.push(("notifications.sns", "is for S3 sources".into()));
-            }
-            match &n.queue_name {
-                Some(name) if valid_azure_queue_name(name) => {
-                    QueueSpec::AzureQueue { name: name.clone() }
-                }
-                Some(name) => {
-                    errors.push((
-                        "notifications.queue_name",
-                        format!("`{name}` is not a valid Azure queue name (3-63 lowercase letters, digits and single hyphens, starting with a letter or digit)"),
-                    ));
-                    QueueSpec::AzureQueue { name: name.clone() }
-                }
-                None => {
-                    errors.push((
-                        "notifications.queue_name",
-                        "is required for an Azure source: the Storage Queue Event Grid delivers to"
-                            .into(),
-                    ));
-                    QueueSpec::AzureQueue {
-                        name: String::new(),
-                    }
-                }
-            }
-        }
-        StoreKind::Gcs => {
-            return Err(vec![(
-                "discovery",
-                "notifications are not available for GCS sources yet (Pub/Sub messages are parsed, but no Pub/Sub consumer exists); use discovery = \"listing\"".into(),
-            )]);
-        }
-        StoreKind::Local => {
-            return Err(vec![(
-                "discovery",
-                "a local directory sends no notifications; use discovery = \"listing\"".into(),
-            )]);
-        }
     };
     if n.receivers == 0 || n.receivers > 64 {
-        errors.push(("notifications.receivers", "must be between 1 and 64".into()));
+        errors.push(("receivers", "must be between 1 and 64".into()));
     }
     let visibility = match humantime::parse_duration(&n.visibility_timeout) {
         Ok(d) if d >= Duration::from_secs(10) && d <= Duration::from_secs(12 * 3600) => Some(d),
         Ok(_) => {
             errors.push((
-                "notifications.visibility_timeout",
+                "visibility_timeout",
                 "must be between 10s and 12h (the SQS limit)".into(),
             ));
             None
         }
         Err(e) => {
-            errors.push(("notifications.visibility_timeout", e.to_string()));
+            errors.push(("visibility_timeout", e.to_string()));
             None
         }
     };
@@ -220,13 +271,13 @@ pub(crate) fn validate_discovery(
         Ok(d) if d <= Duration::from_secs(20) => Some(d),
         Ok(_) => {
             errors.push((
-                "notifications.wait_time",
+                "wait_time",
                 "must be at most 20s (the SQS long-poll limit)".into(),
             ));
             None
         }
         Err(e) => {
-            errors.push(("notifications.wait_time", e.to_string()));
+            errors.push(("wait_time", e.to_string()));
             None
         }
     };
@@ -234,29 +285,27 @@ pub(crate) fn validate_discovery(
         && v < 2 * w + Duration::from_secs(5)
     {
         errors.push((
-            "notifications.visibility_timeout",
+            "visibility_timeout",
             format!("must exceed twice wait_time plus 5s ({}s): messages received early in a round must not reappear before it records them", (2 * w + Duration::from_secs(5)).as_secs()),
         ));
     }
     if let Some(e) = &n.endpoint
         && url::Url::parse(e).is_err()
     {
-        errors.push(("notifications.endpoint", format!("`{e}` is not a URL")));
+        errors.push(("endpoint", format!("`{e}` is not a URL")));
     }
     if n.resource_tags.len() > 50 {
-        errors.push(("notifications.resource_tags", "at most 50 tags".into()));
+        errors.push(("resource_tags", "at most 50 tags".into()));
     }
     match (errors.is_empty(), visibility, wait) {
-        (true, Some(visibility_timeout), Some(wait_time)) => {
-            Ok(DiscoverySpec::Notifications(NotificationsSpec {
-                queue,
-                receivers: n.receivers,
-                visibility_timeout,
-                wait_time,
-                endpoint: n.endpoint.clone(),
-                resource_tags: n.resource_tags.clone(),
-            }))
-        }
+        (true, Some(visibility_timeout), Some(wait_time)) => Ok(NotificationsSpec {
+            queue,
+            receivers: n.receivers,
+            visibility_timeout,
+            wait_time,
+            endpoint: n.endpoint.clone(),
+            resource_tags: n.resource_tags.clone(),
+        }),
         _ => Err(errors),
     }
 }
@@ -335,7 +384,7 @@ mod tests {
             &loc("az://c/p"),
         )
         .unwrap_err();
-        let keys: Vec<_> = e.iter().map(|(k, _)| *k).collect();
+        let keys: Vec<_> = e.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
             [

@@ -6,6 +6,7 @@
 use crate::error::{ConfigError, ValidationError};
 use crate::model::*;
 use crate::store::{Location, StoreOptions};
+use crate::{DiscoveryMode, DiscoverySpec};
 use arrow_schema::SchemaRef;
 use chrono::{DateTime, Utc};
 use landfall_core::{BatchLimits, IncrementalListing};
@@ -85,6 +86,8 @@ pub struct StreamSpec {
 pub struct ValidatedConfig {
     pub server: ServerConfig,
     pub streams: Vec<StreamSpec>,
+    /// `[locations.<name>]`, in name order.
+    pub locations: Vec<crate::LocationSpec>,
     /// `[monitoring] health_table`, when set.
     pub health_table: Option<HealthTable>,
 }
@@ -190,17 +193,19 @@ pub fn validate(cfg: LandfallConfig) -> Result<ValidatedConfig, ConfigError> {
         );
     }
     let health = validate_health(&mut ctx);
+    let locations = validate_locations(&mut ctx);
     let mut streams = Vec::new();
     for (name, s) in &cfg.streams {
-        if let Some(spec) = validate_stream(&mut ctx, name, s) {
+        if let Some(spec) = validate_stream(&mut ctx, name, s, &locations) {
             streams.push(spec);
         }
     }
-    cross_checks(&mut ctx, &streams);
+    cross_checks(&mut ctx, &streams, &locations);
     if ctx.errors.is_empty() {
         Ok(ValidatedConfig {
             server: cfg.server.clone(),
             streams,
+            locations,
             health_table: health.flatten(),
         })
     } else {
@@ -237,7 +242,67 @@ fn validate_health(ctx: &mut Ctx) -> Option<Option<HealthTable>> {
     }))
 }
 
-fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<StreamSpec> {
+/// `[locations.<name>]`: each on its own, then file-events locations that nest (one bucket
+/// notification each: S3 refuses overlapping ones, and a file would be cached twice).
+fn validate_locations(ctx: &mut Ctx) -> Vec<crate::LocationSpec> {
+    let mut out: Vec<crate::LocationSpec> = Vec::new();
+    for (name, l) in &ctx.cfg.locations {
+        let key = |f: &str| format!("locations.{name}.{f}");
+        if !valid_name(name) {
+            ctx.err(
+                format!("locations.{name}"),
+                "location names may use only letters, digits, `_`, `-` and `.` (at most 100)",
+            );
+            continue;
+        }
+        let Some(store) = ctx.store(key("store"), &l.store) else {
+            continue;
+        };
+        match crate::locations::validate_location(
+            name,
+            l,
+            store.as_ref(),
+            &ctx.cfg.server.state_dir,
+        ) {
+            Ok(spec) => {
+                if let Some(other) = out.iter().find(|o| {
+                    o.queue.is_some()
+                        && spec.queue.is_some()
+                        && (o.holds(&spec.url) || spec.holds(&o.url))
+                }) {
+                    ctx.err(
+                        key("url"),
+                        format!("nests with location `{}` ({}); two file-events locations may not overlap (one would cache the other's files twice, and S3 refuses overlapping notifications)", other.name, other.url.url),
+                    );
+                }
+                out.push(spec);
+            }
+            Err(errors) => {
+                for (k, reason) in errors {
+                    ctx.err(key(&k), reason);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The file-events location holding `source`, if any.
+fn events_location<'a>(
+    locations: &'a [crate::LocationSpec],
+    source: &Location,
+) -> Option<&'a crate::LocationSpec> {
+    locations
+        .iter()
+        .find(|l| l.queue.is_some() && l.holds(source))
+}
+
+fn validate_stream(
+    ctx: &mut Ctx,
+    name: &str,
+    s: &StreamConfig,
+    locations: &[crate::LocationSpec],
+) -> Option<StreamSpec> {
     let k = |field: &str| format!("streams.{name}.{field}");
     let before = ctx.errors.len();
     if !valid_name(name) {
@@ -402,15 +467,42 @@ fn validate_stream(ctx: &mut Ctx, name: &str, s: &StreamConfig) -> Option<Stream
                 s.notifications.as_ref(),
                 src,
             ) {
+                Ok(DiscoverySpec::Listing) => match (s.discovery, events_location(locations, src)) {
+                    (DiscoveryMode::FileEvents | DiscoveryMode::Auto, Some(l)) => {
+                        Some(DiscoverySpec::FileEvents(crate::FileEventsSpec {
+                            location: l.clone(),
+                            list_on_start: s.list_on_start,
+                        }))
+                    }
+                    (DiscoveryMode::FileEvents, None) => {
+                        let with: Vec<String> = locations
+                            .iter()
+                            .filter(|l| l.queue.is_some())
+                            .map(|l| format!("{} ({})", l.name, l.url.url))
+                            .collect();
+                        ctx.err(
+                            k("discovery"),
+                            format!("is `file_events` but no [locations.<name>] with file_events = true holds {} (file-events locations: {})", src.url, list(&with)),
+                        );
+                        None
+                    }
+                    _ => Some(DiscoverySpec::Listing),
+                },
                 Ok(d) => Some(d),
                 Err(errors) => {
                     for (key, reason) in errors {
-                        ctx.err(k(key), reason);
+                        ctx.err(k(&key), reason);
                     }
                     None
                 }
             }
         });
+    if s.list_on_start && !matches!(s.discovery, DiscoveryMode::FileEvents | DiscoveryMode::Auto) {
+        ctx.err(
+            k("list_on_start"),
+            "is for discovery = \"file_events\" (a listing stream lists on every poll; a notification stream lists when it enters the mode and every backfill_interval)",
+        );
+    }
     let backfill_interval = match &s.backfill_interval {
         Some(b) if s.discovery != crate::DiscoveryMode::Notifications => {
             ctx.err(
@@ -491,8 +583,18 @@ fn absolute(p: &Path) -> PathBuf {
     }
 }
 
-fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec]) {
+fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec], locations: &[crate::LocationSpec]) {
     for (i, s) in streams.iter().enumerate() {
+        let dir = absolute(&s.state_dir);
+        if let Some(l) = locations.iter().find(|l| {
+            let ld = absolute(&l.state_dir);
+            ld.starts_with(&dir) || dir.starts_with(&ld)
+        }) {
+            ctx.err(
+                format!("streams.{}.state_dir", s.name),
+                format!("{} nests with the event cache of location `{}` ({}); give the stream another state_dir", dir.display(), l.name, l.state_dir.display()),
+            );
+        }
         // A stream deletes the messages it consumed, including events it filtered out: two
         // streams on one queue would delete each other's events.
         if let Some(q) = queue_of(s)
@@ -540,6 +642,6 @@ fn queue_of(s: &StreamSpec) -> Option<&str> {
             } => Some(name.as_str()),
             crate::QueueSpec::AzureQueue { name } => Some(name.as_str()),
         },
-        crate::DiscoverySpec::Listing => None,
+        crate::DiscoverySpec::Listing | crate::DiscoverySpec::FileEvents(_) => None,
     }
 }

@@ -203,3 +203,60 @@ fn an_unknown_format_lists_the_formats() {
         "x.toml: `jsn` is not a format (one of: json, csv, parquet, avro, orc, text, binary_file, xml) for key `streams.a.format`"
     );
 }
+
+/// `file_events` streams find the file-events location holding their source; `auto` falls
+/// back to listing where there is none; nesting locations and misplaced keys are refused.
+#[test]
+fn file_events_streams_resolve_their_location() {
+    use landfall_config::DiscoverySpec;
+    let cfg = |streams: &str, locations: &str| {
+        format!(
+            "[locations.raw]\nurl = \"s3://bkt/landing\"\nfile_events = true\n{locations}\n{streams}"
+        )
+    };
+    let stream = |name: &str, source: &str, mode: &str| {
+        format!("[streams.{name}]\nsource = \"{source}\"\nformat = \"json\"\nsink.path = \"/out/{name}\"\ndiscovery = \"{mode}\"\n")
+    };
+    let c = load_str(
+        &cfg(
+            &(stream("a", "s3://bkt/landing/a", "file_events")
+                + &stream("b", "s3://bkt/other", "auto")
+                + &stream("c", "s3://bkt/landing", "auto")),
+            "",
+        ),
+        "t",
+    )
+    .unwrap();
+    let mode = |n: &str| match &c.stream(n).unwrap().discovery {
+        DiscoverySpec::FileEvents(f) => format!("events:{}", f.location.name),
+        DiscoverySpec::Listing => "listing".into(),
+        DiscoverySpec::Notifications(_) => "notifications".into(),
+    };
+    assert_eq!(
+        [mode("a"), mode("b"), mode("c")],
+        ["events:raw", "listing", "events:raw"]
+    );
+    assert_eq!(c.locations[0].retention.as_secs(), 7 * 86400);
+
+    let e = errors(&cfg(&stream("a", "s3://bkt/landing2/a", "file_events"), ""));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("streams.a.discovery: is `file_events` but no [locations.<name>]"),
+        "{e:?}"
+    );
+    let e = errors(&cfg(
+        &stream("a", "s3://bkt/landing/a", "file_events"),
+        "[locations.inner]\nurl = \"s3://bkt/landing/x\"\nfile_events = true\n",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.starts_with("locations.raw.url: nests with location `inner`")),
+        "{e:?}"
+    );
+    let e = errors(&(stream("a", "s3://bkt/landing/a", "listing") + "list_on_start = true\n"));
+    assert!(
+        e.iter()
+            .any(|m| m.starts_with("streams.a.list_on_start: is for discovery")),
+        "{e:?}"
+    );
+}
