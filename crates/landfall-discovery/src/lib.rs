@@ -11,12 +11,15 @@
 
 mod azure_queue;
 mod counting;
+#[cfg(test)]
+mod fake_queue;
 pub mod incremental;
 mod listing;
 mod notification;
 mod partitions;
 mod queue;
 mod queue_discovery;
+mod queue_reader;
 mod s3_list;
 mod setup;
 mod source;
@@ -31,7 +34,8 @@ pub use notification::{
 };
 pub use partitions::hive_partitions;
 pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
-pub use queue_discovery::{MAX_MESSAGES_PER_ROUND, NotificationDiscovery, QueueOptions};
+pub use queue_discovery::{NotificationDiscovery, QueueOptions};
+pub use queue_reader::{MAX_MESSAGES_PER_ROUND, QueueReader};
 pub use s3_list::{Listed, S3Lister};
 pub use setup::{
     AwsNotifications, CreatedResources, ResourceStatus, SetupError, SetupRequest, notification_id,

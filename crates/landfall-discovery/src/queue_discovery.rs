@@ -1,9 +1,8 @@
 //! Notification discovery: candidates come from storage events on a queue; a listing runs when
 //! asked (entering notification mode, `backfill_interval`, an admin backfill).
 //!
-//! One round receives with `receivers` concurrent long polls (10 messages each), continuing
-//! without waiting while receives come back full, up to [`MAX_MESSAGES_PER_ROUND`]. Each body
-//! is parsed ([`crate::parse_notification`]); object-created events about the source's bucket
+//! A round receives through a [`QueueReader`] (concurrent long polls, up to
+//! [`crate::MAX_MESSAGES_PER_ROUND`] messages, a visibility heartbeat). Each body is parsed ([`crate::parse_notification`]); object-created events about the source's bucket
 //! or container, under its prefix and through its filters, become candidates. The candidates
 //! are returned with one acknowledgement token per message; the worker admits the files to
 //! the ledger (one synced write) and only then acknowledges, which deletes the messages. So a
@@ -28,26 +27,18 @@
 //!   file's identity is the same whether a listing or an event found it.
 
 use crate::listing::ListingDiscovery;
-use crate::notification::{EventKind, Notification, StorageEvent, StoreRef};
-use crate::queue::{MessageQueue, QueueMessage};
+use crate::notification::{StorageEvent, StoreRef};
+use crate::queue::MessageQueue;
+use crate::queue_reader::{QueueReader, quoted, seq_after, sort_messages};
 use chrono::{DateTime, Utc};
-use futures::future::join_all;
 use landfall_core::seams::{NewFilter, SeamResult};
-use landfall_core::{
-    AckToken, Discovery, DiscoveryBatch, FileMeta, MalformedMessage, QueueRound, SeamError,
-};
+use landfall_core::{AckToken, Discovery, DiscoveryBatch, FileMeta, QueueRound, SeamError};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// At most this many messages are received before the round's files are recorded.
-pub const MAX_MESSAGES_PER_ROUND: usize = 1000;
-
-/// Long-poll wait of an available-now run's receives.
-const DRAIN_WAIT: Duration = Duration::from_secs(1);
 
 /// How a notification stream reads its queue.
 #[derive(Debug, Clone)]
@@ -59,42 +50,21 @@ pub struct QueueOptions {
     pub backfill_interval: Option<Duration>,
 }
 
-/// A received delivery not yet acknowledged.
-struct Held {
-    receipt: String,
-    extension_failed: bool,
-}
-
-type HeldMap = Arc<Mutex<HashMap<String, Held>>>;
-
 pub struct NotificationDiscovery {
     stream: String,
     listing: ListingDiscovery,
-    queue: Arc<dyn MessageQueue>,
+    reader: QueueReader,
     /// The bucket or container events must be about.
     source: StoreRef,
     options: QueueOptions,
-    held: HeldMap,
-    heartbeat: tokio::task::JoinHandle<()>,
     list_next: AtomicBool,
     /// The last full listing (kept in the stream's state across restarts by the worker).
     last_listing: Mutex<Option<DateTime<Utc>>>,
     /// The last round listed: the next one reads the queue, whatever is due.
     just_listed: AtomicBool,
-    /// Receive without waiting (available-now runs: an empty receive means drained).
-    no_wait: AtomicBool,
-    /// Messages not deleted since the last round because their extension failed (reported
-    /// with the next round).
-    kept: AtomicU64,
     /// The last time this stream read its queue (from the state, at start).
     last_receive: Mutex<Option<DateTime<Utc>>>,
     gap_checked: AtomicBool,
-}
-
-impl Drop for NotificationDiscovery {
-    fn drop(&mut self) {
-        self.heartbeat.abort();
-    }
 }
 
 impl NotificationDiscovery {
@@ -105,26 +75,21 @@ impl NotificationDiscovery {
         source: StoreRef,
         options: QueueOptions,
     ) -> Self {
-        let held: HeldMap = Arc::default();
-        let heartbeat = tokio::spawn(heartbeat(
-            stream.to_string(),
-            queue.clone(),
-            held.clone(),
-            options.visibility,
-        ));
         NotificationDiscovery {
             stream: stream.to_string(),
             listing,
-            queue,
+            reader: QueueReader::new(
+                format!("stream `{stream}`"),
+                queue,
+                options.receivers,
+                options.visibility,
+                options.wait,
+            ),
             source,
             options,
-            held,
-            heartbeat,
             list_next: AtomicBool::new(false),
             last_listing: Mutex::new(None),
             just_listed: AtomicBool::new(false),
-            no_wait: AtomicBool::new(false),
-            kept: AtomicU64::new(0),
             last_receive: Mutex::new(None),
             gap_checked: AtomicBool::new(false),
         }
@@ -139,7 +104,7 @@ impl NotificationDiscovery {
     }
 
     pub fn queue(&self) -> &Arc<dyn MessageQueue> {
-        &self.queue
+        self.reader.queue()
     }
 
     /// List the source on the next round (entering notification mode; a backfill asked for).
@@ -149,7 +114,7 @@ impl NotificationDiscovery {
 
     /// Receive without long polling: for runs that stop once the queue is drained.
     pub fn set_no_wait(&self, no_wait: bool) {
-        self.no_wait.store(no_wait, Ordering::SeqCst);
+        self.reader.set_no_wait(no_wait);
     }
 
     /// When the stream last read its queue (from the stream's state, at start).
@@ -167,7 +132,7 @@ impl NotificationDiscovery {
         let Some(last) = *self.last_receive.lock().unwrap_or_else(|e| e.into_inner()) else {
             return;
         };
-        let retention = match self.queue.retention().await {
+        let retention = match self.queue().retention().await {
             Ok(Some(r)) => r,
             Ok(None) => return,
             Err(e) => {
@@ -206,132 +171,34 @@ impl NotificationDiscovery {
         last.is_none_or(|t| (Utc::now() - t).to_std().unwrap_or(Duration::ZERO) >= every)
     }
 
-    /// Receive up to [`MAX_MESSAGES_PER_ROUND`] messages.
-    async fn receive(&self) -> SeamResult<Vec<QueueMessage>> {
-        let mut out: Vec<QueueMessage> = Vec::new();
-        // Available-now runs still long-poll briefly: a short poll samples only some SQS
-        // servers and may come back empty while messages wait.
-        let mut wait = if self.no_wait.load(Ordering::SeqCst) {
-            self.options.wait.min(DRAIN_WAIT)
-        } else {
-            self.options.wait
-        };
-        loop {
-            let calls = (0..self.options.receivers.max(1))
-                .map(|_| self.queue.receive(10, wait, self.options.visibility));
-            let mut all_full = true;
-            let mut any = false;
-            for r in join_all(calls).await {
-                match r {
-                    Ok(msgs) => {
-                        all_full &= msgs.len() == 10;
-                        any |= !msgs.is_empty();
-                        out.extend(msgs);
-                    }
-                    // Messages already received stay held and are returned; the error is
-                    // reported when nothing was received.
-                    Err(e) if out.is_empty() => {
-                        let msg = format!("stream `{}`: {e}", self.stream);
-                        return Err(if e.retryable {
-                            SeamError::retryable(msg)
-                        } else {
-                            SeamError::fatal(msg)
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(stream = %self.stream, error = %e, "a receive failed; the messages already received are recorded first");
-                        all_full = false;
-                    }
-                }
-            }
-            if !any || !all_full || out.len() >= MAX_MESSAGES_PER_ROUND {
-                return Ok(out);
-            }
-            wait = Duration::ZERO;
-        }
-    }
-
     /// One round from the queue.
     async fn queue_round(&self, may_be_new: NewFilter<'_>) -> SeamResult<DiscoveryBatch> {
-        // Deliveries of an earlier round that were never acknowledged (the round failed before
-        // recording) are let go: they become visible again and are received anew.
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        let messages = self.receive().await?;
+        let messages = self.reader.receive().await?;
         let mut batch = DiscoveryBatch::default();
         let mut round = QueueRound {
             received: messages.len() as u64,
-            extension_failures: self.kept.swap(0, Ordering::SeqCst),
+            extension_failures: self.reader.take_kept(),
             ..QueueRound::default()
         };
         // Any message means there may be more: the worker discovers again (an available-now
         // run before planning, a continuous one right after its next batch); a round whose
         // long poll found nothing ends that.
         batch.more = !messages.is_empty();
-        {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            for m in &messages {
-                held.insert(
-                    m.receipt.clone(),
-                    Held {
-                        receipt: m.receipt.clone(),
-                        extension_failed: false,
-                    },
-                );
-            }
-        }
         let now = Utc::now();
         // Creations with their sequencers, and per key the latest removal, to settle once the
         // whole round is read (SQS standard queues do not keep order).
+        let sorted = sort_messages(&messages, &self.source, &mut round);
+        batch.listed = sorted.events;
+        batch.ack = sorted.ack;
+        let removed = sorted.removed;
         let mut created: Vec<(FileMeta, Option<String>)> = Vec::new();
-        let mut removed: HashMap<String, Option<String>> = HashMap::new();
-        for m in &messages {
-            let events = match crate::parse_notification(&m.body) {
-                Err(e) => {
-                    round.malformed.push(MalformedMessage {
-                        id: m.id.clone(),
-                        receive_count: m.receive_count,
-                        error: e.to_string(),
-                    });
-                    continue;
-                }
-                Ok(Notification::Ignored(_)) => {
-                    round.ignored_messages += 1;
-                    batch.ack.push(AckToken(m.receipt.clone()));
-                    continue;
-                }
-                Ok(Notification::Events(events)) => events,
-            };
-            batch.listed += events.len() as u64;
-            for ev in events {
-                if ev.store != self.source {
-                    round.other_events += 1;
-                    continue;
-                }
-                match ev.kind {
-                    EventKind::Created => {}
-                    EventKind::Removed => {
-                        round.removed_events += 1;
-                        let latest = removed.entry(ev.key.clone()).or_insert(None);
-                        if let Some(s) = ev.sequencer
-                            && latest.as_deref().is_none_or(|l| seq_after(&s, l))
-                        {
-                            *latest = Some(s);
-                        }
-                        continue;
-                    }
-                    EventKind::Other(_) => {
-                        round.other_events += 1;
-                        continue;
-                    }
-                }
-                let sequencer = ev.sequencer.clone();
-                match self.candidate(ev, now).await? {
-                    Candidate::File(f) => created.push((f, sequencer)),
-                    Candidate::Filtered => batch.filtered += 1,
-                    Candidate::PassedOver(reason, path) => batch.passed_over.push((reason, path)),
-                }
+        for ev in sorted.created {
+            let sequencer = ev.sequencer.clone();
+            match self.candidate(ev, now).await? {
+                Candidate::File(f) => created.push((f, sequencer)),
+                Candidate::Filtered => batch.filtered += 1,
+                Candidate::PassedOver(reason, path) => batch.passed_over.push((reason, path)),
             }
-            batch.ack.push(AckToken(m.receipt.clone()));
         }
         let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
         for (f, seq) in created {
@@ -444,63 +311,6 @@ enum Candidate {
     PassedOver(&'static str, String),
 }
 
-/// Whether S3 sequencer `a` orders after `b`: hexadecimal strings of varying length,
-/// compared after padding the shorter with leading zeros.
-fn seq_after(a: &str, b: &str) -> bool {
-    let n = a.len().max(b.len());
-    format!("{a:0>n$}") > format!("{b:0>n$}")
-}
-
-/// An etag as object_store reports it: in double quotes.
-fn quoted(etag: &str) -> String {
-    if etag.starts_with('"') || etag.starts_with("W/\"") {
-        etag.to_string()
-    } else {
-        format!("\"{etag}\"")
-    }
-}
-
-/// Every half visibility timeout, extend what is held.
-async fn heartbeat(stream: String, queue: Arc<dyn MessageQueue>, held: HeldMap, every: Duration) {
-    let period = (every / 2).max(Duration::from_secs(1));
-    loop {
-        tokio::time::sleep(period).await;
-        let receipts: Vec<(String, String)> = held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|(_, h)| !h.extension_failed)
-            .map(|(k, h)| (k.clone(), h.receipt.clone()))
-            .collect();
-        if receipts.is_empty() {
-            continue;
-        }
-        let current: Vec<String> = receipts.iter().map(|(_, r)| r.clone()).collect();
-        let outcome = queue.extend(&current, every).await;
-        let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
-        match outcome {
-            Ok(renewed) => {
-                for ((token, _), new) in receipts.iter().zip(renewed) {
-                    if let Some(h) = held.get_mut(token) {
-                        match new {
-                            Some(r) => h.receipt = r,
-                            None => h.extension_failed = true,
-                        }
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(stream = %stream, error = %e, "could not extend the visibility of held messages; they will not be deleted");
-                for (token, _) in &receipts {
-                    if let Some(h) = held.get_mut(token) {
-                        h.extension_failed = true;
-                    }
-                }
-            }
-        }
-    }
-}
-
 #[async_trait::async_trait]
 impl Discovery for NotificationDiscovery {
     async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
@@ -531,49 +341,9 @@ impl Discovery for NotificationDiscovery {
         self.queue_round(may_be_new).await
     }
 
-    /// Delete the messages whose files are recorded. Deliveries whose visibility could not be
-    /// extended are left (another consumer may hold them now). Failed deletes are retried
-    /// twice; a message still not deleted comes back and is ignored as known.
+    /// Delete the messages whose files are recorded (see [`QueueReader::acknowledge`]).
     async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
-        let mut receipts = Vec::with_capacity(tokens.len());
-        let mut kept = 0u64;
-        {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            for t in tokens {
-                match held.remove(&t.0) {
-                    Some(h) if !h.extension_failed => receipts.push(h.receipt),
-                    Some(_) => kept += 1,
-                    // Released by a later round: it will be received again.
-                    None => {}
-                }
-            }
-        }
-        if kept > 0 {
-            self.kept.fetch_add(kept, Ordering::SeqCst);
-            tracing::warn!(stream = %self.stream, messages = kept, "messages whose visibility could not be extended are not deleted; they will be received again and ignored as known");
-        }
-        let mut delay = Duration::from_millis(200);
-        for attempt in 0..3 {
-            if receipts.is_empty() {
-                break;
-            }
-            match self.queue.delete(&receipts).await {
-                Ok(failed) => receipts = failed,
-                Err(e) if attempt == 2 || !e.retryable => {
-                    tracing::warn!(stream = %self.stream, error = %e, messages = receipts.len(), "could not delete messages whose files are recorded; they will be received again and ignored as known");
-                    return Ok(());
-                }
-                Err(_) => {}
-            }
-            if !receipts.is_empty() {
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-            }
-        }
-        if !receipts.is_empty() {
-            tracing::warn!(stream = %self.stream, messages = receipts.len(), "some messages whose files are recorded could not be deleted; they will be received again and ignored as known");
-        }
-        Ok(())
+        self.reader.acknowledge(tokens).await
     }
 }
 
@@ -581,59 +351,8 @@ impl Discovery for NotificationDiscovery {
 mod tests {
     use super::*;
     use crate::Filters;
-    use crate::queue::QueueError;
-    use async_trait::async_trait;
-
-    /// An in-memory queue: `receive` hands out what is queued (once), `delete` records what
-    /// was deleted, `extend` fails when told to.
-    #[derive(Default)]
-    struct FakeQueue {
-        queued: Mutex<Vec<QueueMessage>>,
-        deleted: Mutex<Vec<String>>,
-        fail_extend: AtomicBool,
-        retention: Option<Duration>,
-    }
-
-    #[async_trait]
-    impl MessageQueue for FakeQueue {
-        fn describe(&self) -> String {
-            "fake".into()
-        }
-        async fn receive(
-            &self,
-            max: usize,
-            _wait: Duration,
-            _visibility: Duration,
-        ) -> Result<Vec<QueueMessage>, QueueError> {
-            let mut q = self.queued.lock().unwrap();
-            let n = max.min(q.len());
-            Ok(q.drain(..n).collect())
-        }
-        async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
-            self.deleted
-                .lock()
-                .unwrap()
-                .extend(receipts.iter().cloned());
-            Ok(Vec::new())
-        }
-        async fn extend(
-            &self,
-            receipts: &[String],
-            _visibility: Duration,
-        ) -> Result<Vec<Option<String>>, QueueError> {
-            let fail = self.fail_extend.load(Ordering::SeqCst);
-            Ok(receipts
-                .iter()
-                .map(|r| (!fail).then(|| r.clone()))
-                .collect())
-        }
-        async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {
-            Ok(None)
-        }
-        async fn retention(&self) -> Result<Option<Duration>, QueueError> {
-            Ok(self.retention)
-        }
-    }
+    use crate::fake_queue::FakeQueue;
+    use crate::queue::QueueMessage;
 
     fn s3_event(kind: &str, key: &str, size: u64, etag: &str) -> String {
         format!(

@@ -1,0 +1,59 @@
+//! An in-memory [`MessageQueue`] for unit tests of the queue consumers.
+
+use crate::queue::{MessageQueue, QueueError, QueueMessage};
+use async_trait::async_trait;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// An in-memory queue: `receive` hands out what is queued (once), `delete` records what
+/// was deleted, `extend` fails when told to.
+#[derive(Default)]
+pub(crate) struct FakeQueue {
+    pub queued: Mutex<Vec<QueueMessage>>,
+    pub deleted: Mutex<Vec<String>>,
+    pub fail_extend: AtomicBool,
+    pub retention: Option<Duration>,
+}
+
+#[async_trait]
+impl MessageQueue for FakeQueue {
+    fn describe(&self) -> String {
+        "fake".into()
+    }
+    async fn receive(
+        &self,
+        max: usize,
+        _wait: Duration,
+        _visibility: Duration,
+    ) -> Result<Vec<QueueMessage>, QueueError> {
+        let mut q = self.queued.lock().unwrap();
+        let n = max.min(q.len());
+        Ok(q.drain(..n).collect())
+    }
+    async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
+        self.deleted
+            .lock()
+            .unwrap()
+            .extend(receipts.iter().cloned());
+        Ok(Vec::new())
+    }
+    async fn extend(
+        &self,
+        receipts: &[String],
+        _visibility: Duration,
+    ) -> Result<Vec<Option<String>>, QueueError> {
+        let fail = self.fail_extend.load(Ordering::SeqCst);
+        Ok(receipts
+            .iter()
+            .map(|r| (!fail).then(|| r.clone()))
+            .collect())
+    }
+    async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {
+        Ok(None)
+    }
+    async fn retention(&self) -> Result<Option<Duration>, QueueError> {
+        Ok(self.retention)
+    }
+}
+
