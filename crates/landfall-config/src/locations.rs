@@ -121,17 +121,19 @@ pub(crate) fn validate_location(
             None
         }
     };
-    let duration = |key: &str, v: &str, errors: &mut Vec<(String, String)>| match humantime::parse_duration(v) {
-        Ok(d) if d >= Duration::from_secs(1) => Some(d),
-        Ok(_) => {
-            errors.push((key.into(), "must be at least 1s".into()));
-            None
-        }
-        Err(e) => {
-            errors.push((key.into(), format!("`{v}` is not a duration ({e})")));
-            None
-        }
-    };
+    let duration =
+        |key: &str, v: &str, errors: &mut Vec<(String, String)>| match humantime::parse_duration(v)
+        {
+            Ok(d) if d >= Duration::from_secs(1) => Some(d),
+            Ok(_) => {
+                errors.push((key.into(), "must be at least 1s".into()));
+                None
+            }
+            Err(e) => {
+                errors.push((key.into(), format!("`{v}` is not a duration ({e})")));
+                None
+            }
+        };
     let retention = duration("retention", &l.retention, &mut errors);
     let listing_interval = if l.listing_interval == "off" {
         Some(None)

@@ -155,13 +155,19 @@ pub(crate) fn validate_discovery(
         (_, Some(_)) => {
             return Err(vec![(
                 "notifications".into(),
-                format!("is set but discovery is `{}`; set discovery = \"notifications\" to use the queue", mode.as_str()),
+                format!(
+                    "is set but discovery is `{}`; set discovery = \"notifications\" to use the queue",
+                    mode.as_str()
+                ),
             )]);
         }
         (_, None) => return Ok(DiscoverySpec::Listing),
     };
     if let Some(reason) = no_events(source.kind) {
-        return Err(vec![("discovery".into(), format!("{reason}; use discovery = \"listing\""))]);
+        return Err(vec![(
+            "discovery".into(),
+            format!("{reason}; use discovery = \"listing\""),
+        )]);
     }
     validate_queue(&format!("landfall-{stream}"), n, source)
         .map(DiscoverySpec::Notifications)
@@ -177,7 +183,9 @@ pub(crate) fn validate_discovery(
 pub(crate) fn no_events(kind: StoreKind) -> Option<&'static str> {
     match kind {
         StoreKind::S3 | StoreKind::Azure => None,
-        StoreKind::Gcs => Some("events are not available for GCS sources yet (Pub/Sub messages are parsed, but no Pub/Sub consumer exists)"),
+        StoreKind::Gcs => Some(
+            "events are not available for GCS sources yet (Pub/Sub messages are parsed, but no Pub/Sub consumer exists)",
+        ),
         StoreKind::Local => Some("a local directory sends no events"),
     }
 }

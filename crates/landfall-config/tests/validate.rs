@@ -215,7 +215,9 @@ fn file_events_streams_resolve_their_location() {
         )
     };
     let stream = |name: &str, source: &str, mode: &str| {
-        format!("[streams.{name}]\nsource = \"{source}\"\nformat = \"json\"\nsink.path = \"/out/{name}\"\ndiscovery = \"{mode}\"\n")
+        format!(
+            "[streams.{name}]\nsource = \"{source}\"\nformat = \"json\"\nsink.path = \"/out/{name}\"\ndiscovery = \"{mode}\"\n"
+        )
     };
     let c = load_str(
         &cfg(

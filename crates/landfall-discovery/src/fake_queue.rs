@@ -56,4 +56,3 @@ impl MessageQueue for FakeQueue {
         Ok(self.retention)
     }
 }
-

@@ -8,13 +8,21 @@
 //! Queue notifications ([`NotificationDiscovery`] over a [`MessageQueue`]: SQS and Azure
 //! Storage Queues) plug in behind the same `Discovery` seam; [`SourceDiscovery`] is whichever
 //! a stream configured.
+//!
+//! Managed file events: one [`LocationConsumer`] per location fills an event cache from the
+//! location's queue, and each stream under it reads the cache from its own position
+//! ([`FileEventsDiscovery`]).
 
 mod azure_queue;
 mod counting;
 #[cfg(test)]
 mod fake_queue;
+mod file_events;
 pub mod incremental;
 mod listing;
+mod location;
+#[cfg(test)]
+mod location_tests;
 mod notification;
 mod partitions;
 mod queue;
@@ -27,7 +35,12 @@ mod stores;
 
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
 pub use counting::{CountRequests, CountingStore};
+pub use file_events::{FileEventsDiscovery, READ_PER_ROUND, parse_position};
 pub use listing::{Filters, ListingDiscovery};
+pub use location::{
+    CONSUMER_ERROR_META, ConsumerError, EventLocation, LAST_LISTING_META, LAST_ROUND_META,
+    LocationConsumer, LocationRound,
+};
 pub use notification::{
     EventKind, Ignored, MessageError, Notification, StorageEvent, StoreRef, parse_message,
     parse_notification,

@@ -111,8 +111,7 @@ impl QueueReader {
             self.wait
         };
         loop {
-            let calls =
-                (0..self.receivers).map(|_| self.queue.receive(10, wait, self.visibility));
+            let calls = (0..self.receivers).map(|_| self.queue.receive(10, wait, self.visibility));
             let mut all_full = true;
             let mut any = false;
             for r in join_all(calls).await {

@@ -1,6 +1,7 @@
-//! The discovery a stream runs: directory listing, or queue notifications with listings when
-//! asked. One type for the worker, whichever mode the configuration chose.
+//! The discovery a stream runs: directory listing, queue notifications with listings when
+//! asked, or a file-events location's cache. One type for the worker, whichever mode the configuration chose.
 
+use crate::file_events::FileEventsDiscovery;
 use crate::listing::ListingDiscovery;
 use crate::queue_discovery::NotificationDiscovery;
 use chrono::{DateTime, Utc};
@@ -15,6 +16,7 @@ use std::sync::Arc;
 pub enum SourceDiscovery {
     Listing(ListingDiscovery),
     Notifications(Box<NotificationDiscovery>),
+    FileEvents(Box<FileEventsDiscovery>),
 }
 
 impl SourceDiscovery {
@@ -22,6 +24,7 @@ impl SourceDiscovery {
         match self {
             SourceDiscovery::Listing(l) => l,
             SourceDiscovery::Notifications(n) => n.listing(),
+            SourceDiscovery::FileEvents(f) => f.listing(),
         }
     }
 
@@ -38,6 +41,7 @@ impl SourceDiscovery {
         match self {
             SourceDiscovery::Listing(l) => l.set_modified_after(t),
             SourceDiscovery::Notifications(n) => n.listing_mut().set_modified_after(t),
+            SourceDiscovery::FileEvents(f) => f.listing_mut().set_modified_after(t),
         }
     }
 
@@ -49,14 +53,23 @@ impl SourceDiscovery {
                 n.listing().request_full_listing();
                 n.request_listing();
             }
+            SourceDiscovery::FileEvents(f) => f.request_listing(),
         }
     }
 
     /// The notification side, in notification mode.
     pub fn notifications(&self) -> Option<&NotificationDiscovery> {
         match self {
-            SourceDiscovery::Listing(_) => None,
             SourceDiscovery::Notifications(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The file-events side, in file-events mode.
+    pub fn file_events(&self) -> Option<&FileEventsDiscovery> {
+        match self {
+            SourceDiscovery::FileEvents(f) => Some(f),
+            _ => None,
         }
     }
 }
@@ -67,6 +80,7 @@ impl Discovery for SourceDiscovery {
         match self {
             SourceDiscovery::Listing(l) => l.discover(cursor).await,
             SourceDiscovery::Notifications(n) => n.discover(cursor).await,
+            SourceDiscovery::FileEvents(f) => f.discover(cursor).await,
         }
     }
 
@@ -78,6 +92,7 @@ impl Discovery for SourceDiscovery {
         match self {
             SourceDiscovery::Listing(l) => l.discover_new(cursor, may_be_new).await,
             SourceDiscovery::Notifications(n) => n.discover_new(cursor, may_be_new).await,
+            SourceDiscovery::FileEvents(f) => f.discover_new(cursor, may_be_new).await,
         }
     }
 
@@ -85,6 +100,7 @@ impl Discovery for SourceDiscovery {
         match self {
             SourceDiscovery::Listing(l) => l.acknowledge(tokens).await,
             SourceDiscovery::Notifications(n) => n.acknowledge(tokens).await,
+            SourceDiscovery::FileEvents(f) => f.acknowledge(tokens).await,
         }
     }
 }

@@ -1,0 +1,234 @@
+//! File-events discovery: a stream reads its location's event cache from its own position.
+//!
+//! The position (the last cache sequence number read) is the stream's discovery cursor,
+//! written `events:<seq>` in the same ledger write as the files it admits, so a crash never
+//! moves it past files not yet recorded. A round reads up to [`READ_PER_ROUND`] events after
+//! the position, keeps those under the stream's prefix that pass its filters (glob, modified
+//! window, age), and returns them with the new position.
+//!
+//! The stream lists its own prefix instead, once, when:
+//! - it has no position (first start, or it comes from another discovery mode),
+//! - `list_on_start` is set (every start),
+//! - its position lies below the cache's expiry horizon (stopped for longer than the
+//!   retention: events it never read are gone).
+//!
+//! Such a listing takes the cache's last sequence number *before* it starts and stores that as
+//! the position with the listed files: a file written during the listing is either listed or
+//! has an event after the position (or both: the ledger admits it once). No gap, no
+//! duplicate.
+//!
+//! While the location's consumer has not finished a round for `fallback_after`, the stream
+//! lists its prefix on every poll (its position stays), and says so in its status.
+
+use crate::listing::ListingDiscovery;
+use crate::location::EventLocation;
+use chrono::Utc;
+use landfall_core::seams::{NewFilter, SeamResult};
+use landfall_core::{AckToken, Discovery, DiscoveryBatch, FileMeta};
+use object_store::path::Path;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Events read from the cache per round.
+pub const READ_PER_ROUND: usize = 10_000;
+
+/// How the stream's discovery cursor spells a cache position.
+const POSITION: &str = "events:";
+
+/// The cache position a cursor holds, if it is one.
+pub fn parse_position(cursor: Option<&str>) -> Option<u64> {
+    cursor?.strip_prefix(POSITION)?.parse().ok()
+}
+
+pub struct FileEventsDiscovery {
+    stream: String,
+    listing: ListingDiscovery,
+    location: Arc<EventLocation>,
+    list_next: AtomicBool,
+    /// Draining run: wait (bounded) for the consumer to cache what is queued first.
+    drain: AtomicBool,
+    caught_up: AtomicBool,
+    /// What the stream's discovery does now, when it is not plain reading (for its status).
+    note: Mutex<Option<String>>,
+}
+
+impl FileEventsDiscovery {
+    pub fn new(stream: &str, listing: ListingDiscovery, location: Arc<EventLocation>) -> Self {
+        FileEventsDiscovery {
+            stream: stream.to_string(),
+            listing,
+            location,
+            list_next: AtomicBool::new(false),
+            drain: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
+            note: Mutex::new(None),
+        }
+    }
+
+    pub fn listing(&self) -> &ListingDiscovery {
+        &self.listing
+    }
+
+    pub fn listing_mut(&mut self) -> &mut ListingDiscovery {
+        &mut self.listing
+    }
+
+    pub fn location(&self) -> &Arc<EventLocation> {
+        &self.location
+    }
+
+    /// List the stream's prefix on the next round (entering the mode, `list_on_start`, an
+    /// admin backfill).
+    pub fn request_listing(&self) {
+        self.list_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Draining runs (available-now) wait for the consumer to cache what is queued.
+    pub fn set_drain(&self, drain: bool) {
+        self.drain.store(drain, Ordering::SeqCst);
+    }
+
+    /// What the stream's discovery is doing when it is not reading the cache.
+    pub fn note(&self) -> Option<String> {
+        self.note.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_note(&self, note: Option<String>) {
+        let mut n = self.note.lock().unwrap_or_else(|e| e.into_inner());
+        if *n != note {
+            match &note {
+                Some(text) => {
+                    tracing::warn!(stream = %self.stream, location = %self.location.name, "{text}")
+                }
+                None if n.is_some() => {
+                    tracing::info!(stream = %self.stream, location = %self.location.name, "reading the location's event cache again")
+                }
+                None => {}
+            }
+            *n = note;
+        }
+    }
+
+    /// A full listing of the stream's prefix; `position`: store this cache position with it.
+    async fn list(
+        &self,
+        position: Option<u64>,
+        may_be_new: NewFilter<'_>,
+    ) -> SeamResult<DiscoveryBatch> {
+        let batch = self.listing.discover_new(None, may_be_new).await?;
+        Ok(DiscoveryBatch {
+            cursor: position.map(|p| format!("{POSITION}{p}")),
+            full_listing: position.is_some(),
+            more: position.is_some(),
+            ..batch
+        })
+    }
+
+    /// The file an event names, if it is one of the stream's.
+    fn candidate(
+        &self,
+        e: &landfall_state::CachedEvent,
+        now: chrono::DateTime<Utc>,
+    ) -> Option<FileMeta> {
+        let prefix = self.listing.prefix().as_ref();
+        let under = prefix.is_empty()
+            || e.event
+                .path
+                .strip_prefix(prefix)
+                .is_some_and(|r| r.starts_with('/'));
+        if !under {
+            return None;
+        }
+        let path = Path::parse(&e.event.path).ok()?;
+        let relative = crate::relative_path(self.listing.prefix(), path.as_ref());
+        self.listing
+            .filters()
+            .accepts(relative, e.event.modified, now)
+            .then(|| FileMeta {
+                path: e.event.path.clone(),
+                size: e.event.size,
+                modified: e.event.modified,
+                etag: e.event.etag.clone(),
+                version: e.event.version.clone(),
+            })
+    }
+}
+
+#[async_trait::async_trait]
+impl Discovery for FileEventsDiscovery {
+    async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
+        self.discover_new(cursor, &|files| Ok(vec![true; files.len()]))
+            .await
+    }
+
+    async fn discover_new(
+        &self,
+        cursor: Option<&str>,
+        may_be_new: NewFilter<'_>,
+    ) -> SeamResult<DiscoveryBatch> {
+        let cache = &self.location.cache;
+        let position = parse_position(cursor);
+        let horizon = cache.expired_through()?;
+        let outdated = position.is_some_and(|p| p < horizon);
+        if position.is_none() || self.list_next.swap(false, Ordering::SeqCst) || outdated {
+            if outdated {
+                tracing::warn!(stream = %self.stream, location = %self.location.name, position = ?position, horizon, "the stream's cache position is older than the retention; listing its prefix once");
+            }
+            let snapshot = cache.last_seq()?;
+            return self.list(Some(snapshot), may_be_new).await;
+        }
+        let position = position.expect("checked");
+        if self.drain.load(Ordering::SeqCst) && !self.caught_up.swap(true, Ordering::SeqCst) {
+            let limit = self.location.fallback_after.min(Duration::from_secs(120));
+            if !self.location.caught_up(limit).await {
+                self.set_note(Some(format!("the location's consumer did not drain its queue within {}s; listing the prefix for this run", limit.as_secs())));
+                return self.list(None, may_be_new).await;
+            }
+        }
+        let now = Utc::now();
+        if self.location.stale(now) {
+            let since = self
+                .location
+                .last_round()
+                .map_or("it started".to_string(), |t| t.to_rfc3339());
+            self.set_note(Some(format!(
+                "listing: the consumer of location `{}` has not finished a round since {since} (fallback_after {}s)",
+                self.location.name,
+                self.location.fallback_after.as_secs()
+            )));
+            return self.list(None, may_be_new).await;
+        }
+        self.set_note(None);
+        let events = cache.read_after(position, READ_PER_ROUND)?;
+        // Expiry may have run while reading: then events after the position may be gone.
+        if cache.expired_through()? > position {
+            let snapshot = cache.last_seq()?;
+            return self.list(Some(snapshot), may_be_new).await;
+        }
+        let mut batch = DiscoveryBatch {
+            listed: events.len() as u64,
+            more: events.len() == READ_PER_ROUND,
+            cursor: events.last().map(|e| format!("{POSITION}{}", e.seq)),
+            ..DiscoveryBatch::default()
+        };
+        let mut seen = HashSet::new();
+        for e in &events {
+            match self.candidate(e, now) {
+                Some(f) if seen.insert((f.path.clone(), f.etag.clone())) => batch.files.push(f),
+                _ => batch.filtered += 1,
+            }
+        }
+        if !batch.files.is_empty() {
+            let keep = may_be_new(&batch.files)?;
+            let mut keep = keep.into_iter();
+            batch.files.retain(|_| keep.next().unwrap_or(true));
+        }
+        Ok(batch)
+    }
+
+    async fn acknowledge(&self, _tokens: Vec<AckToken>) -> SeamResult<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,430 @@
+//! A file-events location: its event cache, shared by the streams under it, and the consumer
+//! that fills the cache from the location's queue.
+//!
+//! The consumer reads the queue in rounds ([`QueueReader`]). Object-created events about the
+//! location's bucket or container, under its prefix, go into the cache (one synced write per
+//! round; a size the event lacks is read with a HEAD); then the messages are deleted. A crash
+//! between the write and the delete leaves the messages to come back, and the cache stores a
+//! (path, etag) once, so nothing is cached twice. An object-removed event drops the cached
+//! creations of its key that it supersedes (by sequencer, else by a HEAD that no longer finds
+//! that version), so streams that have not read them do not admit a file that is gone.
+//!
+//! Every `listing_interval` the consumer lists the whole location and caches the files
+//! modified inside the retention whose events never came. Events leave the cache after the
+//! retention; the cache's horizon ([`EventCache::expired_through`]) tells readers whether
+//! their position is still complete.
+//!
+//! The consumer's health is visible to the streams ([`EventLocation::last_round`]): a stream
+//! lists its own prefix while the consumer has not finished a round for `fallback_after`.
+
+use crate::listing::{Filters, ListingDiscovery};
+use crate::notification::StoreRef;
+use crate::queue_reader::{QueueReader, quoted, seq_after, sort_messages};
+use chrono::{DateTime, Utc};
+use landfall_core::seams::SeamResult;
+use landfall_core::{QueueRound, SeamError};
+use landfall_state::{CachedEvent, EventCache, NewEvent, RocksKv};
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The cache's note of the consumer's last finished round (RFC 3339).
+pub const LAST_ROUND_META: &str = "last_round";
+/// The cache's note of the last location listing (RFC 3339).
+pub const LAST_LISTING_META: &str = "last_listing";
+/// The cache's note of the consumer's last failure (JSON `{error, at}`), cleared by a round.
+pub const CONSUMER_ERROR_META: &str = "consumer_error";
+
+/// How often expiry runs.
+const EXPIRE_EVERY: Duration = Duration::from_secs(60);
+
+/// What the consumer's last failure was.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ConsumerError {
+    pub error: String,
+    pub at: DateTime<Utc>,
+}
+
+/// One location as this process sees it: the cache and the consumer's progress.
+pub struct EventLocation {
+    pub name: String,
+    pub cache: EventCache<RocksKv>,
+    /// The location's bucket or container and prefix.
+    pub prefix: Path,
+    pub retention: Duration,
+    pub fallback_after: Duration,
+    /// Rounds finished since the process started, and whether the last found the queue
+    /// empty (catching up waits for such a round).
+    rounds: watch::Sender<(u64, bool)>,
+    last_round: Mutex<Option<DateTime<Utc>>>,
+}
+
+impl EventLocation {
+    pub fn new(
+        name: &str,
+        cache: EventCache<RocksKv>,
+        prefix: Path,
+        retention: Duration,
+        fallback_after: Duration,
+    ) -> Self {
+        let last_round = cache
+            .meta(LAST_ROUND_META)
+            .ok()
+            .flatten()
+            .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
+            .map(|t| t.with_timezone(&Utc));
+        EventLocation {
+            name: name.to_string(),
+            cache,
+            prefix,
+            retention,
+            fallback_after,
+            rounds: watch::channel((0, false)).0,
+            last_round: Mutex::new(last_round),
+        }
+    }
+
+    /// When the consumer last finished a round (also from earlier runs).
+    pub fn last_round(&self) -> Option<DateTime<Utc>> {
+        *self.last_round.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the consumer has not finished a round for `fallback_after`: readers then list.
+    pub fn stale(&self, now: DateTime<Utc>) -> bool {
+        self.last_round()
+            .is_none_or(|t| (now - t).to_std().unwrap_or(Duration::ZERO) >= self.fallback_after)
+    }
+
+    fn round_done(&self, empty: bool, now: DateTime<Utc>) {
+        *self.last_round.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+        self.rounds.send_modify(|(all, last_empty)| {
+            *all += 1;
+            *last_empty = empty;
+        });
+    }
+
+    /// Wait until the consumer has found the queue empty in a round that started after this
+    /// call (everything queued now is cached), at most `limit`. False: it did not.
+    pub async fn caught_up(&self, limit: Duration) -> bool {
+        let mut rx = self.rounds.subscribe();
+        let all0 = rx.borrow().0;
+        let wait = async {
+            loop {
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+                let (all, empty) = *rx.borrow();
+                // The round that was running at the call may have started before it; the
+                // one after started after it.
+                if empty && all >= all0 + 2 {
+                    return true;
+                }
+            }
+        };
+        tokio::time::timeout(limit, wait).await.unwrap_or(false)
+    }
+
+    /// Wait until the consumer finishes another round (readers wake on new events).
+    pub async fn next_round(&self) {
+        let mut rx = self.rounds.subscribe();
+        let _ = rx.changed().await;
+    }
+}
+
+/// What one consumer round did, for the logs and metrics.
+#[derive(Debug, Default, Clone)]
+pub struct LocationRound {
+    pub queue: QueueRound,
+    /// Events new to the cache.
+    pub cached: u64,
+    /// Cached events dropped because their object was removed.
+    pub dropped: u64,
+    /// Events outside the location's prefix, or objects that are not files.
+    pub passed_over: u64,
+    /// A location listing ran: files it found missing from the cache.
+    pub listed: Option<u64>,
+    pub expired: u64,
+}
+
+/// Fills one location's cache from its queue.
+pub struct LocationConsumer {
+    location: Arc<EventLocation>,
+    reader: QueueReader,
+    /// The bucket or container events must be about.
+    source: StoreRef,
+    /// The location's store, for HEADs and listings.
+    store: Arc<dyn object_store::ObjectStore>,
+    s3: Option<crate::S3Lister>,
+    listing_interval: Option<Duration>,
+    last_expiry: Mutex<Option<std::time::Instant>>,
+}
+
+impl LocationConsumer {
+    pub fn new(
+        location: Arc<EventLocation>,
+        reader: QueueReader,
+        source: StoreRef,
+        store: Arc<dyn object_store::ObjectStore>,
+        s3: Option<crate::S3Lister>,
+        listing_interval: Option<Duration>,
+    ) -> Self {
+        LocationConsumer {
+            location,
+            reader,
+            source,
+            store,
+            s3,
+            listing_interval,
+            last_expiry: Mutex::new(None),
+        }
+    }
+
+    pub fn reader(&self) -> &QueueReader {
+        &self.reader
+    }
+
+    fn name(&self) -> &str {
+        &self.location.name
+    }
+
+    /// Cache writes are synced RocksDB writes: off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&EventLocation) -> Result<T, landfall_state::StateError> + Send + 'static,
+    ) -> SeamResult<T> {
+        let loc = self.location.clone();
+        tokio::task::spawn_blocking(move || f(&loc))
+            .await
+            .map_err(|e| SeamError::retryable(format!("cache task failed: {e}")))?
+            .map_err(SeamError::from)
+    }
+
+    /// One round: a location listing when due, then the queue.
+    pub async fn round(&self) -> SeamResult<LocationRound> {
+        let mut out = LocationRound::default();
+        if self.listing_due()? {
+            out.listed = Some(self.list().await?);
+        }
+        let messages = self.reader.receive().await?;
+        out.queue = QueueRound {
+            received: messages.len() as u64,
+            extension_failures: self.reader.take_kept(),
+            ..QueueRound::default()
+        };
+        let sorted = sort_messages(&messages, &self.source, &mut out.queue);
+        let now = Utc::now();
+        let mut events = Vec::with_capacity(sorted.created.len());
+        for ev in sorted.created {
+            match self.event(ev, now).await? {
+                Some(e) => events.push(e),
+                None => out.passed_over += 1,
+            }
+        }
+        out.cached = self.blocking(move |l| l.cache.append(&events, now)).await?;
+        for (key, removal) in sorted.removed {
+            out.dropped += self.settle_removal(key, removal).await?;
+        }
+        self.reader.acknowledge(sorted.ack).await?;
+        let expire = {
+            let mut last = self.last_expiry.lock().unwrap_or_else(|e| e.into_inner());
+            let due = last.is_none_or(|t| t.elapsed() >= EXPIRE_EVERY);
+            if due {
+                *last = Some(std::time::Instant::now());
+            }
+            due
+        };
+        if expire {
+            let cutoff =
+                now - chrono::Duration::from_std(self.location.retention).unwrap_or_default();
+            out.expired = self.blocking(move |l| l.cache.expire(cutoff)).await?;
+        }
+        let stamp = now.to_rfc3339();
+        self.blocking(move |l| {
+            l.cache.set_meta(LAST_ROUND_META, &stamp)?;
+            l.cache.set_meta(CONSUMER_ERROR_META, "")
+        })
+        .await?;
+        self.location.round_done(messages.is_empty(), now);
+        Ok(out)
+    }
+
+    /// Keep the consumer's failure in the cache, for `landfall locations`.
+    pub fn record_error(&self, e: &SeamError) {
+        let json = serde_json::to_string(&ConsumerError {
+            error: e.message.clone(),
+            at: Utc::now(),
+        })
+        .expect("error serialises");
+        if let Err(err) = self.location.cache.set_meta(CONSUMER_ERROR_META, &json) {
+            tracing::warn!(location = %self.name(), error = %err, "could not record the consumer's error");
+        }
+    }
+
+    /// The cache entry of an object-created event, or `None` when it is no file of the
+    /// location (outside the prefix, a folder marker, an empty or vanished object).
+    async fn event(
+        &self,
+        ev: crate::StorageEvent,
+        now: DateTime<Utc>,
+    ) -> SeamResult<Option<NewEvent>> {
+        let prefix = self.location.prefix.as_ref();
+        let under = prefix.is_empty()
+            || ev
+                .key
+                .strip_prefix(prefix)
+                .is_some_and(|r| r.starts_with('/'));
+        // object_store would drop a trailing `/` and address another object.
+        let Some(path) = Path::parse(&ev.key)
+            .ok()
+            .filter(|_| under && !ev.key.ends_with('/'))
+        else {
+            return Ok(None);
+        };
+        let mut e = NewEvent {
+            path: path.to_string(),
+            size: ev.size.unwrap_or(0),
+            modified: ev.event_time.unwrap_or(now),
+            etag: ev.etag.as_deref().map(quoted),
+            version: if ev.etag.is_some() { None } else { ev.version },
+            sequencer: ev.sequencer,
+        };
+        if ev.size.is_none() {
+            match self.store.head(&path).await {
+                Ok(h) => {
+                    e.size = h.size;
+                    e.modified = h.last_modified;
+                    e.etag = h.e_tag.or(e.etag);
+                    e.version = h.version.or(e.version);
+                }
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(err) => {
+                    return Err(SeamError::retryable(format!(
+                        "location `{}`: HEAD {}: {err}",
+                        self.name(),
+                        ev.key
+                    )));
+                }
+            }
+        }
+        Ok((e.size > 0).then_some(e))
+    }
+
+    /// Drop the cached creations of `key` that a removal supersedes. Returns how many.
+    async fn settle_removal(&self, key: String, removal: Option<String>) -> SeamResult<u64> {
+        let Ok(path) = Path::parse(&key) else {
+            return Ok(0);
+        };
+        let p = path.to_string();
+        let cached = self.blocking(move |l| l.cache.events_of(&p)).await?;
+        if cached.is_empty() {
+            return Ok(0);
+        }
+        let mut gone: Vec<CachedEvent> = Vec::new();
+        let mut head = None;
+        for c in cached {
+            let superseded = match (c.event.sequencer.as_deref(), removal.as_deref()) {
+                (Some(created), Some(removed)) => seq_after(removed, created),
+                _ => {
+                    if head.is_none() {
+                        head = Some(match self.store.head(&path).await {
+                            Ok(h) => Some(h.e_tag),
+                            Err(object_store::Error::NotFound { .. }) => None,
+                            // Unknown: keep the event; reading classifies a missing file.
+                            Err(_) => Some(c.event.etag.clone()),
+                        });
+                    }
+                    match head.as_ref().expect("set") {
+                        None => true,
+                        Some(etag) => c.event.etag.is_some() && etag != &c.event.etag,
+                    }
+                }
+            };
+            if superseded {
+                gone.push(c);
+            }
+        }
+        let n = gone.len() as u64;
+        self.blocking(move |l| l.cache.remove(&gone)).await?;
+        Ok(n)
+    }
+
+    fn listing_due(&self) -> SeamResult<bool> {
+        let Some(every) = self.listing_interval else {
+            return Ok(false);
+        };
+        let last = self.location.cache.meta(LAST_LISTING_META)?;
+        let Some(last) = last.filter(|t| !t.is_empty()) else {
+            // The first run: the streams list their own prefixes when they start reading;
+            // the location's first listing comes one interval later.
+            self.location
+                .cache
+                .set_meta(LAST_LISTING_META, &Utc::now().to_rfc3339())?;
+            return Ok(false);
+        };
+        Ok(DateTime::parse_from_rfc3339(&last)
+            .map(|t| {
+                (Utc::now() - t.with_timezone(&Utc))
+                    .to_std()
+                    .unwrap_or_default()
+                    >= every
+            })
+            .unwrap_or(true))
+    }
+
+    /// List the location and cache the files modified inside the retention that the cache
+    /// does not hold (events the cloud never delivered). Returns how many.
+    pub async fn list(&self) -> SeamResult<u64> {
+        let started = Utc::now();
+        let retention = chrono::Duration::from_std(self.location.retention).unwrap_or_default();
+        let filters = Filters {
+            glob: None,
+            modified_after: Some(started - retention),
+            modified_before: None,
+            max_file_age: None,
+        };
+        let listing = ListingDiscovery::new(
+            &format!("location:{}", self.name()),
+            self.store.clone(),
+            self.location.prefix.clone(),
+            filters,
+        )
+        .with_s3_lister(self.s3.clone());
+        let loc = self.location.clone();
+        let found = landfall_core::Discovery::discover_new(&listing, None, &move |files| {
+            Ok(files
+                .iter()
+                .map(|f| !loc.cache.contains(&to_event(f)).unwrap_or(false))
+                .collect())
+        })
+        .await?;
+        let events: Vec<NewEvent> = found.files.iter().map(to_event).collect();
+        let n = self
+            .blocking(move |l| l.cache.append(&events, Utc::now()))
+            .await?;
+        let stamp = started.to_rfc3339();
+        self.blocking(move |l| l.cache.set_meta(LAST_LISTING_META, &stamp))
+            .await?;
+        if n > 0 {
+            tracing::warn!(location = %self.name(), files = n, "the location listing found files whose events never came; they are cached now");
+        }
+        Ok(n)
+    }
+}
+
+/// A listed file as a cache entry.
+fn to_event(f: &landfall_core::FileMeta) -> NewEvent {
+    NewEvent {
+        path: f.path.clone(),
+        size: f.size,
+        etag: f.etag.clone(),
+        version: if f.etag.is_some() {
+            None
+        } else {
+            f.version.clone()
+        },
+        modified: f.modified,
+        sequencer: None,
+    }
+}

@@ -1,0 +1,245 @@
+//! The location consumer and file-events discovery over an in-memory queue and store, with a
+//! real RocksDB cache.
+
+use crate::fake_queue::FakeQueue;
+use crate::file_events::{FileEventsDiscovery, parse_position};
+use crate::listing::{Filters, ListingDiscovery};
+use crate::location::{EventLocation, LocationConsumer};
+use crate::notification::StoreRef;
+use crate::queue::QueueMessage;
+use crate::queue_reader::QueueReader;
+use landfall_core::{Discovery, DiscoveryBatch};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn event(kind: &str, key: &str, size: u64, etag: &str, seq: &str) -> String {
+    format!(
+        r#"{{"Records":[{{"eventName":"{kind}","eventTime":"2026-11-30T00:00:00Z","s3":{{"bucket":{{"name":"b"}},"object":{{"key":"{key}","size":{size},"eTag":"{etag}","sequencer":"{seq}"}}}}}}]}}"#
+    )
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    queue: Arc<FakeQueue>,
+    store: Arc<dyn ObjectStore>,
+    location: Arc<EventLocation>,
+    consumer: LocationConsumer,
+}
+
+fn fixture(retention: Duration) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = landfall_state::open_event_cache("raw", dir.path()).unwrap();
+    let location = Arc::new(EventLocation::new(
+        "raw",
+        cache,
+        Path::from("landing"),
+        retention,
+        Duration::from_secs(600),
+    ));
+    let queue = Arc::new(FakeQueue::default());
+    let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let consumer = LocationConsumer::new(
+        location.clone(),
+        QueueReader::new(
+            "location `raw`".into(),
+            queue.clone(),
+            1,
+            Duration::from_secs(30),
+            Duration::ZERO,
+        ),
+        StoreRef::S3 { bucket: "b".into() },
+        store.clone(),
+        None,
+        None,
+    );
+    Fixture {
+        _dir: dir,
+        queue,
+        store,
+        location,
+        consumer,
+    }
+}
+
+impl Fixture {
+    fn send(&self, bodies: &[String]) {
+        let mut q = self.queue.queued.lock().unwrap();
+        let base = q.len() + self.queue.deleted.lock().unwrap().len();
+        for (i, b) in bodies.iter().enumerate() {
+            q.push(QueueMessage {
+                id: format!("m{}", base + i),
+                body: b.clone(),
+                receipt: format!("r{}", base + i),
+                receive_count: 1,
+            });
+        }
+    }
+
+    fn stream(&self, prefix: &str, glob: Option<&str>) -> FileEventsDiscovery {
+        let filters = Filters {
+            glob: glob.map(|g| globset::Glob::new(g).unwrap().compile_matcher()),
+            ..Filters::default()
+        };
+        let listing = ListingDiscovery::new("s", self.store.clone(), Path::from(prefix), filters);
+        FileEventsDiscovery::new("s", listing, self.location.clone())
+    }
+}
+
+fn paths(b: &DiscoveryBatch) -> Vec<&str> {
+    b.files.iter().map(|f| f.path.as_str()).collect()
+}
+
+#[tokio::test]
+async fn events_are_cached_once_and_each_stream_reads_its_own() {
+    let f = fixture(Duration::from_secs(3600));
+    f.send(&[
+        event("ObjectCreated:Put", "landing/a/1.json", 5, "e1", "01"),
+        event("ObjectCreated:Put", "landing/a/1.json", 5, "e1", "01"),
+        event("ObjectCreated:Put", "landing/a/x/2.csv", 5, "e2", "02"),
+        event("ObjectCreated:Put", "landing/b/3.json", 5, "e3", "03"),
+        event("ObjectCreated:Put", "elsewhere/4.json", 5, "e4", "04"),
+        event("ObjectCreated:Put", "landing/a/empty.json", 0, "e5", "05"),
+        "not json".into(),
+    ]);
+    let r = f.consumer.round().await.unwrap();
+    assert_eq!((r.cached, r.passed_over), (3, 2));
+    assert_eq!(r.queue.malformed.len(), 1);
+    // Every message but the malformed one is deleted.
+    assert_eq!(f.queue.deleted.lock().unwrap().len(), 6);
+
+    let a = f.stream("landing/a", Some("**/*.json"));
+    // A stream without a position lists (nothing is in the store) and takes the position
+    // the cache had before the listing.
+    let first = a.discover(None).await.unwrap();
+    assert!(first.full_listing && first.files.is_empty());
+    assert_eq!(parse_position(first.cursor.as_deref()), Some(3));
+    // From position 0 (as if the events came after its listing) it reads its own.
+    let b = a.discover(Some("events:0")).await.unwrap();
+    assert_eq!(paths(&b), ["landing/a/1.json"]);
+    assert_eq!(b.cursor.as_deref(), Some("events:3"));
+    let c = f
+        .stream("landing", None)
+        .discover(Some("events:0"))
+        .await
+        .unwrap();
+    assert_eq!(
+        paths(&c),
+        ["landing/a/1.json", "landing/a/x/2.csv", "landing/b/3.json"]
+    );
+    // Nothing new after the position.
+    let d = a.discover(Some("events:3")).await.unwrap();
+    assert!(d.files.is_empty() && d.cursor.is_none());
+}
+
+#[tokio::test]
+async fn a_listing_position_taken_before_the_listing_leaves_no_gap() {
+    let f = fixture(Duration::from_secs(3600));
+    f.store
+        .put(&Path::from("landing/old.json"), PutPayload::from("{}\n"))
+        .await
+        .unwrap();
+    f.send(&[event("ObjectCreated:Put", "landing/new.json", 3, "n", "01")]);
+    f.consumer.round().await.unwrap();
+    let s = f.stream("landing", None);
+    let listed = s.discover(None).await.unwrap();
+    assert_eq!(paths(&listed), ["landing/old.json"]);
+    assert_eq!(listed.cursor.as_deref(), Some("events:1"));
+    // An event cached after the listing's snapshot is read next.
+    f.send(&[event(
+        "ObjectCreated:Put",
+        "landing/later.json",
+        3,
+        "l",
+        "02",
+    )]);
+    f.consumer.round().await.unwrap();
+    let next = s.discover(listed.cursor.as_deref()).await.unwrap();
+    assert_eq!(paths(&next), ["landing/later.json"]);
+}
+
+#[tokio::test]
+async fn a_position_older_than_the_retention_lists_again() {
+    let f = fixture(Duration::from_secs(1));
+    f.send(&[event("ObjectCreated:Put", "landing/1.json", 3, "a", "01")]);
+    f.consumer.round().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    f.location
+        .cache
+        .expire(chrono::Utc::now() - chrono::Duration::seconds(1))
+        .unwrap();
+    assert_eq!(f.location.cache.expired_through().unwrap(), 1);
+    let s = f.stream("landing", None);
+    let b = s.discover(Some("events:0")).await.unwrap();
+    assert!(b.full_listing, "a position below the horizon must list");
+    assert_eq!(b.cursor.as_deref(), Some("events:1"));
+    // At the horizon, reading is complete again.
+    let b = s.discover(Some("events:1")).await.unwrap();
+    assert!(!b.full_listing);
+}
+
+#[tokio::test]
+async fn a_removal_drops_the_creation_it_supersedes_but_not_a_later_upload() {
+    let f = fixture(Duration::from_secs(3600));
+    f.send(&[
+        event("ObjectCreated:Put", "landing/gone.json", 3, "g", "01"),
+        event("ObjectCreated:Put", "landing/back.json", 3, "b1", "02"),
+    ]);
+    f.consumer.round().await.unwrap();
+    // Removed after its creation (sequencer 03 > 01); `back.json` removed (03) and uploaded
+    // again (04) in one round, delivered out of order.
+    f.send(&[
+        event("ObjectCreated:Put", "landing/back.json", 3, "b2", "04"),
+        event("ObjectRemoved:Delete", "landing/gone.json", 0, "", "03"),
+        event("ObjectRemoved:Delete", "landing/back.json", 0, "", "03"),
+    ]);
+    let r = f.consumer.round().await.unwrap();
+    assert_eq!(r.dropped, 2, "{r:?}");
+    let b = f
+        .stream("landing", None)
+        .discover(Some("events:0"))
+        .await
+        .unwrap();
+    assert_eq!(paths(&b), ["landing/back.json"]);
+    assert_eq!(b.files[0].etag.as_deref(), Some("\"b2\""));
+}
+
+#[tokio::test]
+async fn the_location_listing_caches_only_what_the_events_missed() {
+    let f = fixture(Duration::from_secs(3600));
+    for k in ["landing/seen.json", "landing/lost.json", "other/x.json"] {
+        f.store
+            .put(&Path::from(k), PutPayload::from("{}\n"))
+            .await
+            .unwrap();
+    }
+    let etag = f
+        .store
+        .head(&Path::from("landing/seen.json"))
+        .await
+        .unwrap()
+        .e_tag
+        .unwrap();
+    let bare = etag.trim_matches('"').to_string();
+    f.send(&[event(
+        "ObjectCreated:Put",
+        "landing/seen.json",
+        3,
+        &bare,
+        "01",
+    )]);
+    f.consumer.round().await.unwrap();
+    assert_eq!(f.consumer.list().await.unwrap(), 1);
+    assert_eq!(
+        f.consumer.list().await.unwrap(),
+        0,
+        "a second listing adds nothing"
+    );
+    let b = f
+        .stream("landing", None)
+        .discover(Some("events:0"))
+        .await
+        .unwrap();
+    assert_eq!(paths(&b), ["landing/seen.json", "landing/lost.json"]);
+}
