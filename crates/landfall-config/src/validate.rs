@@ -96,6 +96,10 @@ impl ValidatedConfig {
     pub fn stream(&self, name: &str) -> Option<&StreamSpec> {
         self.streams.iter().find(|s| s.name == name)
     }
+
+    pub fn location(&self, name: &str) -> Option<&crate::LocationSpec> {
+        self.locations.iter().find(|l| l.name == name)
+    }
 }
 
 struct Ctx<'a> {

@@ -17,7 +17,7 @@
 //! The consumer's health is visible to the streams ([`EventLocation::last_round`]): a stream
 //! lists its own prefix while the consumer has not finished a round for `fallback_after`.
 
-use crate::listing::{Filters, ListingDiscovery};
+use crate::listing::ListingDiscovery;
 use crate::notification::StoreRef;
 use crate::queue_reader::{QueueReader, quoted, seq_after, sort_messages};
 use chrono::{DateTime, Utc};
@@ -154,9 +154,8 @@ pub struct LocationConsumer {
     reader: QueueReader,
     /// The bucket or container events must be about.
     source: StoreRef,
-    /// The location's store, for HEADs and listings.
-    store: Arc<dyn object_store::ObjectStore>,
-    s3: Option<crate::S3Lister>,
+    /// A full listing of the whole location (its store also serves the HEADs).
+    listing: ListingDiscovery,
     listing_interval: Option<Duration>,
     last_expiry: Mutex<Option<std::time::Instant>>,
 }
@@ -166,16 +165,14 @@ impl LocationConsumer {
         location: Arc<EventLocation>,
         reader: QueueReader,
         source: StoreRef,
-        store: Arc<dyn object_store::ObjectStore>,
-        s3: Option<crate::S3Lister>,
+        listing: ListingDiscovery,
         listing_interval: Option<Duration>,
     ) -> Self {
         LocationConsumer {
             location,
             reader,
             source,
-            store,
-            s3,
+            listing,
             listing_interval,
             last_expiry: Mutex::new(None),
         }
@@ -291,7 +288,7 @@ impl LocationConsumer {
             sequencer: ev.sequencer,
         };
         if ev.size.is_none() {
-            match self.store.head(&path).await {
+            match self.listing.store().head(&path).await {
                 Ok(h) => {
                     e.size = h.size;
                     e.modified = h.last_modified;
@@ -328,7 +325,7 @@ impl LocationConsumer {
                 (Some(created), Some(removed)) => seq_after(removed, created),
                 _ => {
                     if head.is_none() {
-                        head = Some(match self.store.head(&path).await {
+                        head = Some(match self.listing.store().head(&path).await {
                             Ok(h) => Some(h.e_tag),
                             Err(object_store::Error::NotFound { .. }) => None,
                             // Unknown: keep the event; reading classifies a missing file.
@@ -378,24 +375,14 @@ impl LocationConsumer {
     pub async fn list(&self) -> SeamResult<u64> {
         let started = Utc::now();
         let retention = chrono::Duration::from_std(self.location.retention).unwrap_or_default();
-        let filters = Filters {
-            glob: None,
-            modified_after: Some(started - retention),
-            modified_before: None,
-            max_file_age: None,
-        };
-        let listing = ListingDiscovery::new(
-            &format!("location:{}", self.name()),
-            self.store.clone(),
-            self.location.prefix.clone(),
-            filters,
-        )
-        .with_s3_lister(self.s3.clone());
+        let cutoff = started - retention;
         let loc = self.location.clone();
-        let found = landfall_core::Discovery::discover_new(&listing, None, &move |files| {
+        let found = landfall_core::Discovery::discover_new(&self.listing, None, &move |files| {
             Ok(files
                 .iter()
-                .map(|f| !loc.cache.contains(&to_event(f)).unwrap_or(false))
+                .map(|f| {
+                    f.modified >= cutoff && !loc.cache.contains(&to_event(f)).unwrap_or(false)
+                })
                 .collect())
         })
         .await?;

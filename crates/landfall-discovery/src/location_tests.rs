@@ -50,8 +50,7 @@ fn fixture(retention: Duration) -> Fixture {
             Duration::ZERO,
         ),
         StoreRef::S3 { bucket: "b".into() },
-        store.clone(),
-        None,
+        ListingDiscovery::new("raw", store.clone(), Path::from("landing"), Filters::default()),
         None,
     );
     Fixture {

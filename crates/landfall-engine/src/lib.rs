@@ -8,6 +8,7 @@ pub mod events;
 pub mod failpoint;
 pub mod health;
 pub mod hub;
+pub mod locations;
 pub mod metrics;
 pub mod notify_setup;
 mod partition;

@@ -49,6 +49,13 @@ pub struct OpLabel {
     pub op: String,
 }
 
+/// A file-events location's series: `kind` is the outcome, operation or nothing.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LocationLabel {
+    pub location: String,
+    pub kind: String,
+}
+
 pub type Counters<L = StreamLabel> = Family<L, Counter>;
 type Gauges = Family<StreamLabel, Gauge>;
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -99,6 +106,11 @@ pub struct Metrics {
     pub table_version: Gauges,
     pub batch_duration: Histograms<PhaseLabel>,
     pub commit_latency: Histograms<StreamLabel>,
+    pub location_events: Counters<LocationLabel>,
+    pub location_messages: Counters<LocationLabel>,
+    pub location_requests: Counters<LocationLabel>,
+    pub location_cache_events: Family<LocationLabel, Gauge>,
+    pub location_consumer_up: Family<LocationLabel, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -285,6 +297,39 @@ impl Metrics {
                 "landfall_table_version",
                 "The table version of the stream's last commit",
             ),
+            location_events: counter(
+                &mut r,
+                "landfall_location_events",
+                "File-events locations: events by outcome (cached: new to the cache; dropped: removed objects; passed_over: outside the location or not files; listed: files the location listing found without an event; expired: left the cache after the retention)",
+            ),
+            location_messages: counter(
+                &mut r,
+                "landfall_location_queue_messages",
+                "File-events locations: queue messages by outcome (received, ignored, malformed, kept)",
+            ),
+            location_requests: counter(
+                &mut r,
+                "landfall_location_requests",
+                "File-events locations: storage and queue requests of the consumer, by operation",
+            ),
+            location_cache_events: {
+                let f = Family::<LocationLabel, Gauge>::default();
+                r.register(
+                    "landfall_location_cache_events",
+                    "File-events locations: events held by the cache",
+                    f.clone(),
+                );
+                f
+            },
+            location_consumer_up: {
+                let f = Family::<LocationLabel, Gauge>::default();
+                r.register(
+                    "landfall_location_consumer_up",
+                    "File-events locations: 1 while the consumer's last round succeeded",
+                    f.clone(),
+                );
+                f
+            },
             batch_duration,
             commit_latency,
             registry: r,

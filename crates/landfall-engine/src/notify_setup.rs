@@ -1,7 +1,10 @@
-//! The notification resources landfall created for a stream (queue, topic, bucket
-//! notification), as recorded in the stream's state by `landfall notifications setup`.
+//! The notification resources landfall created for a queue's owner (queue, topic, bucket
+//! notification): a notification stream (recorded in its ledger by `landfall notifications
+//! setup` or its first start) or a file-events location (recorded in its event cache).
 
-use landfall_config::{DiscoverySpec, QueueSpec, StreamSpec};
+use landfall_config::{
+    DiscoverySpec, LocationSpec, NotificationsSpec, QueueSpec, StoreOptions, StreamSpec,
+};
 use landfall_core::seams::SeamResult;
 use landfall_core::{SeamError, StateStore};
 use landfall_discovery::{
@@ -12,9 +15,72 @@ use landfall_discovery::{
 /// The ledger's `m/user/` entry holding the resources setup created (JSON).
 pub const RESOURCES_META: &str = "notification_resources";
 
+/// Who reads a queue landfall may set up.
+pub struct QueueOwner<'a> {
+    /// `stream \`x\`` or `location \`raw\``, for messages.
+    pub what: String,
+    /// The `landfall-stream` tag value of its resources: the stream name, or
+    /// `location:<name>`.
+    pub tag: String,
+    pub url: &'a url::Url,
+    pub options: &'a StoreOptions,
+    pub queue: &'a NotificationsSpec,
+}
+
+impl<'a> QueueOwner<'a> {
+    /// A notification stream's queue.
+    pub fn of_stream(spec: &'a StreamSpec) -> Option<Self> {
+        let DiscoverySpec::Notifications(n) = &spec.discovery else {
+            return None;
+        };
+        Some(QueueOwner {
+            what: format!("stream `{}`", spec.name),
+            tag: spec.name.clone(),
+            url: &spec.source.url,
+            options: &spec.source_options,
+            queue: n,
+        })
+    }
+
+    /// A file-events location's queue.
+    pub fn of_location(spec: &'a LocationSpec) -> Option<Self> {
+        Some(QueueOwner {
+            what: format!("location `{}`", spec.name),
+            tag: format!("location:{}", spec.name),
+            url: &spec.url.url,
+            options: &spec.options,
+            queue: spec.queue.as_ref()?,
+        })
+    }
+}
+
+/// Where an owner keeps its notes (the stream's ledger, the location's cache).
+pub trait Notes: Send + Sync {
+    fn note(&self, name: &str) -> SeamResult<Option<String>>;
+    fn set_note(&self, name: &str, value: &str) -> SeamResult<()>;
+}
+
+impl Notes for dyn StateStore + '_ {
+    fn note(&self, name: &str) -> SeamResult<Option<String>> {
+        self.meta(name)
+    }
+    fn set_note(&self, name: &str, value: &str) -> SeamResult<()> {
+        self.set_meta(name, value)
+    }
+}
+
+impl<K: landfall_state::Kv> Notes for landfall_state::EventCache<K> {
+    fn note(&self, name: &str) -> SeamResult<Option<String>> {
+        Ok(self.meta(name)?)
+    }
+    fn set_note(&self, name: &str, value: &str) -> SeamResult<()> {
+        Ok(self.set_meta(name, value)?)
+    }
+}
+
 /// What setup recorded, if anything.
-pub fn created(state: &dyn StateStore) -> SeamResult<Option<CreatedResources>> {
-    match state.meta(RESOURCES_META)? {
+pub fn created<N: Notes + ?Sized>(state: &N) -> SeamResult<Option<CreatedResources>> {
+    match state.note(RESOURCES_META)? {
         None => Ok(None),
         Some(json) if json.is_empty() => Ok(None),
         Some(json) => serde_json::from_str(&json).map(Some).map_err(|e| {
@@ -26,85 +92,69 @@ pub fn created(state: &dyn StateStore) -> SeamResult<Option<CreatedResources>> {
 }
 
 /// The URL of the queue setup created, if any.
-pub fn created_queue_url(state: &dyn StateStore) -> SeamResult<Option<String>> {
+pub fn created_queue_url<N: Notes + ?Sized>(state: &N) -> SeamResult<Option<String>> {
     Ok(created(state)?.and_then(|r| r.queue_url))
 }
 
 /// Record (or, with `None`, forget) what setup created.
-pub fn record(state: &dyn StateStore, resources: Option<&CreatedResources>) -> SeamResult<()> {
+pub fn record<N: Notes + ?Sized>(state: &N, resources: Option<&CreatedResources>) -> SeamResult<()> {
     let json = match resources {
         Some(r) => serde_json::to_string(r).expect("resources serialise"),
         None => String::new(),
     };
-    state.set_meta(RESOURCES_META, &json)
+    state.set_note(RESOURCES_META, &json)
 }
 
-/// What setup would create for `spec`, with the AWS settings of its source; `None` when the
-/// stream does not own its resources (listing mode, a given `queue_url`, an Azure queue).
-pub fn setup_request(spec: &StreamSpec) -> Option<(SetupRequest, AwsSettings)> {
-    let DiscoverySpec::Notifications(n) = &spec.discovery else {
-        return None;
-    };
+/// What setup would create for `o`, with its AWS settings; `None` when the owner does not
+/// own its resources (a given `queue_url`, an Azure queue).
+pub fn setup_request(o: &QueueOwner) -> Option<(SetupRequest, AwsSettings)> {
     let QueueSpec::Sqs {
         url: None,
         name,
         sns,
-    } = &n.queue
+    } = &o.queue.queue
     else {
         return None;
     };
-    let url = &spec.source.url;
-    let bucket = url.host_str()?.to_string();
-    let prefix = url.path().trim_start_matches('/').to_string();
+    let bucket = o.url.host_str()?.to_string();
+    let prefix = o.url.path().trim_start_matches('/').to_string();
     Some((
         SetupRequest {
-            stream: spec.name.clone(),
+            stream: o.tag.clone(),
             bucket,
             prefix,
             queue_name: name.clone(),
             sns: *sns,
-            tags: n.resource_tags.clone(),
+            tags: o.queue.resource_tags.clone(),
         },
-        aws_settings(spec),
+        aws_settings(o),
     ))
 }
 
-/// AWS client settings of the stream: its source store's options, with the queue endpoint of
-/// `[streams.<name>.notifications]` over the store's.
-pub fn aws_settings(spec: &StreamSpec) -> AwsSettings {
-    let endpoint = match &spec.discovery {
-        DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
-        DiscoverySpec::Listing => None,
-    };
-    AwsSettings::from_store_options(spec.source_options.iter(), endpoint)
+/// AWS client settings of the owner: its store's options, with its queue endpoint over the
+/// store's.
+pub fn aws_settings(o: &QueueOwner) -> AwsSettings {
+    AwsSettings::from_store_options(o.options.iter(), o.queue.endpoint.as_deref())
 }
 
-/// Where the stream's Azure Storage Queue `queue` is and how to reach it, from its source
-/// store's options and the queue endpoint of `[streams.<name>.notifications]`.
-pub fn azure_settings(spec: &StreamSpec, queue: &str) -> SeamResult<AzureQueueSettings> {
-    let endpoint = match &spec.discovery {
-        DiscoverySpec::Notifications(n) => n.endpoint.as_deref(),
-        DiscoverySpec::Listing => None,
-    };
-    AzureQueueSettings::from_store_options(spec.source_options.iter(), queue, endpoint)
-        .map_err(|e| SeamError::fatal(format!("stream `{}`: queue `{queue}`: {e}", spec.name)))
+/// Where the owner's Azure Storage Queue `queue` is and how to reach it.
+pub fn azure_settings(o: &QueueOwner, queue: &str) -> SeamResult<AzureQueueSettings> {
+    AzureQueueSettings::from_store_options(o.options.iter(), queue, o.queue.endpoint.as_deref())
+        .map_err(|e| SeamError::fatal(format!("{}: queue `{queue}`: {e}", o.what)))
 }
 
-fn failed(spec: &StreamSpec, e: SetupError) -> SeamError {
-    let msg = format!("stream `{}`: notification setup: {e}", spec.name);
+fn failed(o: &QueueOwner, e: SetupError) -> SeamError {
+    let msg = format!("{}: notification setup: {e}", o.what);
     match e {
         SetupError::Overlap { .. } | SetupError::NotOurs { .. } => SeamError::fatal(msg),
         SetupError::Aws { .. } => SeamError::retryable(msg),
     }
 }
 
-/// Create the stream's resources (idempotent) and record them. `None`: the stream does not
-/// own resources (see [`setup_request`]).
-pub async fn setup(
-    spec: &StreamSpec,
-    state: &dyn StateStore,
-) -> SeamResult<Option<CreatedResources>> {
-    let Some((req, aws)) = setup_request(spec) else {
+/// Create the owner's resources (idempotent) and record them. `None`: it does not own
+/// resources (see [`setup_request`]).
+pub async fn setup<N: Notes + ?Sized>(o: &QueueOwner<'_>, state: &N) -> SeamResult<Option<CreatedResources>> {
+    let Some((req, aws)) = setup_request(o) else {
         return Ok(None);
     };
     // S3 keeps one notification configuration per bucket, read and written whole: streams
@@ -116,77 +166,71 @@ pub async fn setup(
         .await
         .setup(&req)
         .await
-        .map_err(|e| failed(spec, e))?;
+        .map_err(|e| failed(o, e))?;
     record(state, Some(&created))?;
-    tracing::info!(stream = %spec.name, queue = created.queue_url.as_deref().unwrap_or(""), topic = created.topic_arn.as_deref().unwrap_or(""), bucket = %created.bucket, prefix = %created.prefix, "notification resources set up");
+    tracing::info!(owner = %o.what, queue = created.queue_url.as_deref().unwrap_or(""), topic = created.topic_arn.as_deref().unwrap_or(""), bucket = %created.bucket, prefix = %created.prefix, "notification resources set up");
     Ok(Some(created))
 }
 
-/// The queue of a stream that owns its resources: the recorded one, or set up now (the first
-/// start in notification mode without `queue_url`).
-pub async fn ensure_queue(spec: &StreamSpec, state: &dyn StateStore) -> SeamResult<String> {
+/// The queue of an owner of its resources: the recorded one, or set up now (the first start
+/// without `queue_url`).
+pub async fn ensure_queue<N: Notes + ?Sized>(o: &QueueOwner<'_>, state: &N) -> SeamResult<String> {
     if let Some(url) = created_queue_url(state)? {
         return Ok(url);
     }
-    setup(spec, state)
+    setup(o, state)
         .await?
         .and_then(|c| c.queue_url)
         .ok_or_else(|| {
-            SeamError::fatal(format!(
-                "stream `{}`: no queue to read: give notifications.queue_url",
-                spec.name
-            ))
+            SeamError::fatal(format!("{}: no queue to read: give queue_url", o.what))
         })
 }
 
-/// Remove what setup created for the stream and forget it. Returns what was done.
-pub async fn teardown(spec: &StreamSpec, state: &dyn StateStore) -> SeamResult<Vec<String>> {
+/// Remove what setup created for the owner and forget it. Returns what was done.
+pub async fn teardown<N: Notes + ?Sized>(o: &QueueOwner<'_>, state: &N) -> SeamResult<Vec<String>> {
     let Some(created) = created(state)? else {
         return Ok(Vec::new());
     };
-    let aws = aws_settings(spec);
+    let aws = aws_settings(o);
     let done = AwsNotifications::new(&aws)
         .await
         .teardown(&created)
         .await
-        .map_err(|e| failed(spec, e))?;
+        .map_err(|e| failed(o, e))?;
     record(state, None)?;
     Ok(done)
 }
 
 /// The recorded resources and whether each still exists.
 pub async fn status(
-    spec: &StreamSpec,
-    state: &dyn StateStore,
+    o: &QueueOwner<'_>,
+    state: &(impl Notes + ?Sized),
 ) -> SeamResult<Option<(CreatedResources, ResourceStatus)>> {
     let Some(created) = created(state)? else {
         return Ok(None);
     };
-    let aws = aws_settings(spec);
+    let aws = aws_settings(o);
     let s = AwsNotifications::new(&aws)
         .await
         .status(&created)
         .await
-        .map_err(|e| failed(spec, e))?;
+        .map_err(|e| failed(o, e))?;
     Ok(Some((created, s)))
 }
 
-/// Azure: create the stream's Storage Queue if it does not exist (the Event Grid subscription
+/// Azure: create the owner's Storage Queue if it does not exist (the Event Grid subscription
 /// that feeds it is the user's, see deploy/azure/event-grid.md). Returns whether it was
-/// created; `None` when the stream does not read an Azure queue.
-pub async fn create_azure_queue(spec: &StreamSpec) -> SeamResult<Option<bool>> {
-    let DiscoverySpec::Notifications(n) = &spec.discovery else {
+/// created; `None` when the owner does not read an Azure queue.
+pub async fn create_azure_queue(o: &QueueOwner<'_>) -> SeamResult<Option<bool>> {
+    let QueueSpec::AzureQueue { name } = &o.queue.queue else {
         return Ok(None);
     };
-    let QueueSpec::AzureQueue { name } = &n.queue else {
-        return Ok(None);
-    };
-    let queue = AzureQueue::new(azure_settings(spec, name)?, std::sync::Arc::new(|_, _| {}));
+    let queue = AzureQueue::new(azure_settings(o, name)?, std::sync::Arc::new(|_, _| {}));
     queue
         .create_if_missing()
         .await
         .map(Some)
-        .map_err(|e| SeamError::fatal(format!("stream `{}`: {e}", spec.name)))
+        .map_err(|e| SeamError::fatal(format!("{}: {e}", o.what)))
 }
 
 /// One lock per bucket for the read-modify-write of its notification configuration.

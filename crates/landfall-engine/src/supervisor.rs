@@ -274,6 +274,16 @@ impl StreamSet {
             return;
         }
         let events = self.hub.register(&spec.name);
+        // A file-events stream reads its location's cache: its consumer runs in this process
+        // (one per location, until the process stops).
+        if let Some(l) = crate::locations::of_stream(&spec) {
+            crate::locations::ensure_consumer(
+                l,
+                self.shutdown.clone(),
+                self.opts.available_now || spec.trigger == Trigger::AvailableNow,
+                self.hub.metrics.clone(),
+            );
+        }
         // The stream's own stop signal, also set by the process-wide shutdown.
         let (stop, rx) = watch::channel(*self.shutdown.borrow());
         let (mut global, forward) = (self.shutdown.clone(), stop.clone());

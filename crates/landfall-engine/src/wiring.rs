@@ -1,12 +1,14 @@
 //! Building a stream's parts from its validated spec: the state store, the source store and
 //! discovery, and the committer.
 
-use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StreamSpec};
+use crate::notify_setup::{Notes, QueueOwner};
+use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StoreOptions, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
-    AzureQueue, CountRequests, CountingStore, Filters, ListingDiscovery, MessageQueue,
-    NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery, SqsQueue, StoreRef, open_store,
+    AzureQueue, CountRequests, CountingStore, FileEventsDiscovery, Filters, ListingDiscovery,
+    MessageQueue, NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery, SqsQueue,
+    StoreRef, open_store,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -19,44 +21,35 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
     )?))
 }
 
-/// The stream's discovery: listing over its source, or notifications from its queue (with
-/// listings when asked). Every request to the source and the queue is counted with `count`.
+/// The stream's discovery: listing over its source, notifications from its queue (with
+/// listings when asked), or its location's event cache. Every request to the source and the
+/// queue is counted with `count`.
 pub async fn open_discovery(
     spec: &StreamSpec,
     state: &dyn StateStore,
     count: CountRequests,
 ) -> SeamResult<SourceDiscovery> {
-    let listing = open_listing(spec, count.clone())?;
-    let DiscoverySpec::Notifications(n) = &spec.discovery else {
+    let listing = open_listing(
+        &spec.name,
+        &spec.source.url,
+        &spec.source_options,
+        Some(spec),
+        count.clone(),
+    )?;
+    if let DiscoverySpec::FileEvents(f) = &spec.discovery {
+        let location = crate::locations::open(&f.location)?;
+        return Ok(SourceDiscovery::FileEvents(Box::new(
+            FileEventsDiscovery::new(&spec.name, listing, location),
+        )));
+    }
+    let Some(owner) = QueueOwner::of_stream(spec) else {
         return Ok(SourceDiscovery::Listing(listing));
     };
-    let name = &spec.name;
-    // The storage account events name (Azure), when the store options give it.
-    let mut account = None;
-    let queue: Arc<dyn MessageQueue> = match &n.queue {
-        QueueSpec::Sqs { url, .. } => {
-            let url = match url {
-                Some(u) => u.clone(),
-                None => crate::notify_setup::ensure_queue(spec, state).await?,
-            };
-            let aws = crate::notify_setup::aws_settings(spec);
-            Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
-        }
-        QueueSpec::AzureQueue { name: queue } => {
-            let settings = crate::notify_setup::azure_settings(spec, queue)?;
-            account = Some(settings.account.clone());
-            Arc::new(AzureQueue::new(settings, count))
-        }
-    };
-    let source = store_ref(&spec.source.url, account).ok_or_else(|| {
-        SeamError::fatal(format!(
-            "stream `{name}`: notifications need an S3 or Azure source, not {}",
-            spec.source.url
-        ))
-    })?;
+    let (queue, source) = open_queue(&owner, state, count).await?;
+    let n = owner.queue;
     Ok(SourceDiscovery::Notifications(Box::new(
         NotificationDiscovery::new(
-            name,
+            &spec.name,
             listing,
             queue,
             source,
@@ -68,6 +61,39 @@ pub async fn open_discovery(
             },
         ),
     )))
+}
+
+/// The owner's queue (set up first when landfall owns it and has not created it yet), and the
+/// bucket or container its events must be about.
+pub async fn open_queue(
+    owner: &QueueOwner<'_>,
+    notes: &(impl Notes + ?Sized),
+    count: CountRequests,
+) -> SeamResult<(Arc<dyn MessageQueue>, StoreRef)> {
+    // The storage account events name (Azure), when the store options give it.
+    let mut account = None;
+    let queue: Arc<dyn MessageQueue> = match &owner.queue.queue {
+        QueueSpec::Sqs { url, .. } => {
+            let url = match url {
+                Some(u) => u.clone(),
+                None => crate::notify_setup::ensure_queue(owner, notes).await?,
+            };
+            let aws = crate::notify_setup::aws_settings(owner);
+            Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
+        }
+        QueueSpec::AzureQueue { name: queue } => {
+            let settings = crate::notify_setup::azure_settings(owner, queue)?;
+            account = Some(settings.account.clone());
+            Arc::new(AzureQueue::new(settings, count))
+        }
+    };
+    let source = store_ref(owner.url, account).ok_or_else(|| {
+        SeamError::fatal(format!(
+            "{}: events need an S3 or Azure location, not {}",
+            owner.what, owner.url
+        ))
+    })?;
+    Ok((queue, source))
 }
 
 /// The bucket or container a source URL names, as storage events name it (`account`: the
@@ -91,21 +117,30 @@ fn store_ref(url: &url::Url, account: Option<String>) -> Option<StoreRef> {
     }
 }
 
-/// Listing discovery over the stream's source, full or incremental as `incremental_listing`
-/// says.
-fn open_listing(spec: &StreamSpec, count: CountRequests) -> SeamResult<ListingDiscovery> {
-    let (store, prefix) = open_store(&spec.source.url, spec.source_options.iter())
-        .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?;
+/// Listing discovery over `url`: with a stream's filters and `incremental_listing` when
+/// `spec` is given, plain and full otherwise (a location's listing).
+pub(crate) fn open_listing(
+    name: &str,
+    url: &url::Url,
+    options: &StoreOptions,
+    spec: Option<&StreamSpec>,
+    count: CountRequests,
+) -> SeamResult<ListingDiscovery> {
+    let (store, prefix) = open_store(url, options.iter())
+        .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?;
     let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(store, count.clone()));
+    let s3 = S3Lister::for_url(url, options.iter())
+        .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?
+        .map(|l| l.with_counter(count));
+    let Some(spec) = spec else {
+        return Ok(ListingDiscovery::new(name, store, prefix, Filters::default()).with_s3_lister(s3));
+    };
     let filters = Filters {
         glob: spec.glob.as_ref().map(|(_, m)| m.clone()),
         modified_after: spec.modified_after,
         modified_before: spec.modified_before,
         max_file_age: spec.max_file_age,
     };
-    let s3 = S3Lister::for_url(&spec.source.url, spec.source_options.iter())
-        .map_err(|e| SeamError::fatal(format!("stream `{}`: source: {e}", spec.name)))?
-        .map(|l| l.with_counter(count));
     Ok(ListingDiscovery::new(&spec.name, store, prefix, filters)
         .with_s3_lister(s3)
         .with_incremental(spec.incremental_listing, spec.full_listing_interval))

@@ -69,6 +69,10 @@ pub const STATUS_META: &str = "last_error";
 /// listing) lists first, so files that landed before its queue saw events are not missed.
 pub const DISCOVERY_MODE_META: &str = "discovery_mode";
 
+/// The ledger's `m/user/` entry saying what a file-events stream's discovery does instead of
+/// reading its location's cache (empty while it reads it).
+pub const DISCOVERY_NOTE_META: &str = "discovery_note";
+
 /// The ledger's `m/user/` entry holding when a notification stream's last full listing started
 /// (RFC 3339), so `backfill_interval` holds across restarts.
 pub const LAST_LISTING_META: &str = "last_full_listing";
@@ -263,6 +267,12 @@ impl StreamWorker {
             self.state
                 .set_meta(LAST_LISTING_META, &t_listing.to_rfc3339())?;
         }
+        if let Some(f) = self.discovery.file_events() {
+            if found.full_listing {
+                self.state.set_meta(DISCOVERY_MODE_META, "file_events")?;
+            }
+            self.note_discovery(f.note())?;
+        }
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {
             self.events.passed_over(reason, &self.shown(path));
@@ -330,10 +340,31 @@ impl StreamWorker {
         Ok(())
     }
 
-    /// Before the first discovery: a notification stream entering the mode lists first; a
-    /// listing stream notes that it lists (a later switch to notifications then lists again).
+    /// Keep what a file-events stream's discovery does instead of reading the cache (listing
+    /// because the location's consumer is down), for `landfall streams`; written on change.
+    fn note_discovery(&self, note: Option<String>) -> SeamResult<()> {
+        let note = note.unwrap_or_default();
+        if self.state.meta(DISCOVERY_NOTE_META)?.unwrap_or_default() != note {
+            self.state.set_meta(DISCOVERY_NOTE_META, &note)?;
+        }
+        Ok(())
+    }
+
+    /// Before the first discovery: a notification or file-events stream entering the mode
+    /// lists first; a listing stream notes that it lists (a later switch then lists again).
     fn prepare_discovery(&self) -> SeamResult<()> {
         let recorded = self.state.meta(DISCOVERY_MODE_META)?;
+        if let Some(f) = self.discovery.file_events() {
+            let list_on_start = match &self.spec.discovery {
+                landfall_config::DiscoverySpec::FileEvents(s) => s.list_on_start,
+                _ => false,
+            };
+            if recorded.as_deref() != Some("file_events") || list_on_start {
+                f.request_listing();
+            }
+            f.set_drain(self.available_now);
+            return Ok(());
+        }
         match self.discovery.notifications() {
             Some(n) => {
                 if recorded.as_deref() != Some("notifications") {
@@ -352,9 +383,10 @@ impl StreamWorker {
                 n.set_no_wait(self.available_now);
             }
             None if recorded.as_deref() != Some("listing") => {
-                // Back from notification mode: queue admissions did not move the cursor, so
-                // the first listing looks every file up.
-                if recorded.as_deref() == Some("notifications")
+                // Back from notification or file-events mode: the cursor is not a listing's
+                // (queue admissions did not move it; file events keep a cache position in
+                // it), so the first listing looks every file up.
+                if recorded.is_some()
                     && let SourceDiscovery::Listing(l) = &self.discovery
                 {
                     l.distrust_cursor();
@@ -530,13 +562,24 @@ impl StreamWorker {
                         self.events.idle();
                     }
                     backlog = false;
-                    // A queue's receive waits by itself (long polling).
+                    // A queue's receive waits by itself (long polling); a file-events stream
+                    // wakes when its location's consumer finishes a round.
                     let pause = if self.discovery.notifications().is_some() {
                         Duration::ZERO
                     } else {
                         self.spec.poll_interval
                     };
-                    if wait(&mut shutdown, pause, &events).await {
+                    let stop = match self.discovery.file_events() {
+                        Some(f) => {
+                            let location = f.location().clone();
+                            tokio::select! {
+                                stop = wait(&mut shutdown, pause, &events) => stop,
+                                _ = location.next_round() => false,
+                            }
+                        }
+                        None => wait(&mut shutdown, pause, &events).await,
+                    };
+                    if stop {
                         return Ok(RunEnd::Stopped);
                     }
                     continue;

@@ -80,6 +80,24 @@ pub async fn streams(State(s): State<AppState>) -> Json<Value> {
     Json(json!({ "streams": list }))
 }
 
+/// `GET /api/v1/locations`: each location's cache, consumer, queue depth and readers.
+pub async fn locations(State(s): State<AppState>) -> Json<Value> {
+    let Some(cfg) = s.hub.config() else {
+        return Json(json!({ "locations": [] }));
+    };
+    let hub = s.hub.clone();
+    let positions = move |spec: &landfall_config::StreamSpec| {
+        match hub.stream(&spec.name).and_then(|e| e.state_store()) {
+            Some(store) => store.cursor().ok().flatten(),
+            None => landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
+                .ok()
+                .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
+        }
+    };
+    let reports = landfall_engine::locations::report(&cfg, &positions, true).await;
+    Json(json!({ "locations": reports }))
+}
+
 pub async fn stream(State(s): State<AppState>, Path(name): Path<String>) -> Response {
     let Some(e) = s.hub.stream(&name) else {
         return not_found(&name);

@@ -45,6 +45,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(api::readyz))
         .route("/metrics", get(api::metrics))
         .route("/api/v1/streams", get(api::streams))
+        .route("/api/v1/locations", get(api::locations))
         .route("/api/v1/streams/{name}", get(api::stream))
         .route("/api/v1/streams/{name}/progress", get(api::progress))
         .route("/api/v1/streams/{name}/files", get(api::files))

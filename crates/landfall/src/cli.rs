@@ -76,6 +76,14 @@ enum Command {
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
     },
+    /// List the storage locations: event cache, consumer, queue depth, and how far behind each
+    /// file-events stream reading them is.
+    Locations {
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
     /// Mark one file skipped (the stream must be stopped): a batch that stopped on it runs
     /// again without it at the next start.
     Skip {
@@ -88,12 +96,17 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Show, create or remove the cloud resources of an S3 notification stream without
-    /// queue_url (queue, SNS topic, bucket notification).
+    /// Show, create or remove the cloud resources of an S3 notification stream (or, with
+    /// --location, a file-events location) without queue_url (queue, SNS topic, bucket
+    /// notification).
     Notifications {
         #[arg(value_enum)]
         action: crate::notify::Action,
-        stream: String,
+        #[arg(required_unless_present = "location", conflicts_with = "location")]
+        stream: Option<String>,
+        /// A `[locations.<name>]` with file_events = true instead of a stream.
+        #[arg(long)]
+        location: Option<String>,
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
     },
@@ -259,10 +272,24 @@ pub fn main() -> ExitCode {
         Command::Notifications {
             action,
             stream,
+            location,
             config,
-        } => match stream_spec(&config, &stream) {
-            Ok(spec) => crate::notify::run(&spec, action),
-            Err(code) => code,
+        } => match (stream, location) {
+            (Some(stream), _) => match stream_spec(&config, &stream) {
+                Ok(spec) => crate::notify::run(&spec, action),
+                Err(code) => code,
+            },
+            (None, Some(location)) => match load(&config) {
+                Ok(cfg) => match cfg.location(&location) {
+                    Some(l) => crate::notify::run_location(l, action),
+                    None => {
+                        eprintln!("error: no [locations.{location}] in {}", config.display());
+                        ExitCode::from(2)
+                    }
+                },
+                Err(code) => code,
+            },
+            (None, None) => ExitCode::from(2),
         },
         Command::Reset { stream, config } => match stream_spec(&config, &stream) {
             Ok(spec) => admin::reset(&spec),
@@ -294,6 +321,10 @@ pub fn main() -> ExitCode {
         }
         Command::Streams { config, format } => match load(&config) {
             Ok(cfg) => report::print_streams(&cfg, format),
+            Err(code) => code,
+        },
+        Command::Locations { config, format } => match load(&config) {
+            Ok(cfg) => report::print_locations(&cfg, format),
             Err(code) => code,
         },
     }

@@ -4,11 +4,15 @@
 //! prefix. What setup created is recorded in the stream's state, so teardown removes exactly
 //! that. `setup` and `teardown` need the stream stopped (they write its state); the daemon also
 //! sets up by itself at the first start in notification mode.
+//!
+//! `--location <name>` does the same for a file-events location: one queue and one bucket
+//! notification for the whole location, recorded in its event cache.
 
 use crate::admin::LOCKED;
 use clap::ValueEnum;
-use landfall_config::{DiscoverySpec, StreamSpec};
-use landfall_engine::notify_setup;
+use landfall_config::{LocationSpec, StreamSpec};
+use landfall_core::StateStore;
+use landfall_engine::notify_setup::{self, Notes, QueueOwner};
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
@@ -21,34 +25,64 @@ pub enum Action {
     Teardown,
 }
 
+/// `landfall notifications <action> <stream>`: the resources of a notification stream.
 pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
-    if spec.discovery == DiscoverySpec::Listing {
+    let Some(owner) = QueueOwner::of_stream(spec) else {
         eprintln!(
-            "error: stream `{}` lists its source (discovery = \"listing\"); it has no notification resources",
+            "error: stream `{}` does not read a queue of its own (discovery is not \"notifications\"); it has no notification resources",
             spec.name
         );
         return ExitCode::from(2);
-    }
-    if action == Action::Setup && notify_setup::setup_request(spec).is_none() {
-        return setup_unowned(spec);
+    };
+    if action == Action::Setup && notify_setup::setup_request(&owner).is_none() {
+        return setup_unowned(&owner);
     }
     let opened = if action == Action::List {
         landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
     } else {
         landfall_state::open_rocks(&spec.name, &spec.state_dir)
     };
-    let ledger = match opened {
-        Ok(l) => l,
-        Err(e) => {
-            let code = if matches!(e, landfall_state::StateError::Locked { .. }) {
-                LOCKED
-            } else {
-                1
-            };
-            eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::from(code);
-        }
+    match opened {
+        Ok(ledger) => run_owner(&owner, &ledger as &dyn StateStore, action),
+        Err(e) => opening_failed(&owner, e),
+    }
+}
+
+/// `landfall notifications <action> --location <name>`: the resources of a file-events
+/// location.
+pub fn run_location(spec: &LocationSpec, action: Action) -> ExitCode {
+    let Some(owner) = QueueOwner::of_location(spec) else {
+        eprintln!(
+            "error: location `{}` has file_events = false; it has no notification resources",
+            spec.name
+        );
+        return ExitCode::from(2);
     };
+    if action == Action::Setup && notify_setup::setup_request(&owner).is_none() {
+        return setup_unowned(&owner);
+    }
+    let opened = if action == Action::List {
+        landfall_state::open_event_cache_read_only(&spec.name, &spec.state_dir)
+    } else {
+        landfall_state::open_event_cache(&spec.name, &spec.state_dir)
+    };
+    match opened {
+        Ok(cache) => run_owner(&owner, &cache, action),
+        Err(e) => opening_failed(&owner, e),
+    }
+}
+
+fn opening_failed(owner: &QueueOwner, e: landfall_state::StateError) -> ExitCode {
+    let code = if matches!(e, landfall_state::StateError::Locked { .. }) {
+        LOCKED
+    } else {
+        1
+    };
+    eprintln!("error: {}: {e}", owner.what);
+    ExitCode::from(code)
+}
+
+fn run_owner<N: Notes + ?Sized>(owner: &QueueOwner, notes: &N, action: Action) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -61,10 +95,10 @@ pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
     };
     let result: Result<Vec<String>, landfall_core::SeamError> = rt.block_on(async {
         match action {
-            Action::List => match notify_setup::status(spec, &ledger).await? {
+            Action::List => match notify_setup::status(owner, notes).await? {
                 None => Ok(vec![format!(
-                    "stream `{}`: no notification resources recorded",
-                    spec.name
+                    "{}: no notification resources recorded",
+                    owner.what
                 )]),
                 Some((r, s)) => {
                     let exists = |b: Option<bool>| match b {
@@ -96,7 +130,7 @@ pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
                 }
             },
             Action::Setup => {
-                let c = notify_setup::setup(spec, &ledger).await?;
+                let c = notify_setup::setup(owner, notes).await?;
                 Ok(c.map(|c| {
                     vec![format!(
                         "set up: queue {}{}, bucket notification {} for s3://{}/{}",
@@ -113,12 +147,9 @@ pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
                 .unwrap_or_default())
             }
             Action::Teardown => {
-                let done = notify_setup::teardown(spec, &ledger).await?;
+                let done = notify_setup::teardown(owner, notes).await?;
                 Ok(if done.is_empty() {
-                    vec![format!(
-                        "stream `{}`: nothing recorded to remove",
-                        spec.name
-                    )]
+                    vec![format!("{}: nothing recorded to remove", owner.what)]
                 } else {
                     done
                 })
@@ -139,9 +170,9 @@ pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
     }
 }
 
-/// `setup` for a stream that does not own its resources: an Azure queue is created if missing;
-/// a given SQS queue_url is left as it is.
-fn setup_unowned(spec: &StreamSpec) -> ExitCode {
+/// `setup` for an owner that does not own its resources: an Azure queue is created if
+/// missing; a given SQS queue_url is left as it is.
+fn setup_unowned(owner: &QueueOwner) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -152,15 +183,15 @@ fn setup_unowned(spec: &StreamSpec) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(notify_setup::create_azure_queue(spec)) {
+    match rt.block_on(notify_setup::create_azure_queue(owner)) {
         Ok(Some(true)) => println!(
-            "stream `{}`: created the Azure Storage Queue; now subscribe it to the storage account's Event Grid events (deploy/azure/event-grid.md)",
-            spec.name
+            "{}: created the Azure Storage Queue; now subscribe it to the storage account's Event Grid events (deploy/azure/event-grid.md)",
+            owner.what
         ),
-        Ok(Some(false)) => println!("stream `{}`: the Azure Storage Queue exists", spec.name),
+        Ok(Some(false)) => println!("{}: the Azure Storage Queue exists", owner.what),
         Ok(None) => println!(
-            "stream `{}` reads a queue it does not own (notifications.queue_url): nothing to set up",
-            spec.name
+            "{} reads a queue it does not own (queue_url): nothing to set up",
+            owner.what
         ),
         Err(e) => {
             eprintln!("error: {}", e.message);

@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use landfall_config::{StreamSpec, ValidatedConfig};
 use landfall_core::{FileRecord, FileState, StateStore};
 use landfall_engine::StreamOutcome;
-use landfall_engine::worker::{REQUESTS_META, STATUS_META, StreamStatus};
+use landfall_engine::worker::{DISCOVERY_NOTE_META, REQUESTS_META, STATUS_META, StreamStatus};
 use std::process::ExitCode;
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
@@ -215,6 +215,75 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `landfall locations`: each location's cache, consumer and readers.
+pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let positions = |s: &landfall_config::StreamSpec| {
+        landfall_state::open_rocks_read_only(&s.name, &s.state_dir)
+            .ok()
+            .and_then(|l| l.cursor().ok().flatten())
+    };
+    let reports = rt.block_on(landfall_engine::locations::report(cfg, &positions, true));
+    if format == OutputFormat::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).expect("reports serialise")
+        );
+        return ExitCode::SUCCESS;
+    }
+    let header = [
+        "location",
+        "url",
+        "file_events",
+        "queue",
+        "queue_depth",
+        "cached_events",
+        "oldest_event",
+        "newest_event",
+        "last_round",
+        "consumer",
+        "streams",
+    ];
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .map(|r| {
+            let cache = r.cache.as_ref();
+            vec![
+                r.name.clone(),
+                r.url.clone(),
+                r.file_events.to_string(),
+                r.queue.clone().unwrap_or_default(),
+                r.queue_depth.map(|d| d.to_string()).unwrap_or_default(),
+                cache.map(|c| c.events.to_string()).unwrap_or_default(),
+                ts(cache.and_then(|c| c.oldest)),
+                ts(cache.and_then(|c| c.newest)),
+                r.last_round.clone().unwrap_or_default(),
+                match (&r.error, &r.consumer_error) {
+                    (Some(e), _) => e.clone(),
+                    (None, Some(c)) => format!("failing since {}: {}", c.at.to_rfc3339(), c.error),
+                    (None, None) => "ok".into(),
+                },
+                r.streams
+                    .iter()
+                    .map(|(name, p)| match (p.position, p.behind) {
+                        (Some(pos), Some(b)) => format!("{name}@{pos} ({b} behind)"),
+                        _ => format!("{name} (no position yet)"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        })
+        .collect();
+    print_rows(&header, &rows, format);
+    ExitCode::SUCCESS
+}
+
 /// The stream's storage and queue requests of all runs, `OP=count` by operation.
 fn requests(ledger: Option<&impl StateStore>) -> String {
     let Some(raw) = ledger.and_then(|l| l.meta(REQUESTS_META).ok().flatten()) else {
@@ -232,8 +301,13 @@ fn requests(ledger: Option<&impl StateStore>) -> String {
 
 /// `ok`, or the last error a run ended with while no batch committed after it.
 fn status(ledger: Option<&impl StateStore>, last_commit: Option<DateTime<Utc>>) -> String {
+    // A file-events stream listing instead of reading its location's cache says so.
+    let ok = match ledger.and_then(|l| l.meta(DISCOVERY_NOTE_META).ok().flatten()) {
+        Some(note) if !note.is_empty() => format!("ok ({note})"),
+        _ => "ok".into(),
+    };
     let Some(raw) = ledger.and_then(|l| l.meta(STATUS_META).ok().flatten()) else {
-        return "ok".into();
+        return ok;
     };
     match serde_json::from_str::<StreamStatus>(&raw) {
         Ok(st) if last_commit.is_none_or(|c| c < st.at) => format!(
@@ -241,7 +315,7 @@ fn status(ledger: Option<&impl StateStore>, last_commit: Option<DateTime<Utc>>) 
             if st.fatal { "stopped" } else { "failing" },
             st.error
         ),
-        _ => "ok".into(),
+        _ => ok,
     }
 }
 

@@ -1,0 +1,399 @@
+//! Managed file events in this process: one event-cache handle and one consumer per
+//! `[locations.<name>]`, shared by every stream reading the location.
+//!
+//! The cache is opened once per process ([`open`]) and kept for the process's life; the
+//! consumer starts with the first stream that reads the location ([`ensure_consumer`]) and
+//! runs until shutdown. A failing consumer is retried with backoff (1 s doubling to 60 s); it
+//! never stops a stream: streams read what the cache has and list their own prefix once the
+//! consumer has not finished a round for `fallback_after`. The consumer's error is kept in
+//! the cache for `landfall locations`.
+//!
+//! Each consumer round is reported by [`round`], which logs and counts together.
+
+use crate::metrics::{LocationLabel, Metrics};
+use crate::notify_setup::QueueOwner;
+use landfall_config::{LocationSpec, StreamSpec, ValidatedConfig};
+use landfall_core::SeamError;
+use landfall_core::seams::SeamResult;
+use landfall_discovery::{
+    CONSUMER_ERROR_META, ConsumerError, CountRequests, EventLocation, LocationConsumer,
+    LocationRound, QueueReader,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+static OPEN: LazyLock<Mutex<HashMap<String, Arc<EventLocation>>>> =
+    LazyLock::new(Default::default);
+static CONSUMING: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
+
+/// The process's handle on a location's cache, opened on first use.
+pub fn open(spec: &LocationSpec) -> SeamResult<Arc<EventLocation>> {
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(l) = open.get(&spec.name) {
+        return Ok(l.clone());
+    }
+    let cache = landfall_state::open_event_cache(&spec.name, &spec.state_dir)?;
+    let prefix = object_store::path::Path::from(spec.prefix());
+    let l = Arc::new(EventLocation::new(
+        &spec.name,
+        cache,
+        prefix,
+        spec.retention,
+        spec.fallback_after,
+    ));
+    open.insert(spec.name.clone(), l.clone());
+    Ok(l)
+}
+
+/// Start the location's consumer unless it runs in this process already. `drain`: runs that
+/// stop once drained receive with a short wait.
+pub fn ensure_consumer(
+    spec: &LocationSpec,
+    shutdown: watch::Receiver<bool>,
+    drain: bool,
+    metrics: Arc<Metrics>,
+) {
+    if !CONSUMING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(spec.name.clone())
+    {
+        return;
+    }
+    tokio::spawn(supervise(spec.clone(), shutdown, drain, metrics));
+}
+
+/// The file-events location a stream reads, if any.
+pub fn of_stream(spec: &StreamSpec) -> Option<&LocationSpec> {
+    match &spec.discovery {
+        landfall_config::DiscoverySpec::FileEvents(f) => Some(&f.location),
+        _ => None,
+    }
+}
+
+fn label(location: &str, kind: &str) -> LocationLabel {
+    LocationLabel {
+        location: location.to_string(),
+        kind: kind.to_string(),
+    }
+}
+
+async fn supervise(
+    spec: LocationSpec,
+    mut shutdown: watch::Receiver<bool>,
+    drain: bool,
+    metrics: Arc<Metrics>,
+) {
+    let mut backoff = BACKOFF_START;
+    let up = metrics
+        .location_consumer_up
+        .get_or_create(&label(&spec.name, ""))
+        .clone();
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let (consumer, err) = match build(&spec, drain, &metrics).await {
+            Ok(c) => {
+                let e = run(&spec, &c, &mut shutdown, &metrics, &mut backoff).await;
+                (Some(c), e)
+            }
+            Err(e) => (None, Some(e)),
+        };
+        up.set(0);
+        let Some(e) = err else { break };
+        failed(&spec.name, &e, backoff, &metrics);
+        match &consumer {
+            Some(c) => c.record_error(&e),
+            None => record_error(&spec, &e),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+    CONSUMING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&spec.name);
+}
+
+/// Rounds until shutdown (`None`) or an error.
+async fn run(
+    spec: &LocationSpec,
+    c: &LocationConsumer,
+    shutdown: &mut watch::Receiver<bool>,
+    metrics: &Metrics,
+    backoff: &mut Duration,
+) -> Option<SeamError> {
+    let up = metrics
+        .location_consumer_up
+        .get_or_create(&label(&spec.name, ""))
+        .clone();
+    loop {
+        if *shutdown.borrow() {
+            return None;
+        }
+        // A receive may long-poll; dropping it loses nothing (messages are deleted only
+        // after their events are cached).
+        let r = tokio::select! {
+            r = c.round() => r,
+            _ = shutdown.changed() => return None,
+        };
+        match r {
+            Ok(r) => {
+                up.set(1);
+                *backoff = BACKOFF_START;
+                round(&spec.name, &r, metrics);
+                if let Ok(s) = open(spec).and_then(|l| Ok(l.cache.stats()?)) {
+                    metrics
+                        .location_cache_events
+                        .get_or_create(&label(&spec.name, ""))
+                        .set(s.events as i64);
+                }
+            }
+            Err(e) => return Some(e),
+        }
+    }
+}
+
+/// The consumer of a location: its cache, its queue (set up first when landfall owns it),
+/// and a plain listing of the whole location.
+async fn build(spec: &LocationSpec, drain: bool, metrics: &Metrics) -> SeamResult<LocationConsumer> {
+    let location = open(spec)?;
+    let owner = QueueOwner::of_location(spec).ok_or_else(|| {
+        SeamError::fatal(format!(
+            "location `{}` has no queue (file_events = false)",
+            spec.name
+        ))
+    })?;
+    let count: CountRequests = {
+        let (family, name) = (metrics.location_requests.clone(), spec.name.clone());
+        Arc::new(move |op, n| {
+            family.get_or_create(&label(&name, op)).inc_by(n);
+        })
+    };
+    let (queue, source) =
+        crate::wiring::open_queue(&owner, &location.cache, count.clone()).await?;
+    let n = owner.queue;
+    let reader = QueueReader::new(
+        format!("location `{}`", spec.name),
+        queue,
+        n.receivers,
+        n.visibility_timeout,
+        n.wait_time,
+    );
+    reader.set_no_wait(drain);
+    let listing = crate::wiring::open_listing(
+        &format!("location `{}`", spec.name),
+        &spec.url.url,
+        &spec.options,
+        None,
+        count,
+    )?;
+    Ok(LocationConsumer::new(
+        location,
+        reader,
+        source,
+        listing,
+        spec.listing_interval,
+    ))
+}
+
+fn record_error(spec: &LocationSpec, e: &SeamError) {
+    let json = serde_json::to_string(&ConsumerError {
+        error: e.message.clone(),
+        at: chrono::Utc::now(),
+    })
+    .expect("error serialises");
+    if let Ok(l) = open(spec) {
+        let _ = l.cache.set_meta(CONSUMER_ERROR_META, &json);
+    }
+}
+
+/// A consumer round: logged and counted together.
+pub fn round(location: &str, r: &LocationRound, metrics: &Metrics) {
+    let ev = |kind: &str, n: u64| {
+        if n > 0 {
+            metrics
+                .location_events
+                .get_or_create(&label(location, kind))
+                .inc_by(n);
+        }
+    };
+    ev("cached", r.cached);
+    ev("dropped", r.dropped);
+    ev("passed_over", r.passed_over);
+    ev("listed", r.listed.unwrap_or(0));
+    ev("expired", r.expired);
+    let q = &r.queue;
+    let msg = |kind: &str, n: u64| {
+        if n > 0 {
+            metrics
+                .location_messages
+                .get_or_create(&label(location, kind))
+                .inc_by(n);
+        }
+    };
+    msg("received", q.received);
+    msg("ignored", q.ignored_messages);
+    msg("malformed", q.malformed.len() as u64);
+    msg("kept", q.extension_failures);
+    for m in &q.malformed {
+        tracing::warn!(location, message = %m.id, receive_count = m.receive_count, error = %m.error, "a queue message is not a storage event; it stays in the queue for its redrive policy");
+    }
+    if r.cached > 0 || r.dropped > 0 || r.listed.is_some() || r.expired > 0 {
+        tracing::info!(
+            location,
+            received = q.received,
+            cached = r.cached,
+            dropped = r.dropped,
+            passed_over = r.passed_over,
+            listed = r.listed,
+            expired = r.expired,
+            "location round"
+        );
+    } else {
+        tracing::debug!(location, received = q.received, "location round");
+    }
+}
+
+/// A consumer failure: logged and counted together.
+fn failed(location: &str, e: &SeamError, retry_in: Duration, metrics: &Metrics) {
+    metrics
+        .location_events
+        .get_or_create(&label(location, "consumer_failures"))
+        .inc();
+    tracing::error!(location, error = %e.message, retry_in_s = retry_in.as_secs(), "the location's consumer failed; streams keep reading the cache and list their prefixes after fallback_after");
+}
+
+/// What `landfall locations` and `GET /api/v1/locations` show of one location.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LocationReport {
+    pub name: String,
+    pub url: String,
+    pub file_events: bool,
+    pub queue: Option<String>,
+    pub queue_depth: Option<u64>,
+    pub cache: Option<landfall_state::CacheStats>,
+    pub last_round: Option<String>,
+    pub consumer_error: Option<ConsumerError>,
+    /// Streams reading the location: their position and how many events they are behind.
+    pub streams: BTreeMap<String, StreamPosition>,
+    /// Why the cache could not be read, if it could not.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamPosition {
+    pub position: Option<u64>,
+    pub behind: Option<u64>,
+}
+
+/// Report every location of `cfg`. The cache is read through this process's handle when it
+/// has one (a running daemon), else opened read-only; `positions` gives a stream's discovery
+/// cursor. `depth`: also ask each queue how many messages wait.
+pub async fn report(
+    cfg: &ValidatedConfig,
+    positions: &(dyn Fn(&StreamSpec) -> Option<String> + Sync),
+    depth: bool,
+) -> Vec<LocationReport> {
+    let mut out = Vec::new();
+    for l in &cfg.locations {
+        let owner = QueueOwner::of_location(l);
+        let mut r = LocationReport {
+            name: l.name.clone(),
+            url: l.url.url.to_string(),
+            file_events: l.queue.is_some(),
+            queue: None,
+            queue_depth: None,
+            cache: None,
+            last_round: None,
+            consumer_error: None,
+            streams: BTreeMap::new(),
+            error: None,
+        };
+        let live = OPEN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&l.name)
+            .cloned();
+        let read = |cache: &landfall_state::EventCache<landfall_state::RocksKv>| -> Result<_, landfall_state::StateError> {
+            Ok((
+                cache.stats()?,
+                cache.meta(landfall_discovery::LAST_ROUND_META)?,
+                cache.meta(CONSUMER_ERROR_META)?,
+                cache.meta(crate::notify_setup::RESOURCES_META)?,
+            ))
+        };
+        let got = match &live {
+            Some(h) => read(&h.cache),
+            None => landfall_state::open_event_cache_read_only(&l.name, &l.state_dir)
+                .and_then(|c| read(&c)),
+        };
+        match got {
+            Ok((stats, last, err, resources)) => {
+                for s in cfg.streams.iter().filter(|s| {
+                    of_stream(s).is_some_and(|sl| sl.name == l.name)
+                }) {
+                    let position = landfall_discovery::parse_position(positions(s).as_deref());
+                    r.streams.insert(
+                        s.name.clone(),
+                        StreamPosition {
+                            position,
+                            behind: position.map(|p| stats.last_seq.saturating_sub(p)),
+                        },
+                    );
+                }
+                r.cache = Some(stats);
+                r.last_round = last.filter(|t| !t.is_empty());
+                r.consumer_error = err.and_then(|j| serde_json::from_str(&j).ok());
+                r.queue = resources
+                    .and_then(|j| serde_json::from_str::<landfall_discovery::CreatedResources>(&j).ok())
+                    .and_then(|c| c.queue_url);
+            }
+            Err(e) => r.error = Some(e.to_string()),
+        }
+        if let Some(o) = &owner {
+            match &o.queue.queue {
+                landfall_config::QueueSpec::Sqs { url: Some(u), .. } => r.queue = Some(u.clone()),
+                landfall_config::QueueSpec::AzureQueue { name } => r.queue = Some(name.clone()),
+                _ => {}
+            }
+            if depth && r.queue.is_some() {
+                r.queue_depth = queue_depth(o, r.queue.as_deref()).await;
+            }
+        }
+        out.push(r);
+    }
+    out
+}
+
+/// The approximate number of messages waiting in the owner's queue (best effort).
+async fn queue_depth(o: &QueueOwner<'_>, queue: Option<&str>) -> Option<u64> {
+    let none: CountRequests = Arc::new(|_, _| {});
+    let q: Arc<dyn landfall_discovery::MessageQueue> = match &o.queue.queue {
+        landfall_config::QueueSpec::Sqs { .. } => {
+            let aws = crate::notify_setup::aws_settings(o);
+            Arc::new(landfall_discovery::SqsQueue::new(
+                &aws.sdk_config().await,
+                queue?,
+                none,
+            ))
+        }
+        landfall_config::QueueSpec::AzureQueue { name } => Arc::new(
+            landfall_discovery::AzureQueue::new(crate::notify_setup::azure_settings(o, name).ok()?, none),
+        ),
+    };
+    tokio::time::timeout(Duration::from_secs(10), q.approximate_depth())
+        .await
+        .ok()?
+        .ok()
+        .flatten()
+}
