@@ -7,6 +7,7 @@ Used by crates/landfall/tests/notifications.rs. Every command prints one JSON ob
   aws.py ENDPOINT mkbucket BUCKET                           create a bucket
   aws.py ENDPOINT mksqs QUEUE                               create an SQS queue (not landfall's)
   aws.py ENDPOINT put BUCKET KEY FILE                       upload FILE's bytes
+  aws.py ENDPOINT putmany BUCKET SPEC_FILE                  upload each [key, text] of a JSON list
   aws.py ENDPOINT multipart BUCKET KEY FILE                 upload in a 2-part multipart upload
   aws.py ENDPOINT unwire BUCKET                             remove the bucket's notifications
   aws.py ENDPOINT send QUEUE_URL BODY_FILE                  send one message
@@ -58,6 +59,11 @@ def main(argv):
         bucket, key, path = args
         r = s3.put_object(Bucket=bucket, Key=key, Body=open(path, "rb").read())
         print(json.dumps({"etag": r["ETag"]}))
+    elif cmd == "putmany":
+        bucket, path = args
+        for key, body in json.load(open(path)):
+            s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+        print("{}")
     elif cmd == "multipart":
         bucket, key, path = args
         data = open(path, "rb").read()

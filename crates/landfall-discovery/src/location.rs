@@ -59,6 +59,9 @@ pub struct EventLocation {
     /// empty (catching up waits for such a round).
     rounds: watch::Sender<(u64, bool)>,
     last_round: Mutex<Option<DateTime<Utc>>>,
+    /// When this process opened the location: a consumer is not stale before it had
+    /// `fallback_after` to finish a first round.
+    opened: DateTime<Utc>,
 }
 
 impl EventLocation {
@@ -83,6 +86,7 @@ impl EventLocation {
             fallback_after,
             rounds: watch::channel((0, false)).0,
             last_round: Mutex::new(last_round),
+            opened: Utc::now(),
         }
     }
 
@@ -93,8 +97,10 @@ impl EventLocation {
 
     /// Whether the consumer has not finished a round for `fallback_after`: readers then list.
     pub fn stale(&self, now: DateTime<Utc>) -> bool {
-        self.last_round()
-            .is_none_or(|t| (now - t).to_std().unwrap_or(Duration::ZERO) >= self.fallback_after)
+        let since = self
+            .last_round()
+            .map_or(self.opened, |t| t.max(self.opened));
+        (now - since).to_std().unwrap_or(Duration::ZERO) >= self.fallback_after
     }
 
     fn round_done(&self, empty: bool, now: DateTime<Utc>) {
@@ -380,9 +386,7 @@ impl LocationConsumer {
         let found = landfall_core::Discovery::discover_new(&self.listing, None, &move |files| {
             Ok(files
                 .iter()
-                .map(|f| {
-                    f.modified >= cutoff && !loc.cache.contains(&to_event(f)).unwrap_or(false)
-                })
+                .map(|f| f.modified >= cutoff && !loc.cache.contains(&to_event(f)).unwrap_or(false))
                 .collect())
         })
         .await?;

@@ -50,7 +50,12 @@ fn fixture(retention: Duration) -> Fixture {
             Duration::ZERO,
         ),
         StoreRef::S3 { bucket: "b".into() },
-        ListingDiscovery::new("raw", store.clone(), Path::from("landing"), Filters::default()),
+        ListingDiscovery::new(
+            "raw",
+            store.clone(),
+            Path::from("landing"),
+            Filters::default(),
+        ),
         None,
     );
     Fixture {

@@ -27,8 +27,7 @@ use tokio::sync::watch;
 const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
-static OPEN: LazyLock<Mutex<HashMap<String, Arc<EventLocation>>>> =
-    LazyLock::new(Default::default);
+static OPEN: LazyLock<Mutex<HashMap<String, Arc<EventLocation>>>> = LazyLock::new(Default::default);
 static CONSUMING: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
 
 /// The process's handle on a location's cache, opened on first use.
@@ -165,7 +164,11 @@ async fn run(
 
 /// The consumer of a location: its cache, its queue (set up first when landfall owns it),
 /// and a plain listing of the whole location.
-async fn build(spec: &LocationSpec, drain: bool, metrics: &Metrics) -> SeamResult<LocationConsumer> {
+async fn build(
+    spec: &LocationSpec,
+    drain: bool,
+    metrics: &Metrics,
+) -> SeamResult<LocationConsumer> {
     let location = open(spec)?;
     let owner = QueueOwner::of_location(spec).ok_or_else(|| {
         SeamError::fatal(format!(
@@ -179,8 +182,7 @@ async fn build(spec: &LocationSpec, drain: bool, metrics: &Metrics) -> SeamResul
             family.get_or_create(&label(&name, op)).inc_by(n);
         })
     };
-    let (queue, source) =
-        crate::wiring::open_queue(&owner, &location.cache, count.clone()).await?;
+    let (queue, source) = crate::wiring::open_queue(&owner, &location.cache, count.clone()).await?;
     let n = owner.queue;
     let reader = QueueReader::new(
         format!("location `{}`", spec.name),
@@ -339,9 +341,11 @@ pub async fn report(
         };
         match got {
             Ok((stats, last, err, resources)) => {
-                for s in cfg.streams.iter().filter(|s| {
-                    of_stream(s).is_some_and(|sl| sl.name == l.name)
-                }) {
+                for s in cfg
+                    .streams
+                    .iter()
+                    .filter(|s| of_stream(s).is_some_and(|sl| sl.name == l.name))
+                {
                     let position = landfall_discovery::parse_position(positions(s).as_deref());
                     r.streams.insert(
                         s.name.clone(),
@@ -355,7 +359,9 @@ pub async fn report(
                 r.last_round = last.filter(|t| !t.is_empty());
                 r.consumer_error = err.and_then(|j| serde_json::from_str(&j).ok());
                 r.queue = resources
-                    .and_then(|j| serde_json::from_str::<landfall_discovery::CreatedResources>(&j).ok())
+                    .and_then(|j| {
+                        serde_json::from_str::<landfall_discovery::CreatedResources>(&j).ok()
+                    })
                     .and_then(|c| c.queue_url);
             }
             Err(e) => r.error = Some(e.to_string()),
@@ -387,9 +393,12 @@ async fn queue_depth(o: &QueueOwner<'_>, queue: Option<&str>) -> Option<u64> {
                 none,
             ))
         }
-        landfall_config::QueueSpec::AzureQueue { name } => Arc::new(
-            landfall_discovery::AzureQueue::new(crate::notify_setup::azure_settings(o, name).ok()?, none),
-        ),
+        landfall_config::QueueSpec::AzureQueue { name } => {
+            Arc::new(landfall_discovery::AzureQueue::new(
+                crate::notify_setup::azure_settings(o, name).ok()?,
+                none,
+            ))
+        }
     };
     tokio::time::timeout(Duration::from_secs(10), q.approximate_depth())
         .await

@@ -97,7 +97,10 @@ pub fn created_queue_url<N: Notes + ?Sized>(state: &N) -> SeamResult<Option<Stri
 }
 
 /// Record (or, with `None`, forget) what setup created.
-pub fn record<N: Notes + ?Sized>(state: &N, resources: Option<&CreatedResources>) -> SeamResult<()> {
+pub fn record<N: Notes + ?Sized>(
+    state: &N,
+    resources: Option<&CreatedResources>,
+) -> SeamResult<()> {
     let json = match resources {
         Some(r) => serde_json::to_string(r).expect("resources serialise"),
         None => String::new(),
@@ -153,7 +156,10 @@ fn failed(o: &QueueOwner, e: SetupError) -> SeamError {
 
 /// Create the owner's resources (idempotent) and record them. `None`: it does not own
 /// resources (see [`setup_request`]).
-pub async fn setup<N: Notes + ?Sized>(o: &QueueOwner<'_>, state: &N) -> SeamResult<Option<CreatedResources>> {
+pub async fn setup<N: Notes + ?Sized>(
+    o: &QueueOwner<'_>,
+    state: &N,
+) -> SeamResult<Option<CreatedResources>> {
     let Some((req, aws)) = setup_request(o) else {
         return Ok(None);
     };
@@ -181,9 +187,7 @@ pub async fn ensure_queue<N: Notes + ?Sized>(o: &QueueOwner<'_>, state: &N) -> S
     setup(o, state)
         .await?
         .and_then(|c| c.queue_url)
-        .ok_or_else(|| {
-            SeamError::fatal(format!("{}: no queue to read: give queue_url", o.what))
-        })
+        .ok_or_else(|| SeamError::fatal(format!("{}: no queue to read: give queue_url", o.what)))
 }
 
 /// Remove what setup created for the owner and forget it. Returns what was done.

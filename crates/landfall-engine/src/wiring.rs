@@ -133,7 +133,9 @@ pub(crate) fn open_listing(
         .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?
         .map(|l| l.with_counter(count));
     let Some(spec) = spec else {
-        return Ok(ListingDiscovery::new(name, store, prefix, Filters::default()).with_s3_lister(s3));
+        return Ok(
+            ListingDiscovery::new(name, store, prefix, Filters::default()).with_s3_lister(s3),
+        );
     };
     let filters = Filters {
         glob: spec.glob.as_ref().map(|(_, m)| m.clone()),

@@ -86,13 +86,14 @@ pub async fn locations(State(s): State<AppState>) -> Json<Value> {
         return Json(json!({ "locations": [] }));
     };
     let hub = s.hub.clone();
-    let positions = move |spec: &landfall_config::StreamSpec| {
-        match hub.stream(&spec.name).and_then(|e| e.state_store()) {
-            Some(store) => store.cursor().ok().flatten(),
-            None => landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
-                .ok()
-                .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
-        }
+    let positions = move |spec: &landfall_config::StreamSpec| match hub
+        .stream(&spec.name)
+        .and_then(|e| e.state_store())
+    {
+        Some(store) => store.cursor().ok().flatten(),
+        None => landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
+            .ok()
+            .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
     };
     let reports = landfall_engine::locations::report(&cfg, &positions, true).await;
     Json(json!({ "locations": reports }))

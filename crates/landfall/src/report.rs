@@ -217,7 +217,10 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
 
 /// `landfall locations`: each location's cache, consumer and readers.
 pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");

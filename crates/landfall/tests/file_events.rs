@@ -1,0 +1,391 @@
+//! Managed file events against moto server's real S3 -> SQS delivery: one queue and one event
+//! cache for a location, many streams reading it, each file landing exactly once in exactly
+//! the streams whose prefix and glob match it, checked by the independent reader.
+//!
+//! Each test uses its own bucket and queue. `wait_time = "1s"` keeps available-now runs short.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn unique(tag: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("lf-{tag}-{}-{}", std::process::id(), n % 1_000_000_000)
+}
+
+fn aws(args: &[&str]) -> Value {
+    let script = repo_root().join("tests/notify/aws.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .arg(moto_endpoint())
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "aws.py {args:?} failed:\n{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("aws.py prints JSON")
+}
+
+/// Upload files at once: `(key, first id)`, each with 3 rows.
+fn put_files(root: &Path, bucket: &str, files: &[(String, u64)]) {
+    let spec: Vec<(String, String)> = files
+        .iter()
+        .map(|(k, first)| (k.clone(), (*first..first + 3).map(row).collect()))
+        .collect();
+    let f = root.join("putmany.json");
+    std::fs::write(&f, serde_json::to_string(&spec).unwrap()).unwrap();
+    aws(&["putmany", bucket, f.to_str().unwrap()]);
+}
+
+/// A stream reading location `raw`: source `s3://bucket/<prefix>`, optional glob.
+struct S {
+    name: &'static str,
+    prefix: &'static str,
+    glob: Option<&'static str>,
+}
+
+impl S {
+    /// Whether the stream takes `key`: under its prefix at a `/`, through its glob (on the
+    /// path below the prefix).
+    fn takes(&self, key: &str) -> bool {
+        let Some(rel) = key
+            .strip_prefix(self.prefix)
+            .and_then(|r| r.strip_prefix('/'))
+        else {
+            return false;
+        };
+        // The globs used here (`*.json`, `**/*.json`) both match any path ending in
+        // `.json`: `*` crosses `/` in path_glob_filter, as in Spark.
+        match self.glob {
+            None => true,
+            Some(g) => {
+                assert!(g.ends_with("*.json"));
+                rel.ends_with(".json")
+            }
+        }
+    }
+}
+
+fn config(root: &Path, bucket: &str, location: &str, streams: &[S], extra: &str) -> PathBuf {
+    let mut body = format!(
+        r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.moto]
+{store}
+
+[locations.raw]
+url = "s3://{bucket}/raw"
+store = "moto"
+file_events = true
+wait_time = "1s"
+visibility_timeout = "10s"
+{location}
+"#,
+        root = root.display(),
+        store = moto_store_toml(&moto_endpoint()),
+    );
+    for s in streams {
+        body += &format!(
+            r#"
+[streams.{name}]
+source = "s3://{bucket}/{prefix}"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "file_events"
+{glob}
+{extra}
+[streams.{name}.sink]
+path = "{root}/tables/{name}"
+"#,
+            name = s.name,
+            prefix = s.prefix,
+            glob = s
+                .glob
+                .map(|g| format!("path_glob_filter = \"{g}\""))
+                .unwrap_or_default(),
+            root = root.display(),
+        );
+    }
+    write_config(root, &body)
+}
+
+fn run(cfg: &Path, only: &[&str]) -> std::process::Output {
+    let mut args = vec!["run", "--config", cfg.to_str().unwrap(), "--available-now"];
+    for s in only {
+        args.extend(["--stream", s]);
+    }
+    let o = landfall(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    o
+}
+
+fn table_ids(root: &Path, stream: &str) -> Vec<u64> {
+    let table = root.join("tables").join(stream);
+    if !table.join("_delta_log").exists() {
+        return Vec::new();
+    }
+    ids(&verify("delta", &table, Some(stream)), "id")
+}
+
+fn expected(s: &S, files: &[(String, u64)]) -> Vec<u64> {
+    files
+        .iter()
+        .filter(|(k, _)| s.takes(k))
+        .flat_map(|(_, first)| *first..first + 3)
+        .collect()
+}
+
+fn locations(cfg: &Path) -> Value {
+    let o = landfall(&[
+        "locations",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// LIST requests of all streams, all runs (`landfall streams`).
+fn list_requests(cfg: &Path) -> u64 {
+    let o = landfall(&[
+        "streams",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["requests"].as_str())
+        .flat_map(|r| r.split(' '))
+        .filter_map(|kv| kv.strip_prefix("LIST="))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+fn streams_on_raw() -> Vec<S> {
+    vec![
+        S {
+            name: "all",
+            prefix: "raw",
+            glob: None,
+        },
+        S {
+            name: "a",
+            prefix: "raw/a",
+            glob: None,
+        },
+        S {
+            name: "ab",
+            prefix: "raw/a/b",
+            glob: None,
+        },
+        S {
+            name: "b",
+            prefix: "raw/b",
+            glob: Some("*.json"),
+        },
+        S {
+            name: "a2",
+            prefix: "raw/a2",
+            glob: Some("**/*.json"),
+        },
+    ]
+}
+
+/// Five streams on sibling and nested prefixes of one bucket share one queue: files written
+/// before the first start are found by each stream's first listing, files written after by
+/// the location's events; every file lands in exactly the streams whose prefix and glob match
+/// it, once each. `landfall locations` shows the cache and each stream's position.
+#[test]
+fn five_streams_on_one_location_each_get_exactly_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("fev");
+    let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let streams = streams_on_raw();
+    let cfg = config(root, &bucket, &format!("queue_url = \"{q}\""), &streams, "");
+    let mut files: Vec<(String, u64)> = Vec::new();
+    let mut next = 0u64;
+    let mut batch = |keys: &[&str], files: &mut Vec<(String, u64)>| {
+        let new: Vec<(String, u64)> = keys
+            .iter()
+            .map(|k| {
+                next += 3;
+                (k.to_string(), next - 3)
+            })
+            .collect();
+        put_files(root, &bucket, &new);
+        files.extend(new);
+    };
+    let keys = [
+        "raw/top.json",
+        "raw/a/1.json",
+        "raw/a/b/2.json",
+        "raw/a2/3.json",
+        "raw/b/4.json",
+        "raw/b/5.txt",
+        "raw/b/deep/6.json",
+        "raw/c/7.json",
+    ];
+    batch(&keys, &mut files);
+    run(&cfg, &[]);
+    for s in &streams {
+        assert_exactly(&table_ids(root, s.name), &expected(s, &files));
+    }
+    // Now through the events.
+    let keys2: Vec<String> = keys.iter().map(|k| k.replace('.', "-2.")).collect();
+    let keys2: Vec<&str> = keys2.iter().map(|s| s.as_str()).collect();
+    batch(&keys2, &mut files);
+    batch(
+        &["raw/a/b/c/8.json", "raw/a2/x/9.json", "raw/ab/10.json"],
+        &mut files,
+    );
+    let lists_before = list_requests(&cfg);
+    run(&cfg, &[]);
+    for s in &streams {
+        assert_exactly(&table_ids(root, s.name), &expected(s, &files));
+    }
+    // Files arrive through the cache, not by listing: the second run lists nothing.
+    assert_eq!(list_requests(&cfg), lists_before);
+    // A third run changes nothing.
+    run(&cfg, &[]);
+    for s in &streams {
+        assert_exactly(&table_ids(root, s.name), &expected(s, &files));
+    }
+    let v = locations(&cfg);
+    let raw = &v[0];
+    assert_eq!(raw["name"], "raw");
+    let cached = raw["cache"]["events"].as_u64().unwrap();
+    // Every upload's event (the bucket sent events before the first start too), `.txt`
+    // included: the cache holds the location's files, streams filter.
+    assert_eq!(cached, 19, "{raw}");
+    let positions: BTreeMap<String, Value> =
+        serde_json::from_value(raw["streams"].clone()).unwrap();
+    assert_eq!(positions.len(), 5, "{raw}");
+    for (name, p) in &positions {
+        assert_eq!(p["behind"], 0, "{name}: {raw}");
+    }
+    assert!(raw["consumer_error"].is_null(), "{raw}");
+    assert_eq!(raw["queue_depth"], 0, "{raw}");
+}
+
+/// A stream stopped longer than the retention: the events it never read expire, its position
+/// falls below the cache's horizon, and its next start lists its prefix once. Nothing is
+/// missed, nothing doubled.
+#[test]
+fn a_stream_stopped_longer_than_the_retention_lists_and_misses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("ret");
+    let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let streams = vec![
+        S {
+            name: "busy",
+            prefix: "raw",
+            glob: None,
+        },
+        S {
+            name: "idle",
+            prefix: "raw",
+            glob: None,
+        },
+    ];
+    let cfg = config(
+        root,
+        &bucket,
+        &format!("queue_url = \"{q}\"\nretention = \"3s\"\nlisting_interval = \"off\""),
+        &streams,
+        "",
+    );
+    let mut files = vec![("raw/0.json".to_string(), 0u64)];
+    put_files(root, &bucket, &files);
+    run(&cfg, &[]);
+    // Only `busy` runs while files arrive; their events reach the cache and expire.
+    let more: Vec<(String, u64)> = (1..4).map(|i| (format!("raw/{i}.json"), i * 3)).collect();
+    put_files(root, &bucket, &more);
+    files.extend(more);
+    run(&cfg, &["busy"]);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    // A later run of `busy` expires them (expiry runs at a consumer's first round).
+    run(&cfg, &["busy"]);
+    let v = locations(&cfg);
+    let raw = &v[0];
+    let horizon = raw["cache"]["expired_through"].as_u64().unwrap();
+    let idle = raw["streams"]["idle"]["position"].as_u64().unwrap();
+    assert!(idle < horizon, "idle at {idle}, horizon {horizon}: {raw}");
+    let o = run(&cfg, &["idle"]);
+    assert!(
+        text(&o).contains("older than the retention"),
+        "{}",
+        text(&o)
+    );
+    let all: Vec<u64> = (0..12).collect();
+    assert_exactly(&table_ids(root, "idle"), &all);
+    assert_exactly(&table_ids(root, "busy"), &all);
+}
+
+/// Objects written while the bucket sends no events (lost events) are cached by the
+/// location's periodic listing and reach every stream whose prefix holds them.
+#[test]
+fn lost_events_are_found_by_the_periodic_location_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("lost");
+    let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let streams = vec![
+        S {
+            name: "a",
+            prefix: "raw/a",
+            glob: None,
+        },
+        S {
+            name: "b",
+            prefix: "raw/b",
+            glob: None,
+        },
+    ];
+    let cfg = |interval: &str| {
+        config(
+            root,
+            &bucket,
+            &format!("queue_url = \"{q}\"\nlisting_interval = \"{interval}\""),
+            &streams,
+            "",
+        )
+    };
+    run(&cfg("1h"), &[]);
+    aws(&["unwire", &bucket]);
+    let lost = vec![
+        ("raw/a/lost.json".to_string(), 0u64),
+        ("raw/b/lost.json".into(), 3),
+    ];
+    put_files(root, &bucket, &lost);
+    aws(&["wire", &bucket, &bucket, "raw/"]);
+    let seen = vec![("raw/a/seen.json".to_string(), 6u64)];
+    put_files(root, &bucket, &seen);
+    // Without a location listing due, only the event's file arrives.
+    run(&cfg("1h"), &[]);
+    assert_exactly(&table_ids(root, "a"), &[6, 7, 8]);
+    assert!(table_ids(root, "b").is_empty());
+    // With one due (the last listing is over 2 s old), the lost files are cached and read.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    run(&cfg("2s"), &[]);
+    assert_exactly(&table_ids(root, "a"), &[0, 1, 2, 6, 7, 8]);
+    assert_exactly(&table_ids(root, "b"), &[3, 4, 5]);
+}
