@@ -130,7 +130,7 @@ pub enum DiscoverySpec {
     Listing,
     Notifications(NotificationsSpec),
     /// Managed file events: the cache of this location.
-    FileEvents(FileEventsSpec),
+    FileEvents(Box<FileEventsSpec>),
 }
 
 /// A stream reading a location's event cache.

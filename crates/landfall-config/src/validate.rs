@@ -473,10 +473,10 @@ fn validate_stream(
             ) {
                 Ok(DiscoverySpec::Listing) => match (s.discovery, events_location(locations, src)) {
                     (DiscoveryMode::FileEvents | DiscoveryMode::Auto, Some(l)) => {
-                        Some(DiscoverySpec::FileEvents(crate::FileEventsSpec {
+                        Some(DiscoverySpec::FileEvents(Box::new(crate::FileEventsSpec {
                             location: l.clone(),
                             list_on_start: s.list_on_start,
-                        }))
+                        })))
                     }
                     (DiscoveryMode::FileEvents, None) => {
                         let with: Vec<String> = locations

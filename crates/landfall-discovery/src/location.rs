@@ -59,6 +59,13 @@ pub struct EventLocation {
     /// empty (catching up waits for such a round).
     rounds: watch::Sender<(u64, bool)>,
     last_round: Mutex<Option<DateTime<Utc>>>,
+    /// Draining runs: the consumer receives only while a stream waits for it to catch up, so
+    /// no receive is in flight when the run ends (a long poll cut off by the process's exit
+    /// may still take messages, hiding them for the visibility timeout).
+    demand: tokio::sync::Notify,
+    /// Draining: rounds the consumer must have finished before it may idle (the largest a
+    /// stream waiting in `caught_up` needs).
+    needed: std::sync::atomic::AtomicU64,
     /// When this process opened the location: a consumer is not stale before it had
     /// `fallback_after` to finish a first round.
     opened: DateTime<Utc>,
@@ -86,6 +93,8 @@ impl EventLocation {
             fallback_after,
             rounds: watch::channel((0, false)).0,
             last_round: Mutex::new(last_round),
+            demand: tokio::sync::Notify::new(),
+            needed: std::sync::atomic::AtomicU64::new(0),
             opened: Utc::now(),
         }
     }
@@ -116,6 +125,9 @@ impl EventLocation {
     pub async fn caught_up(&self, limit: Duration) -> bool {
         let mut rx = self.rounds.subscribe();
         let all0 = rx.borrow().0;
+        self.needed
+            .fetch_max(all0 + 2, std::sync::atomic::Ordering::SeqCst);
+        self.demand.notify_waiters();
         let wait = async {
             loop {
                 if rx.changed().await.is_err() {
@@ -130,6 +142,20 @@ impl EventLocation {
             }
         };
         tokio::time::timeout(limit, wait).await.unwrap_or(false)
+    }
+
+    /// A draining consumer whose last round was empty waits here until a stream waiting to
+    /// catch up needs another round.
+    pub async fn demanded(&self) {
+        loop {
+            let notified = self.demand.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.rounds.borrow().0 < self.needed.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Wait until the consumer finishes another round (readers wake on new events).
@@ -186,6 +212,10 @@ impl LocationConsumer {
 
     pub fn reader(&self) -> &QueueReader {
         &self.reader
+    }
+
+    pub fn location(&self) -> &Arc<EventLocation> {
+        &self.location
     }
 
     fn name(&self) -> &str {

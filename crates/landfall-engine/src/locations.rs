@@ -99,7 +99,7 @@ async fn supervise(
         }
         let (consumer, err) = match build(&spec, drain, &metrics).await {
             Ok(c) => {
-                let e = run(&spec, &c, &mut shutdown, &metrics, &mut backoff).await;
+                let e = run(&spec, &c, &mut shutdown, &metrics, &mut backoff, drain).await;
                 (Some(c), e)
             }
             Err(e) => (None, Some(e)),
@@ -130,7 +130,11 @@ async fn run(
     shutdown: &mut watch::Receiver<bool>,
     metrics: &Metrics,
     backoff: &mut Duration,
+    drain: bool,
 ) -> Option<SeamError> {
+    let location = c.location().clone();
+    // Draining: the last round found the queue empty (or none ran yet).
+    let mut idle = true;
     let up = metrics
         .location_consumer_up
         .get_or_create(&label(&spec.name, ""))
@@ -138,6 +142,14 @@ async fn run(
     loop {
         if *shutdown.borrow() {
             return None;
+        }
+        // Draining runs receive only while a stream waits to catch up (see
+        // `EventLocation::demanded`).
+        if drain && idle {
+            tokio::select! {
+                _ = location.demanded() => {}
+                _ = shutdown.changed() => return None,
+            }
         }
         // A receive may long-poll; dropping it loses nothing (messages are deleted only
         // after their events are cached).
@@ -147,6 +159,7 @@ async fn run(
         };
         match r {
             Ok(r) => {
+                idle = r.queue.received == 0;
                 up.set(1);
                 *backoff = BACKOFF_START;
                 round(&spec.name, &r, metrics);

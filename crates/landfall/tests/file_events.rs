@@ -336,6 +336,8 @@ fn a_stream_stopped_longer_than_the_retention_lists_and_misses_nothing() {
     );
     let all: Vec<u64> = (0..12).collect();
     assert_exactly(&table_ids(root, "idle"), &all);
+    // `busy` read every event before: a draining run's consumer receives only while a stream
+    // waits for it, so no long poll is left in flight (taking messages) when a run exits.
     assert_exactly(&table_ids(root, "busy"), &all);
 }
 
@@ -388,4 +390,211 @@ fn lost_events_are_found_by_the_periodic_location_listing() {
     run(&cfg("2s"), &[]);
     assert_exactly(&table_ids(root, "a"), &[0, 1, 2, 6, 7, 8]);
     assert_exactly(&table_ids(root, "b"), &[3, 4, 5]);
+}
+
+/// kill -9 at random instants while events flow: a writer keeps uploading files under two
+/// sibling prefixes while a continuous daemon running three streams on the location (both
+/// prefixes and their parent) is started and killed again and again. After the last kill,
+/// once the messages the killed consumers held are visible again, one drain: every file's
+/// rows exactly once in each stream that matches it.
+#[test]
+fn kill_9_at_random_instants_while_events_flow_loses_and_duplicates_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let bucket = unique("fkill");
+    let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let streams = vec![
+        S {
+            name: "all",
+            prefix: "raw",
+            glob: None,
+        },
+        S {
+            name: "a",
+            prefix: "raw/a",
+            glob: None,
+        },
+        S {
+            name: "b",
+            prefix: "raw/b",
+            glob: None,
+        },
+    ];
+    let cfg = config(
+        &root,
+        &bucket,
+        &format!("queue_url = \"{q}\"\nreceivers = 2"),
+        &streams,
+        "trigger.processing_time = \"0s\"\npoll_interval = \"1s\"",
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, written, bucket) = (stop.clone(), written.clone(), bucket.clone());
+        let endpoint = moto_endpoint();
+        std::thread::spawn(move || {
+            // One long-lived boto3 process writes file i (rows 3i..3i+3) per line of stdin,
+            // under raw/a for even i and raw/b for odd i.
+            let script = format!(
+                "import boto3, sys\n\
+s3 = boto3.client('s3', endpoint_url={endpoint:?}, aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
+for line in sys.stdin:\n    i = int(line)\n    body = ''.join('{{\"id\":%d,\"name\":\"n\",\"amount\":1.0,\"tag\":\"t\"}}\\n' % r for r in range(3*i, 3*i+3))\n    s3.put_object(Bucket={bucket:?}, Key='raw/%s/f%06d.json' % ('ab'[i % 2], i), Body=body.encode())\n    print(i, flush=True)\n"
+            );
+            let mut child = Command::new("python3")
+                .args(["-c", &script])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut input = child.stdin.take().unwrap();
+            let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                use std::io::{BufRead, Write};
+                writeln!(input, "{i}").unwrap();
+                let mut line = String::new();
+                output.read_line(&mut line).unwrap();
+                i += 1;
+                written.store(i, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            drop(input);
+            child.wait().unwrap();
+        })
+    };
+    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..8 {
+        let mut daemon = Command::new(bin())
+            .args(["run", "--config", cfg.to_str().unwrap()])
+            .env("LANDFALL_LISTEN", "127.0.0.1:0")
+            .env("LANDFALL_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500 + next() % 2000));
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    let n = written.load(Ordering::SeqCst);
+    assert!(n > 20, "only {n} files written");
+    // Messages the killed consumers held come back after their visibility timeout (10 s).
+    std::thread::sleep(std::time::Duration::from_secs(11));
+    run(&cfg, &[]);
+    let ids_of = |parity: Option<u64>| -> Vec<u64> {
+        (0..n)
+            .filter(|i| parity.is_none_or(|p| i % 2 == p))
+            .flat_map(|i| 3 * i..3 * i + 3)
+            .collect()
+    };
+    assert_exactly(&table_ids(&root, "all"), &ids_of(None));
+    assert_exactly(&table_ids(&root, "a"), &ids_of(Some(0)));
+    assert_exactly(&table_ids(&root, "b"), &ids_of(Some(1)));
+}
+
+/// A location whose consumer cannot read its queue (it does not exist) stops no stream: the
+/// streams list their own prefixes once `fallback_after` passed, ingest what is there, and
+/// say so in `landfall streams`; `landfall locations` shows the consumer's error.
+#[test]
+fn a_failing_consumer_stops_no_stream_they_list_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("fail");
+    aws(&["mkbucket", &bucket]);
+    let missing = format!("{}/000000000000/no-such-queue-{bucket}", moto_endpoint());
+    let streams = vec![S {
+        name: "a",
+        prefix: "raw/a",
+        glob: None,
+    }];
+    let cfg = config(
+        root,
+        &bucket,
+        &format!("queue_url = \"{missing}\"\nfallback_after = \"1s\""),
+        &streams,
+        "",
+    );
+    put_files(root, &bucket, &[("raw/a/1.json".into(), 0)]);
+    run(&cfg, &[]);
+    put_files(root, &bucket, &[("raw/a/2.json".into(), 3)]);
+    run(&cfg, &[]);
+    assert_exactly(&table_ids(root, "a"), &[0, 1, 2, 3, 4, 5]);
+    let o = landfall(&[
+        "streams",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let status = v[0]["status"].as_str().unwrap();
+    assert!(
+        status.starts_with("ok (") && status.contains("listing"),
+        "{status}"
+    );
+    let l = locations(&cfg);
+    let err = l[0]["consumer_error"]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("location `raw`"), "{}", l[0]);
+}
+
+/// listing -> file_events -> notifications -> file_events -> listing on one stream: each
+/// switch loses and duplicates nothing (the per-file state decides, and entering a mode lists).
+#[test]
+fn switching_between_listing_file_events_and_notifications_keeps_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("fswitch");
+    let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let streams = vec![S {
+        name: "s",
+        prefix: "raw/s",
+        glob: None,
+    }];
+    let location = format!("queue_url = \"{q}\"");
+    let mode = |m: &str| {
+        let cfg = config(root, &bucket, &location, &streams, "");
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            "discovery = \"file_events\"",
+            &format!("discovery = \"{m}\""),
+        );
+        let text = if m == "notifications" {
+            text + &format!(
+                "\n[streams.s.notifications]\nqueue_url = \"{q}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\n"
+            )
+        } else {
+            text
+        };
+        write_config(root, &text)
+    };
+    let mut expect = Vec::new();
+    for (i, m) in [
+        "listing",
+        "file_events",
+        "file_events",
+        "notifications",
+        "file_events",
+        "listing",
+        "file_events",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let i = i as u64;
+        put_files(root, &bucket, &[(format!("raw/s/{i}.json"), 3 * i)]);
+        expect.extend(3 * i..3 * i + 3);
+        run(&mode(m), &[]);
+        assert_exactly(&table_ids(root, "s"), &expect);
+    }
 }
