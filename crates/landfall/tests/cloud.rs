@@ -13,17 +13,6 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn unique() -> String {
-    format!(
-        "run-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
-
 fn store(url: &str, opts: &BTreeMap<&str, &str>) -> Arc<dyn ObjectStore> {
     let (s, _) = object_store::parse_url_opts(
         &url::Url::parse(url).unwrap(),
@@ -60,7 +49,7 @@ async fn download(s: &Arc<dyn ObjectStore>, prefix: &str, to: &std::path::Path) 
 
 /// Upload files, ingest, check; ingest again (idempotent), add one, check again.
 async fn roundtrip(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &str>) {
-    let run = unique();
+    let run = unique("run");
     let s = store(scheme_root, &opts);
     for f in 0..6u64 {
         upload(
@@ -176,7 +165,7 @@ for k, v in json.loads(sys.argv[1]):\n    s3.put_object(Bucket={bucket:?}, Key=k
 #[tokio::test(flavor = "multi_thread")]
 async fn s3_listing_survives_keys_object_store_cannot_represent() {
     let endpoint = moto_endpoint();
-    let run = unique();
+    let run = unique("run");
     let landing = format!("{run}/landing");
     let rows = |r: std::ops::Range<u64>| r.map(row).collect::<String>();
     boto3_put(
@@ -314,7 +303,7 @@ async fn gcs_on_fake_gcs_server_to_delta() {
         "LANDFALL_TEST_GCS_ENDPOINT is not set: run the suite with scripts/test.sh, which starts fake-gcs-server",
     );
     let bucket = "landfall-test";
-    let run = unique();
+    let run = unique("run");
     for f in 0..6u64 {
         let body: String = (f * 10..f * 10 + 10).map(row).collect();
         let name = format!("{run}/landing/part={}/f{f}.json", f % 2);

@@ -11,26 +11,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn unique(tag: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("lf-{tag}-{}-{}", std::process::id(), n % 1_000_000_000)
-}
-
-fn aws(args: &[&str]) -> Value {
-    let script = repo_root().join("tests/notify/aws.py");
-    let o = Command::new("python3")
-        .arg(script)
-        .arg(moto_endpoint())
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(o.status.success(), "aws.py {args:?} failed:\n{}", text(&o));
-    serde_json::from_slice(&o.stdout).expect("aws.py prints JSON")
-}
-
 /// Upload files at once: `(key, first id)`, each with 3 rows.
 fn put_files(root: &Path, bucket: &str, files: &[(String, u64)]) {
     let spec: Vec<(String, String)> = files
@@ -597,4 +577,163 @@ fn switching_between_listing_file_events_and_notifications_keeps_exactly_once() 
         run(&mode(m), &[]);
         assert_exactly(&table_ids(root, "s"), &expect);
     }
+}
+
+/// Azure: a location on an Azurite container with one Storage Queue (created by `landfall
+/// notifications setup --location`; the test plays Event Grid and enqueues BlobCreated events,
+/// base64-encoded as Event Grid delivers them, twice each). Two streams on sibling prefixes
+/// each get exactly their blobs; a blob without an event is not ingested.
+#[test]
+fn azure_location_on_azurite_feeds_two_streams_exactly_once() {
+    let (blob_url, queue_url) = azurite();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let tag = unique("azfe");
+    let queue = tag.to_ascii_lowercase();
+    let container = "landfall-test";
+    let stream = |name: &str| {
+        format!(
+            r#"
+[streams.{name}]
+source = "az://{container}/{tag}/{name}"
+source_store = "azurite"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "auto"
+[streams.{name}.sink]
+path = "{root}/tables/{name}"
+"#,
+            root = root.display()
+        )
+    };
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.azurite]
+use_emulator = true
+allow_http = true
+
+[locations.landing]
+url = "az://{container}/{tag}"
+store = "azurite"
+file_events = true
+queue_name = "{queue}"
+endpoint = "{queue_url}/devstoreaccount1"
+wait_time = "1s"
+visibility_timeout = "10s"
+{a}{b}"#,
+            root = root.display(),
+            a = stream("a"),
+            b = stream("b"),
+        ),
+    );
+    let o = landfall(&[
+        "notifications",
+        "setup",
+        "--location",
+        "landing",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(
+        text(&o).contains("created the Azure Storage Queue"),
+        "{}",
+        text(&o)
+    );
+    run(&cfg, &[]);
+    let upload = |name: &str, first: u64| {
+        let f = root.join("blob.json");
+        std::fs::write(&f, (first..first + 3).map(row).collect::<String>()).unwrap();
+        let v = az(&[
+            "put",
+            container,
+            &format!("{tag}/{name}"),
+            f.to_str().unwrap(),
+        ]);
+        let etag = v["etag"].as_str().unwrap().to_string();
+        let size = v["size"].as_u64().unwrap();
+        format!(
+            r#"{{"topic":"/subscriptions/x/resourceGroups/y/providers/Microsoft.Storage/storageAccounts/devstoreaccount1","subject":"/blobServices/default/containers/{container}/blobs/{tag}/{name}","eventType":"Microsoft.Storage.BlobCreated","eventTime":"2026-11-30T12:00:00Z","id":"{name}","data":{{"api":"PutBlob","eTag":"{etag}","contentLength":{size},"blobType":"BlockBlob","url":"{blob_url}/devstoreaccount1/{container}/{tag}/{name}"}},"dataVersion":"","metadataVersion":"1"}}"#
+        )
+    };
+    let events = [
+        upload("a/1.json", 0),
+        upload("a/x/2.json", 3),
+        upload("b/3.json", 6),
+        upload("ab/4.json", 9),
+    ];
+    upload("b/silent.json", 100);
+    for e in events.iter().chain(events.iter()) {
+        let f = root.join("message.txt");
+        std::fs::write(&f, base64(e.as_bytes())).unwrap();
+        az(&["send", &queue, f.to_str().unwrap()]);
+    }
+    run(&cfg, &[]);
+    assert_exactly(&table_ids(root, "a"), &[0, 1, 2, 3, 4, 5]);
+    assert_exactly(&table_ids(root, "b"), &[6, 7, 8]);
+    assert_eq!(az(&["peek", &queue])["count"], 0);
+    let v = locations(&cfg);
+    assert_eq!(v[0]["cache"]["events"], 4, "{}", v[0]);
+}
+
+/// A location without queue_url owns its resources: the first start creates one queue and one
+/// bucket notification for the whole location (not one per stream), `notifications list
+/// --location` shows them, and `teardown` removes exactly them.
+#[test]
+fn a_location_sets_up_one_queue_for_all_its_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("fsetup");
+    aws(&["mkbucket", &bucket]);
+    let streams = streams_on_raw();
+    let cfg = config(
+        root,
+        &bucket,
+        &format!("queue_name = \"{bucket}\""),
+        &streams,
+        "",
+    );
+    run(&cfg, &[]);
+    let conf = aws(&["notification", &bucket]);
+    let queues = conf["QueueConfigurations"].as_array().unwrap();
+    assert_eq!(queues.len(), 1, "one notification for the location: {conf}");
+    let files = vec![
+        ("raw/a/b/1.json".to_string(), 0u64),
+        ("raw/b/2.json".into(), 3),
+    ];
+    put_files(root, &bucket, &files);
+    run(&cfg, &[]);
+    for s in &streams {
+        assert_exactly(&table_ids(root, s.name), &expected(s, &files));
+    }
+    let cli = |action: &str| {
+        landfall(&[
+            "notifications",
+            action,
+            "--location",
+            "raw",
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+    };
+    let o = cli("list");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("queue http"))
+            && text(&o).contains("landfall-stream=location:raw"),
+        "{}",
+        text(&o)
+    );
+    let o = cli("teardown");
+    assert!(o.status.success(), "{}", text(&o));
+    let conf = aws(&["notification", &bucket]);
+    assert!(
+        conf.get("QueueConfigurations")
+            .is_none_or(|q| q.as_array().unwrap().is_empty()),
+        "{conf}"
+    );
 }

@@ -23,17 +23,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn unique() -> String {
-    format!(
-        "incr-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
-
 fn moto(endpoint: &str) -> Arc<dyn ObjectStore> {
     let (s, _) = object_store::parse_url_opts(
         &url::Url::parse("s3://landfall-test").unwrap(),
@@ -154,7 +143,7 @@ fn s3_lexical_prefix_costs_at_most_two_list_requests_per_incremental_trigger() {
     let endpoint = moto_endpoint();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let s3 = moto(&endpoint);
-    let landing = format!("{}/landing", unique());
+    let landing = format!("{}/landing", unique("incr"));
     let key = |i: u64| format!("{landing}/2026/01/{:02}/part-{i:06}.json", 1 + i / 100);
     put_rows(&rt, &s3, (0..EXISTING).map(|i| (key(i), i)).collect());
 
@@ -309,7 +298,7 @@ fn s3_files_before_the_cursor_are_found_by_the_next_full_listing() {
     let endpoint = moto_endpoint();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let s3 = moto(&endpoint);
-    let landing = format!("{}/landing", unique());
+    let landing = format!("{}/landing", unique("incr"));
     let m = |i: u64| (format!("{landing}/m-{i:03}.json"), i);
     let a = |i: u64| (format!("{landing}/a-{i:03}.json"), 100 + i);
     put_rows(&rt, &s3, (0..10).map(m).collect());

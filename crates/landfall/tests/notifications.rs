@@ -12,28 +12,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A fresh bucket/queue name (lowercase, unique per test run).
-fn unique(tag: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("lf-{tag}-{}-{}", std::process::id(), n % 1_000_000_000)
-}
-
-/// Run tests/notify/aws.py and parse its JSON output.
-fn aws(args: &[&str]) -> Value {
-    let script = repo_root().join("tests/notify/aws.py");
-    let o = Command::new("python3")
-        .arg(script)
-        .arg(moto_endpoint())
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(o.status.success(), "aws.py {args:?} failed:\n{}", text(&o));
-    serde_json::from_slice(&o.stdout).expect("aws.py prints JSON")
-}
-
 /// Upload rows `ids` to `key` (plain PUT, or multipart).
 fn put(root: &Path, bucket: &str, key: &str, ids: std::ops::Range<u64>, multipart: bool) {
     let body: String = ids.map(row).collect();
@@ -417,49 +395,6 @@ fn setup_list_teardown_and_automatic_setup_on_moto() {
     run(&auto);
     assert_exactly(&table_ids(auto_root), &range(5..10));
     assert!(cli(&["teardown"], &auto).status.success());
-}
-
-fn azurite() -> (String, String) {
-    let blob = std::env::var("AZURITE_BLOB_STORAGE_URL")
-        .expect("AZURITE_BLOB_STORAGE_URL is not set: run the suite with scripts/test.sh");
-    let queue = std::env::var("AZURITE_QUEUE_STORAGE_URL")
-        .expect("AZURITE_QUEUE_STORAGE_URL is not set: run the suite with scripts/test.sh");
-    (blob, queue)
-}
-
-/// Run tests/notify/azurite.py (Azure's Python SDK against Azurite).
-fn az(args: &[&str]) -> Value {
-    let (blob, queue) = azurite();
-    let o = Command::new("python3")
-        .arg(repo_root().join("tests/notify/azurite.py"))
-        .args([&blob, &queue])
-        .args(args)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        o.status.success(),
-        "azurite.py {args:?} failed:\n{}",
-        text(&o)
-    );
-    serde_json::from_slice(&o.stdout).expect("azurite.py prints JSON")
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in bytes.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// Azure Blob -> (Event Grid) -> Storage Queue on Azurite: the test plays Event Grid and

@@ -317,3 +317,70 @@ pub fn moto_store_toml(endpoint: &str) -> String {
         "endpoint = \"{endpoint}\"\nregion = \"us-east-1\"\naccess_key_id = \"test\"\nsecret_access_key = \"test\"\nallow_http = true"
     )
 }
+
+/// A fresh bucket, queue or prefix name: lowercase, unique per test run.
+pub fn unique(tag: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("lf-{tag}-{}-{}", std::process::id(), n % 1_000_000_000)
+}
+
+/// Run tests/notify/aws.py (boto3 against moto server) and parse its JSON output.
+pub fn aws(args: &[&str]) -> Value {
+    let script = repo_root().join("tests/notify/aws.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .arg(moto_endpoint())
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "aws.py {args:?} failed:\n{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("aws.py prints JSON")
+}
+
+/// Azurite's blob and queue service URLs, started by scripts/test.sh.
+pub fn azurite() -> (String, String) {
+    let blob = std::env::var("AZURITE_BLOB_STORAGE_URL")
+        .expect("AZURITE_BLOB_STORAGE_URL is not set: run the suite with scripts/test.sh");
+    let queue = std::env::var("AZURITE_QUEUE_STORAGE_URL")
+        .expect("AZURITE_QUEUE_STORAGE_URL is not set: run the suite with scripts/test.sh");
+    (blob, queue)
+}
+
+/// Run tests/notify/azurite.py (Azure's Python SDK against Azurite).
+pub fn az(args: &[&str]) -> Value {
+    let (blob, queue) = azurite();
+    let o = Command::new("python3")
+        .arg(repo_root().join("tests/notify/azurite.py"))
+        .args([&blob, &queue])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "azurite.py {args:?} failed:\n{}",
+        text(&o)
+    );
+    serde_json::from_slice(&o.stdout).expect("azurite.py prints JSON")
+}
+
+/// Standard base64 (Event Grid encodes queue messages with it).
+pub fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
