@@ -723,8 +723,7 @@ fn a_location_sets_up_one_queue_for_all_its_streams() {
     let o = cli("list");
     assert!(o.status.success(), "{}", text(&o));
     assert!(
-        text(&o).contains(&format!("queue http"))
-            && text(&o).contains("landfall-stream=location:raw"),
+        text(&o).contains("queue http") && text(&o).contains("landfall-stream=location:raw"),
         "{}",
         text(&o)
     );
