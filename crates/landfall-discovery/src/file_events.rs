@@ -1,13 +1,15 @@
 //! File-events discovery: a stream reads its location's event cache from its own position.
 //!
 //! The position (the last cache sequence number read) is the stream's discovery cursor,
-//! written `events:<seq>` in the same ledger write as the files it admits, so a crash never
+//! written `events:<cache id>:<seq>` in the same ledger write as the files it admits, so a crash never
 //! moves it past files not yet recorded. A round reads up to [`READ_PER_ROUND`] events after
 //! the position, keeps those under the stream's prefix that pass its filters (glob, modified
 //! window, age), and returns them with the new position.
 //!
 //! The stream lists its own prefix instead, once, when:
-//! - it has no position (first start, or it comes from another discovery mode),
+//! - it has no position (first start, or it comes from another discovery mode), or one that
+//!   is not a position in this cache (another cache's id: the directory was deleted or
+//!   replaced; a number beyond the cache's last: the cache was restored from an older copy),
 //! - `list_on_start` is set (every start),
 //! - its position lies below the cache's expiry horizon (stopped for longer than the
 //!   retention: events it never read are gone).
@@ -37,9 +39,10 @@ pub const READ_PER_ROUND: usize = 10_000;
 /// How the stream's discovery cursor spells a cache position.
 const POSITION: &str = "events:";
 
-/// The cache position a cursor holds, if it is one.
-pub fn parse_position(cursor: Option<&str>) -> Option<u64> {
-    cursor?.strip_prefix(POSITION)?.parse().ok()
+/// The cache position a cursor holds, if it is one: the cache's id and the sequence number.
+pub fn parse_position(cursor: Option<&str>) -> Option<(&str, u64)> {
+    let (id, seq) = cursor?.strip_prefix(POSITION)?.rsplit_once(':')?;
+    Some((id, seq.parse().ok()?))
 }
 
 pub struct FileEventsDiscovery {
@@ -119,11 +122,15 @@ impl FileEventsDiscovery {
     ) -> SeamResult<DiscoveryBatch> {
         let batch = self.listing.discover_new(None, may_be_new).await?;
         Ok(DiscoveryBatch {
-            cursor: position.map(|p| format!("{POSITION}{p}")),
+            cursor: position.map(|p| self.cursor(p)),
             full_listing: position.is_some(),
             more: position.is_some(),
             ..batch
         })
+    }
+
+    fn cursor(&self, seq: u64) -> String {
+        format!("{POSITION}{}:{seq}", self.location.id)
     }
 
     /// The file an event names, if it is one of the stream's.
@@ -169,7 +176,15 @@ impl Discovery for FileEventsDiscovery {
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         let cache = &self.location.cache;
-        let position = parse_position(cursor);
+        let last = cache.last_seq()?;
+        let position = match parse_position(cursor) {
+            Some((id, seq)) if id == self.location.id && seq <= last => Some(seq),
+            Some((id, seq)) => {
+                tracing::warn!(stream = %self.stream, location = %self.location.name, position = seq, position_cache = id, cache = %self.location.id, last_seq = last, "the stream's position is not one of this event cache (the cache directory was replaced or restored from an older copy); listing its prefix once");
+                None
+            }
+            None => None,
+        };
         let horizon = cache.expired_through()?;
         let outdated = position.is_some_and(|p| p < horizon);
         if position.is_none() || self.list_next.swap(false, Ordering::SeqCst) || outdated {
@@ -210,7 +225,7 @@ impl Discovery for FileEventsDiscovery {
         let mut batch = DiscoveryBatch {
             listed: events.len() as u64,
             more: events.len() == READ_PER_ROUND,
-            cursor: events.last().map(|e| format!("{POSITION}{}", e.seq)),
+            cursor: events.last().map(|e| self.cursor(e.seq)),
             ..DiscoveryBatch::default()
         };
         let mut seen = HashSet::new();

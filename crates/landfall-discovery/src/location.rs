@@ -50,6 +50,8 @@ pub struct ConsumerError {
 /// One location as this process sees it: the cache and the consumer's progress.
 pub struct EventLocation {
     pub name: String,
+    /// The cache's identity (positions name it).
+    pub id: String,
     pub cache: EventCache<RocksKv>,
     /// The location's bucket or container and prefix.
     pub prefix: Path,
@@ -78,15 +80,17 @@ impl EventLocation {
         prefix: Path,
         retention: Duration,
         fallback_after: Duration,
-    ) -> Self {
+    ) -> Result<Self, landfall_state::StateError> {
+        let id = cache.id()?;
         let last_round = cache
             .meta(LAST_ROUND_META)
             .ok()
             .flatten()
             .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
             .map(|t| t.with_timezone(&Utc));
-        EventLocation {
+        Ok(EventLocation {
             name: name.to_string(),
+            id,
             cache,
             prefix,
             retention,
@@ -96,7 +100,7 @@ impl EventLocation {
             demand: tokio::sync::Notify::new(),
             needed: std::sync::atomic::AtomicU64::new(0),
             opened: Utc::now(),
-        }
+        })
     }
 
     /// When the consumer last finished a round (also from earlier runs).

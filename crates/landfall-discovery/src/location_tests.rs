@@ -31,13 +31,16 @@ struct Fixture {
 fn fixture(retention: Duration) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let cache = landfall_state::open_event_cache("raw", dir.path()).unwrap();
-    let location = Arc::new(EventLocation::new(
-        "raw",
-        cache,
-        Path::from("landing"),
-        retention,
-        Duration::from_secs(600),
-    ));
+    let location = Arc::new(
+        EventLocation::new(
+            "raw",
+            cache,
+            Path::from("landing"),
+            retention,
+            Duration::from_secs(600),
+        )
+        .unwrap(),
+    );
     let queue = Arc::new(FakeQueue::default());
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let consumer = LocationConsumer::new(
@@ -68,6 +71,10 @@ fn fixture(retention: Duration) -> Fixture {
 }
 
 impl Fixture {
+    fn pos(&self, seq: u64) -> String {
+        format!("events:{}:{seq}", self.location.id)
+    }
+
     fn send(&self, bodies: &[String]) {
         let mut q = self.queue.queued.lock().unwrap();
         let base = q.len() + self.queue.deleted.lock().unwrap().len();
@@ -118,14 +125,17 @@ async fn events_are_cached_once_and_each_stream_reads_its_own() {
     // the cache had before the listing.
     let first = a.discover(None).await.unwrap();
     assert!(first.full_listing && first.files.is_empty());
-    assert_eq!(parse_position(first.cursor.as_deref()), Some(3));
+    assert_eq!(
+        parse_position(first.cursor.as_deref()).map(|p| p.1),
+        Some(3)
+    );
     // From position 0 (as if the events came after its listing) it reads its own.
-    let b = a.discover(Some("events:0")).await.unwrap();
+    let b = a.discover(Some(&f.pos(0))).await.unwrap();
     assert_eq!(paths(&b), ["landing/a/1.json"]);
-    assert_eq!(b.cursor.as_deref(), Some("events:3"));
+    assert_eq!(b.cursor, Some(f.pos(3)));
     let c = f
         .stream("landing", None)
-        .discover(Some("events:0"))
+        .discover(Some(&f.pos(0)))
         .await
         .unwrap();
     assert_eq!(
@@ -133,7 +143,7 @@ async fn events_are_cached_once_and_each_stream_reads_its_own() {
         ["landing/a/1.json", "landing/a/x/2.csv", "landing/b/3.json"]
     );
     // Nothing new after the position.
-    let d = a.discover(Some("events:3")).await.unwrap();
+    let d = a.discover(Some(&f.pos(3))).await.unwrap();
     assert!(d.files.is_empty() && d.cursor.is_none());
 }
 
@@ -149,7 +159,7 @@ async fn a_listing_position_taken_before_the_listing_leaves_no_gap() {
     let s = f.stream("landing", None);
     let listed = s.discover(None).await.unwrap();
     assert_eq!(paths(&listed), ["landing/old.json"]);
-    assert_eq!(listed.cursor.as_deref(), Some("events:1"));
+    assert_eq!(listed.cursor, Some(f.pos(1)));
     // An event cached after the listing's snapshot is read next.
     f.send(&[event(
         "ObjectCreated:Put",
@@ -175,11 +185,11 @@ async fn a_position_older_than_the_retention_lists_again() {
         .unwrap();
     assert_eq!(f.location.cache.expired_through().unwrap(), 1);
     let s = f.stream("landing", None);
-    let b = s.discover(Some("events:0")).await.unwrap();
+    let b = s.discover(Some(&f.pos(0))).await.unwrap();
     assert!(b.full_listing, "a position below the horizon must list");
-    assert_eq!(b.cursor.as_deref(), Some("events:1"));
+    assert_eq!(b.cursor, Some(f.pos(1)));
     // At the horizon, reading is complete again.
-    let b = s.discover(Some("events:1")).await.unwrap();
+    let b = s.discover(Some(&f.pos(1))).await.unwrap();
     assert!(!b.full_listing);
 }
 
@@ -202,7 +212,7 @@ async fn a_removal_drops_the_creation_it_supersedes_but_not_a_later_upload() {
     assert_eq!(r.dropped, 2, "{r:?}");
     let b = f
         .stream("landing", None)
-        .discover(Some("events:0"))
+        .discover(Some(&f.pos(0)))
         .await
         .unwrap();
     assert_eq!(paths(&b), ["landing/back.json"]);
@@ -242,8 +252,26 @@ async fn the_location_listing_caches_only_what_the_events_missed() {
     );
     let b = f
         .stream("landing", None)
-        .discover(Some("events:0"))
+        .discover(Some(&f.pos(0)))
         .await
         .unwrap();
     assert_eq!(paths(&b), ["landing/seen.json", "landing/lost.json"]);
+}
+
+#[tokio::test]
+async fn a_position_of_another_or_an_older_cache_lists_again() {
+    let f = fixture(Duration::from_secs(3600));
+    f.send(&[event("ObjectCreated:Put", "landing/1.json", 3, "a", "01")]);
+    f.consumer.round().await.unwrap();
+    let s = f.stream("landing", None);
+    // The cache directory was replaced: the stream's position names another cache.
+    let b = s.discover(Some("events:0123456789abcdef:0")).await.unwrap();
+    assert!(b.full_listing);
+    assert_eq!(b.cursor, Some(f.pos(1)));
+    // Restored from an older copy: the position is beyond the cache's last number.
+    let b = s.discover(Some(&f.pos(7))).await.unwrap();
+    assert!(b.full_listing);
+    // A listing cursor (from listing mode) is no position either.
+    let b = s.discover(Some("landing/zzz.json")).await.unwrap();
+    assert!(b.full_listing);
 }

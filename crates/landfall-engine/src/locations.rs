@@ -44,7 +44,7 @@ pub fn open(spec: &LocationSpec) -> SeamResult<Arc<EventLocation>> {
         prefix,
         spec.retention,
         spec.fallback_after,
-    ));
+    )?);
     open.insert(spec.name.clone(), l.clone());
     Ok(l)
 }
@@ -359,7 +359,9 @@ pub async fn report(
                     .iter()
                     .filter(|s| of_stream(s).is_some_and(|sl| sl.name == l.name))
                 {
-                    let position = landfall_discovery::parse_position(positions(s).as_deref());
+                    let cursor = positions(s);
+                    let position =
+                        landfall_discovery::parse_position(cursor.as_deref()).map(|(_, seq)| seq);
                     r.streams.insert(
                         s.name.clone(),
                         StreamPosition {

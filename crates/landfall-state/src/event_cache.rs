@@ -10,6 +10,9 @@
 //! - `m/expired_through`           -> the highest sequence number expiry removed: a stream
 //!   whose position is below it may have missed events and must list
 //! - `m/count`                     -> events held
+//! - `m/id`                        -> this cache's identity (random, made at creation): a
+//!   position taken in another cache (the directory deleted, or restored from a copy of
+//!   another) is not a position in this one
 //! - `m/user/<name>`               -> the consumer's notes (last round, last listing, setup)
 //!
 //! Appends, removals and expiry each write one synced batch under a mutex, so sequence
@@ -26,6 +29,7 @@ use std::sync::Mutex;
 const LAST_SEQ: &[u8] = b"m/last_seq";
 const EXPIRED_THROUGH: &[u8] = b"m/expired_through";
 const COUNT: &[u8] = b"m/count";
+const ID: &[u8] = b"m/id";
 /// Events examined per expiry write.
 const EXPIRE_CHUNK: usize = 10_000;
 
@@ -218,6 +222,19 @@ impl<K: Kv> EventCache<K> {
         }
         ops.push(KvOp::Put(COUNT.to_vec(), count.to_be_bytes().to_vec()));
         self.kv.write(ops).map_err(self.backend("remove"))
+    }
+
+    /// This cache's identity, made at its first use.
+    pub fn id(&self) -> Result<String, StateError> {
+        let _g = self.guard();
+        if let Some(id) = self.kv.get(ID).map_err(self.backend("read"))? {
+            return Ok(String::from_utf8_lossy(&id).into_owned());
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        self.kv
+            .write(vec![KvOp::Put(ID.to_vec(), id.as_bytes().to_vec())])
+            .map_err(self.backend("write"))?;
+        Ok(id)
     }
 
     /// The last sequence number given (0: none yet).
