@@ -88,7 +88,24 @@ pub struct LocationSpec {
 }
 
 impl LocationSpec {
-    /// Whether `source` lies at or under this location (same bucket or container, path
+    /// Whether a stream's `source` (reached with `options`) lies at or under this location:
+    /// the same service (endpoint, Azure account, where both say), the same bucket or
+    /// container, the path below the location's prefix at a `/` boundary.
+    pub fn holds_source(&self, source: &Location, options: &StoreOptions) -> bool {
+        const SERVICE: [&str; 4] = [
+            "aws_endpoint",
+            "azure_storage_account_name",
+            "azure_storage_endpoint",
+            "azure_storage_use_emulator",
+        ];
+        let differ = SERVICE.iter().any(|k| {
+            let get = |o: &StoreOptions| o.iter().find(|(n, _)| n.as_str() == *k).map(|(_, v)| v.clone());
+            matches!((get(&self.options), get(options)), (Some(a), Some(b)) if a.trim_end_matches('/') != b.trim_end_matches('/'))
+        });
+        !differ && self.holds(source)
+    }
+
+    /// Whether `source` lies at or under this location's URL (same bucket or container, path
     /// below the location's prefix at a `/` boundary).
     pub fn holds(&self, source: &Location) -> bool {
         let (a, b) = (&self.url.url, &source.url);

@@ -291,14 +291,15 @@ fn validate_locations(ctx: &mut Ctx) -> Vec<crate::LocationSpec> {
     out
 }
 
-/// The file-events location holding `source`, if any.
+/// The file-events location holding `source` (reached with `options`), if any.
 fn events_location<'a>(
     locations: &'a [crate::LocationSpec],
     source: &Location,
+    options: &StoreOptions,
 ) -> Option<&'a crate::LocationSpec> {
     locations
         .iter()
-        .find(|l| l.queue.is_some() && l.holds(source))
+        .find(|l| l.queue.is_some() && l.holds_source(source, options))
 }
 
 fn validate_stream(
@@ -471,7 +472,18 @@ fn validate_stream(
                 s.notifications.as_ref(),
                 src,
             ) {
-                Ok(DiscoverySpec::Listing) => match (s.discovery, events_location(locations, src)) {
+                Ok(DiscoverySpec::Listing) => match (
+                    s.discovery,
+                    events_location(
+                        locations,
+                        src,
+                        &StoreOptions::build(
+                            src.kind,
+                            source_store.clone().flatten().as_ref(),
+                            |v| std::env::var(v).ok(),
+                        ),
+                    ),
+                ) {
                     (DiscoveryMode::FileEvents | DiscoveryMode::Auto, Some(l)) => {
                         Some(DiscoverySpec::FileEvents(Box::new(crate::FileEventsSpec {
                             location: l.clone(),
@@ -588,6 +600,47 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec], locations: &[crate::LocationSpec]) {
+    // Each consumer deletes what it read, including events it filtered out: two on one queue
+    // delete each other's events.
+    let mut queues: Vec<(String, String)> = Vec::new();
+    for l in locations {
+        if let Some(q) = l.queue.as_ref().map(queue_id) {
+            if let Some((_, other)) = queues.iter().find(|(id, _)| *id == q) {
+                ctx.err(
+                    format!("locations.{}.queue_name", l.name),
+                    format!(
+                        "reads the same queue ({q}) as {other}; each location needs its own queue"
+                    ),
+                );
+            }
+            queues.push((q, format!("location `{}`", l.name)));
+        }
+        let dir = absolute(&l.state_dir);
+        if let Some(o) = locations.iter().take_while(|o| o.name != l.name).find(|o| {
+            let od = absolute(&o.state_dir);
+            od.starts_with(&dir) || dir.starts_with(&od)
+        }) {
+            ctx.err(
+                format!("locations.{}.state_dir", l.name),
+                format!(
+                    "{} nests with the event cache of location `{}`",
+                    dir.display(),
+                    o.name
+                ),
+            );
+        }
+    }
+    for s in streams {
+        if let crate::DiscoverySpec::Notifications(n) = &s.discovery
+            && let Some((_, other)) = queues.iter().find(|(id, _)| *id == queue_id(n))
+            && other.starts_with("location")
+        {
+            ctx.err(
+                format!("streams.{}.notifications", s.name),
+                format!("reads the same queue ({}) as {other}; a notification stream needs a queue of its own (or use discovery = \"file_events\")", queue_id(n)),
+            );
+        }
+    }
     for (i, s) in streams.iter().enumerate() {
         let dir = absolute(&s.state_dir);
         if let Some(l) = locations.iter().find(|l| {
@@ -633,6 +686,17 @@ fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec], locations: &[crate::Locat
                 );
             }
         }
+    }
+}
+
+/// The queue of a notification spec: its URL, else its name.
+fn queue_id(n: &crate::NotificationsSpec) -> String {
+    match &n.queue {
+        crate::QueueSpec::Sqs { url: Some(u), .. } => u.clone(),
+        crate::QueueSpec::Sqs {
+            url: None, name, ..
+        } => name.clone(),
+        crate::QueueSpec::AzureQueue { name } => name.clone(),
     }
 }
 

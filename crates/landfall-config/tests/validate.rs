@@ -255,6 +255,38 @@ fn file_events_streams_resolve_their_location() {
             .any(|m| m.starts_with("locations.raw.url: nests with location `inner`")),
         "{e:?}"
     );
+    // One queue, two readers: each would delete the other's events.
+    let e = errors(&cfg(
+        "",
+        "[locations.two]\nurl = \"s3://other/x\"\nfile_events = true\nqueue_name = \"landfall-location-raw\"\n",
+    ));
+    assert!(
+        e.iter().any(|m| m.starts_with("locations.two.queue_name: reads the same queue (landfall-location-raw) as location `raw`")),
+        "{e:?}"
+    );
+    let e = errors(&cfg(
+        &(stream("n", "s3://bkt/elsewhere", "notifications")
+            + "[streams.n.notifications]\nqueue_name = \"landfall-location-raw\"\n"),
+        "",
+    ));
+    assert!(
+        e.iter()
+            .any(|m| m.starts_with("streams.n.notifications: reads the same queue")),
+        "{e:?}"
+    );
+    // Same bucket name on another service (endpoint): not the location's files.
+    let other_service = format!(
+        "[stores.a]\nendpoint = \"http://a:9000\"\n[stores.b]\nendpoint = \"http://b:9000\"\n{}",
+        cfg(
+            &(stream("x", "s3://bkt/landing/x", "auto") + "source_store = \"b\"\n"),
+            "store = \"a\"\n",
+        )
+    );
+    let c = load_str(&other_service, "t").unwrap();
+    assert!(matches!(
+        c.stream("x").unwrap().discovery,
+        DiscoverySpec::Listing
+    ));
     let e = errors(&(stream("a", "s3://bkt/landing/a", "listing") + "list_on_start = true\n"));
     assert!(
         e.iter()

@@ -1,7 +1,9 @@
 //! File-events discovery: a stream reads its location's event cache from its own position.
 //!
 //! The position (the last cache sequence number read) is the stream's discovery cursor,
-//! written `events:<cache id>:<seq>` in the same ledger write as the files it admits, so a crash never
+//! written `events:<cache id>:<scope>:<seq>:<tag>` in the same ledger write as the files it
+//! admits (`scope`: a hash of the stream's prefix and glob; `tag`: a hash of the path and etag
+//! of the event at `seq`), so a crash never
 //! moves it past files not yet recorded. A round reads up to [`READ_PER_ROUND`] events after
 //! the position, keeps those under the stream's prefix that pass its filters (glob, modified
 //! window, age), and returns them with the new position.
@@ -9,7 +11,9 @@
 //! The stream lists its own prefix instead, once, when:
 //! - it has no position (first start, or it comes from another discovery mode), or one that
 //!   is not a position in this cache (another cache's id: the directory was deleted or
-//!   replaced; a number beyond the cache's last: the cache was restored from an older copy),
+//!   replaced; a number beyond the cache's last, or an event at that number that is not the
+//!   one the stream read: the cache was restored from an older copy), or one taken with
+//!   another prefix or glob (files the stream now takes were never looked at),
 //! - `list_on_start` is set (every start),
 //! - its position lies below the cache's expiry horizon (stopped for longer than the
 //!   retention: events it never read are gone).
@@ -39,14 +43,66 @@ pub const READ_PER_ROUND: usize = 10_000;
 /// How the stream's discovery cursor spells a cache position.
 const POSITION: &str = "events:";
 
-/// The cache position a cursor holds, if it is one: the cache's id and the sequence number.
-pub fn parse_position(cursor: Option<&str>) -> Option<(&str, u64)> {
-    let (id, seq) = cursor?.strip_prefix(POSITION)?.rsplit_once(':')?;
-    Some((id, seq.parse().ok()?))
+/// A stream's position in a location's cache, as its cursor holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position<'a> {
+    /// The cache's id.
+    pub cache: &'a str,
+    /// What the stream took when it read there (prefix and glob, hashed).
+    pub scope: &'a str,
+    pub seq: u64,
+    /// The event at `seq` (path and etag, hashed; `-`: none).
+    pub tag: &'a str,
+}
+
+/// The cache position a cursor holds, if it is one.
+pub fn parse_position(cursor: Option<&str>) -> Option<Position<'_>> {
+    let mut parts = cursor?.strip_prefix(POSITION)?.split(':');
+    let (cache, scope, seq, tag) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(Position {
+        cache,
+        scope,
+        seq: seq.parse().ok()?,
+        tag,
+    })
+}
+
+/// FNV-1a, 64 bits, in hex: stable across builds and platforms (positions outlive binaries).
+fn fnv(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            // A separator no UTF-8 text contains.
+            h ^= 0xff;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        for b in p.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The tag of a cached event: its path and etag (without quotes), or version.
+fn tag_of(e: &landfall_state::CachedEvent) -> String {
+    let etag = e
+        .event
+        .etag
+        .as_deref()
+        .map(|t| t.trim_start_matches("W/").trim_matches('"'))
+        .or(e.event.version.as_deref())
+        .unwrap_or("");
+    fnv(&[&e.event.path, etag])
 }
 
 pub struct FileEventsDiscovery {
     stream: String,
+    /// The hash of what the stream takes (prefix and glob), part of its positions.
+    scope: String,
     listing: ListingDiscovery,
     location: Arc<EventLocation>,
     list_next: AtomicBool,
@@ -59,8 +115,15 @@ pub struct FileEventsDiscovery {
 
 impl FileEventsDiscovery {
     pub fn new(stream: &str, listing: ListingDiscovery, location: Arc<EventLocation>) -> Self {
+        let glob = listing
+            .filters()
+            .glob
+            .as_ref()
+            .map(|g| g.glob().glob().to_string())
+            .unwrap_or_default();
         FileEventsDiscovery {
             stream: stream.to_string(),
+            scope: fnv(&[listing.prefix().as_ref(), &glob]),
             listing,
             location,
             list_next: AtomicBool::new(false),
@@ -121,16 +184,67 @@ impl FileEventsDiscovery {
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         let batch = self.listing.discover_new(None, may_be_new).await?;
+        let cursor = match position {
+            Some(p) => Some(self.position_at(p)?),
+            None => None,
+        };
         Ok(DiscoveryBatch {
-            cursor: position.map(|p| self.cursor(p)),
+            cursor,
             full_listing: position.is_some(),
             more: position.is_some(),
             ..batch
         })
     }
 
-    fn cursor(&self, seq: u64) -> String {
-        format!("{POSITION}{}:{seq}", self.location.id)
+    fn cursor(&self, seq: u64, tag: &str) -> String {
+        format!("{POSITION}{}:{}:{seq}:{tag}", self.location.id, self.scope)
+    }
+
+    /// The cursor of a position at `seq`, tagged with the event there (if it is held).
+    pub fn position_at(&self, seq: u64) -> SeamResult<String> {
+        let at = match seq {
+            0 => None,
+            s => self
+                .location
+                .cache
+                .read_after(s - 1, 1)?
+                .pop()
+                .filter(|e| e.seq == s),
+        };
+        Ok(self.cursor(seq, &at.map_or("-".to_string(), |e| tag_of(&e))))
+    }
+
+    /// Whether `p` is a position this stream may continue from: in this cache, with this
+    /// scope, not beyond the cache's last number, at the event it read there. Why not,
+    /// otherwise.
+    fn check(&self, p: &Position, last: u64) -> SeamResult<Result<u64, &'static str>> {
+        if p.cache != self.location.id {
+            return Ok(Err(
+                "it names another event cache (the cache directory was replaced)",
+            ));
+        }
+        if p.scope != self.scope {
+            return Ok(Err("the stream's prefix or glob changed since"));
+        }
+        if p.seq > last {
+            return Ok(Err(
+                "it lies beyond the cache's last event (the cache was restored from an older copy)",
+            ));
+        }
+        if p.seq > 0 && p.tag != "-" {
+            let at = self.location.cache.read_after(p.seq - 1, 1)?.pop();
+            match at {
+                Some(e) if e.seq == p.seq && tag_of(&e) != p.tag => {
+                    return Ok(Err(
+                        "the event at it is not the one the stream read (the cache was restored from an older copy)",
+                    ));
+                }
+                // Removed since (its object was deleted), or expired (the horizon says so):
+                // nothing to compare, the number stands.
+                _ => {}
+            }
+        }
+        Ok(Ok(p.seq))
     }
 
     /// The file an event names, if it is one of the stream's.
@@ -178,18 +292,31 @@ impl Discovery for FileEventsDiscovery {
         let cache = &self.location.cache;
         let last = cache.last_seq()?;
         let position = match parse_position(cursor) {
-            Some((id, seq)) if id == self.location.id && seq <= last => Some(seq),
-            Some((id, seq)) => {
-                tracing::warn!(stream = %self.stream, location = %self.location.name, position = seq, position_cache = id, cache = %self.location.id, last_seq = last, "the stream's position is not one of this event cache (the cache directory was replaced or restored from an older copy); listing its prefix once");
-                None
-            }
+            Some(p) => match self.check(&p, last)? {
+                Ok(seq) => Some(seq),
+                Err(why) => {
+                    tracing::warn!(stream = %self.stream, location = %self.location.name, position = p.seq, "the stream's position cannot be used: {why}; listing its prefix once");
+                    None
+                }
+            },
             None => None,
         };
         let horizon = cache.expired_through()?;
         let outdated = position.is_some_and(|p| p < horizon);
-        if position.is_none() || self.list_next.swap(false, Ordering::SeqCst) || outdated {
+        let asked = self.list_next.swap(false, Ordering::SeqCst);
+        if position.is_none() || asked || outdated {
             if outdated {
                 tracing::warn!(stream = %self.stream, location = %self.location.name, position = ?position, horizon, "the stream's cache position is older than the retention; listing its prefix once");
+            }
+            // The snapshot is a position only once the location's events flow (its queue and
+            // bucket notification set up): a file written before then has no event.
+            let limit = self.location.fallback_after.min(Duration::from_secs(60));
+            if !self.location.ready_within(limit).await {
+                self.set_note(Some(format!(
+                    "listing: the consumer of location `{}` is not set up yet",
+                    self.location.name
+                )));
+                return self.list(None, may_be_new).await;
             }
             let snapshot = cache.last_seq()?;
             return self.list(Some(snapshot), may_be_new).await;
@@ -225,7 +352,7 @@ impl Discovery for FileEventsDiscovery {
         let mut batch = DiscoveryBatch {
             listed: events.len() as u64,
             more: events.len() == READ_PER_ROUND,
-            cursor: events.last().map(|e| self.cursor(e.seq)),
+            cursor: events.last().map(|e| self.cursor(e.seq, &tag_of(e))),
             ..DiscoveryBatch::default()
         };
         let mut seen = HashSet::new();

@@ -35,7 +35,7 @@ mod stores;
 
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
 pub use counting::{CountRequests, CountingStore};
-pub use file_events::{FileEventsDiscovery, READ_PER_ROUND, parse_position};
+pub use file_events::{FileEventsDiscovery, Position, READ_PER_ROUND, parse_position};
 pub use listing::{Filters, ListingDiscovery};
 pub use location::{
     CONSUMER_ERROR_META, ConsumerError, EventLocation, LAST_LISTING_META, LAST_ROUND_META,

@@ -49,6 +49,9 @@ pub struct Filters {
     pub modified_after: Option<DateTime<Utc>>,
     pub modified_before: Option<DateTime<Utc>>,
     pub max_file_age: Option<Duration>,
+    /// Keep paths with a segment starting with `_` or `.` (a location's listing: the streams
+    /// under it decide what is hidden to them).
+    pub keep_hidden: bool,
 }
 
 impl Filters {
@@ -57,9 +60,10 @@ impl Filters {
         if relative.is_empty() || relative.ends_with('/') {
             return false;
         }
-        if relative
-            .split('/')
-            .any(|part| part.starts_with('_') || part.starts_with('.'))
+        if !self.keep_hidden
+            && relative
+                .split('/')
+                .any(|part| part.starts_with('_') || part.starts_with('.'))
         {
             return false;
         }
@@ -630,6 +634,7 @@ mod tests {
             modified_after: Some(now - chrono::Duration::days(10)),
             modified_before: None,
             max_file_age: None,
+            keep_hidden: false,
         };
         assert!(f.accepts("a/b.json", now, now));
         assert!(!f.accepts("a/b.csv", now, now));

@@ -19,7 +19,7 @@
 
 use crate::listing::ListingDiscovery;
 use crate::notification::StoreRef;
-use crate::queue_reader::{QueueReader, quoted, seq_after, sort_messages};
+use crate::queue_reader::{QueueReader, Removal, quoted, same_etag, seq_after, sort_messages};
 use chrono::{DateTime, Utc};
 use landfall_core::seams::SeamResult;
 use landfall_core::{QueueRound, SeamError};
@@ -68,6 +68,10 @@ pub struct EventLocation {
     /// Draining: rounds the consumer must have finished before it may idle (the largest a
     /// stream waiting in `caught_up` needs).
     needed: std::sync::atomic::AtomicU64,
+    /// The consumer is set up (its queue and bucket notification exist): events of files
+    /// written from now on are delivered. Streams take a listing's snapshot position only
+    /// then.
+    ready: watch::Sender<bool>,
     /// When this process opened the location: a consumer is not stale before it had
     /// `fallback_after` to finish a first round.
     opened: DateTime<Utc>,
@@ -97,6 +101,7 @@ impl EventLocation {
             fallback_after,
             rounds: watch::channel((0, false)).0,
             last_round: Mutex::new(last_round),
+            ready: watch::channel(false).0,
             demand: tokio::sync::Notify::new(),
             needed: std::sync::atomic::AtomicU64::new(0),
             opened: Utc::now(),
@@ -148,6 +153,19 @@ impl EventLocation {
         tokio::time::timeout(limit, wait).await.unwrap_or(false)
     }
 
+    /// The consumer is set up: events of files written from now on reach the cache.
+    pub fn set_ready(&self) {
+        self.ready.send_replace(true);
+    }
+
+    /// Wait until the consumer is set up, at most `limit`. False: it is not.
+    pub async fn ready_within(&self, limit: Duration) -> bool {
+        let mut rx = self.ready.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|r| *r))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
     /// A draining consumer whose last round was empty waits here until a stream waiting to
     /// catch up needs another round.
     pub async fn demanded(&self) {
@@ -179,8 +197,6 @@ pub struct LocationRound {
     pub dropped: u64,
     /// Events outside the location's prefix, or objects that are not files.
     pub passed_over: u64,
-    /// A location listing ran: files it found missing from the cache.
-    pub listed: Option<u64>,
     pub expired: u64,
 }
 
@@ -194,6 +210,7 @@ pub struct LocationConsumer {
     listing: ListingDiscovery,
     listing_interval: Option<Duration>,
     last_expiry: Mutex<Option<std::time::Instant>>,
+    gap_checked: std::sync::atomic::AtomicBool,
 }
 
 impl LocationConsumer {
@@ -211,6 +228,7 @@ impl LocationConsumer {
             listing,
             listing_interval,
             last_expiry: Mutex::new(None),
+            gap_checked: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -238,12 +256,38 @@ impl LocationConsumer {
             .map_err(SeamError::from)
     }
 
-    /// One round: a location listing when due, then the queue.
+    /// At the first round of a process: a consumer that did not read the queue for about as
+    /// long as the queue keeps messages may have lost events for good. Every stream's
+    /// position is then outdated, so each lists its prefix once.
+    async fn check_gap(&self) -> SeamResult<()> {
+        if self
+            .gap_checked
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Ok(());
+        }
+        let Some(last) = self.location.last_round() else {
+            return Ok(());
+        };
+        let keeps = match self.reader.queue().retention().await {
+            Ok(Some(r)) => r,
+            // Unknown (Azure queues do not say): the location's retention stands in.
+            Ok(None) | Err(_) => self.location.retention,
+        };
+        let away = (Utc::now() - last).to_std().unwrap_or(Duration::ZERO);
+        // Allow for clock skew and for events sent while the consumer was stopping.
+        let slack = (keeps / 4).min(Duration::from_secs(3600));
+        if away + slack >= keeps {
+            let h = self.blocking(|l| l.cache.outdate_positions()).await?;
+            tracing::warn!(location = %self.name(), away_s = away.as_secs(), queue_keeps_s = keeps.as_secs(), horizon = h, "the queue was not read for about as long as it keeps messages; every stream reading the location lists its prefix once");
+        }
+        Ok(())
+    }
+
+    /// One round of the queue.
     pub async fn round(&self) -> SeamResult<LocationRound> {
         let mut out = LocationRound::default();
-        if self.listing_due()? {
-            out.listed = Some(self.list().await?);
-        }
+        self.check_gap().await?;
         let messages = self.reader.receive().await?;
         out.queue = QueueRound {
             received: messages.len() as u64,
@@ -336,6 +380,15 @@ impl LocationConsumer {
                     e.version = h.version.or(e.version);
                 }
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                // No stream could read it either: pass it over, said loudly, rather than
+                // stall the queue on it.
+                Err(
+                    err @ (object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }),
+                ) => {
+                    tracing::warn!(location = %self.name(), key = %ev.key, error = %err, "cannot read an object's size; its event is passed over");
+                    return Ok(None);
+                }
                 Err(err) => {
                     return Err(SeamError::retryable(format!(
                         "location `{}`: HEAD {}: {err}",
@@ -349,7 +402,7 @@ impl LocationConsumer {
     }
 
     /// Drop the cached creations of `key` that a removal supersedes. Returns how many.
-    async fn settle_removal(&self, key: String, removal: Option<String>) -> SeamResult<u64> {
+    async fn settle_removal(&self, key: String, removal: Removal) -> SeamResult<u64> {
         let Ok(path) = Path::parse(&key) else {
             return Ok(0);
         };
@@ -359,11 +412,12 @@ impl LocationConsumer {
             return Ok(0);
         }
         let mut gone: Vec<CachedEvent> = Vec::new();
-        let mut head = None;
+        // What the store holds at the key now: `None` nothing, `Some(etag)` an object.
+        let mut head: Option<Option<Option<String>>> = None;
         for c in cached {
-            let superseded = match (c.event.sequencer.as_deref(), removal.as_deref()) {
-                (Some(created), Some(removed)) => seq_after(removed, created),
-                _ => {
+            let superseded = match removal.by_sequencer(c.event.sequencer.as_deref()) {
+                Some((created, removed)) => seq_after(removed, created),
+                None => {
                     if head.is_none() {
                         head = Some(match self.listing.store().head(&path).await {
                             Ok(h) => Some(h.e_tag),
@@ -374,7 +428,10 @@ impl LocationConsumer {
                     }
                     match head.as_ref().expect("set") {
                         None => true,
-                        Some(etag) => c.event.etag.is_some() && etag != &c.event.etag,
+                        Some(etag) => {
+                            c.event.etag.is_some()
+                                && !same_etag(etag.as_deref(), c.event.etag.as_deref())
+                        }
                     }
                 }
             };
@@ -385,6 +442,16 @@ impl LocationConsumer {
         let n = gone.len() as u64;
         self.blocking(move |l| l.cache.remove(&gone)).await?;
         Ok(n)
+    }
+
+    /// List the location when `listing_interval` has passed since the last listing (kept in
+    /// the cache across restarts). Runs beside the rounds, so a long listing never holds up
+    /// the queue. Returns how many files it cached, when it ran.
+    pub async fn list_if_due(&self) -> SeamResult<Option<u64>> {
+        if !self.listing_due()? {
+            return Ok(None);
+        }
+        self.list().await.map(Some)
     }
 
     fn listing_due(&self) -> SeamResult<bool> {

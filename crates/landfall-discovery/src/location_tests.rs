@@ -41,6 +41,7 @@ fn fixture(retention: Duration) -> Fixture {
         )
         .unwrap(),
     );
+    location.set_ready();
     let queue = Arc::new(FakeQueue::default());
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let consumer = LocationConsumer::new(
@@ -71,10 +72,6 @@ fn fixture(retention: Duration) -> Fixture {
 }
 
 impl Fixture {
-    fn pos(&self, seq: u64) -> String {
-        format!("events:{}:{seq}", self.location.id)
-    }
-
     fn send(&self, bodies: &[String]) {
         let mut q = self.queue.queued.lock().unwrap();
         let base = q.len() + self.queue.deleted.lock().unwrap().len();
@@ -96,6 +93,17 @@ impl Fixture {
         let listing = ListingDiscovery::new("s", self.store.clone(), Path::from(prefix), filters);
         FileEventsDiscovery::new("s", listing, self.location.clone())
     }
+}
+
+/// Discover from position `seq` of stream `s`.
+async fn read_from(s: &FileEventsDiscovery, seq: u64) -> DiscoveryBatch {
+    s.discover(Some(&s.position_at(seq).unwrap()))
+        .await
+        .unwrap()
+}
+
+fn seq(b: &DiscoveryBatch) -> Option<u64> {
+    parse_position(b.cursor.as_deref()).map(|p| p.seq)
 }
 
 fn paths(b: &DiscoveryBatch) -> Vec<&str> {
@@ -125,25 +133,18 @@ async fn events_are_cached_once_and_each_stream_reads_its_own() {
     // the cache had before the listing.
     let first = a.discover(None).await.unwrap();
     assert!(first.full_listing && first.files.is_empty());
-    assert_eq!(
-        parse_position(first.cursor.as_deref()).map(|p| p.1),
-        Some(3)
-    );
+    assert_eq!(seq(&first), Some(3));
     // From position 0 (as if the events came after its listing) it reads its own.
-    let b = a.discover(Some(&f.pos(0))).await.unwrap();
+    let b = read_from(&a, 0).await;
     assert_eq!(paths(&b), ["landing/a/1.json"]);
-    assert_eq!(b.cursor, Some(f.pos(3)));
-    let c = f
-        .stream("landing", None)
-        .discover(Some(&f.pos(0)))
-        .await
-        .unwrap();
+    assert_eq!(seq(&b), Some(3));
+    let c = read_from(&f.stream("landing", None), 0).await;
     assert_eq!(
         paths(&c),
         ["landing/a/1.json", "landing/a/x/2.csv", "landing/b/3.json"]
     );
     // Nothing new after the position.
-    let d = a.discover(Some(&f.pos(3))).await.unwrap();
+    let d = read_from(&a, 3).await;
     assert!(d.files.is_empty() && d.cursor.is_none());
 }
 
@@ -159,7 +160,7 @@ async fn a_listing_position_taken_before_the_listing_leaves_no_gap() {
     let s = f.stream("landing", None);
     let listed = s.discover(None).await.unwrap();
     assert_eq!(paths(&listed), ["landing/old.json"]);
-    assert_eq!(listed.cursor, Some(f.pos(1)));
+    assert_eq!(seq(&listed), Some(1));
     // An event cached after the listing's snapshot is read next.
     f.send(&[event(
         "ObjectCreated:Put",
@@ -185,11 +186,11 @@ async fn a_position_older_than_the_retention_lists_again() {
         .unwrap();
     assert_eq!(f.location.cache.expired_through().unwrap(), 1);
     let s = f.stream("landing", None);
-    let b = s.discover(Some(&f.pos(0))).await.unwrap();
+    let b = read_from(&s, 0).await;
     assert!(b.full_listing, "a position below the horizon must list");
-    assert_eq!(b.cursor, Some(f.pos(1)));
+    assert_eq!(seq(&b), Some(1));
     // At the horizon, reading is complete again.
-    let b = s.discover(Some(&f.pos(1))).await.unwrap();
+    let b = read_from(&s, 1).await;
     assert!(!b.full_listing);
 }
 
@@ -210,11 +211,7 @@ async fn a_removal_drops_the_creation_it_supersedes_but_not_a_later_upload() {
     ]);
     let r = f.consumer.round().await.unwrap();
     assert_eq!(r.dropped, 2, "{r:?}");
-    let b = f
-        .stream("landing", None)
-        .discover(Some(&f.pos(0)))
-        .await
-        .unwrap();
+    let b = read_from(&f.stream("landing", None), 0).await;
     assert_eq!(paths(&b), ["landing/back.json"]);
     assert_eq!(b.files[0].etag.as_deref(), Some("\"b2\""));
 }
@@ -250,11 +247,7 @@ async fn the_location_listing_caches_only_what_the_events_missed() {
         0,
         "a second listing adds nothing"
     );
-    let b = f
-        .stream("landing", None)
-        .discover(Some(&f.pos(0)))
-        .await
-        .unwrap();
+    let b = read_from(&f.stream("landing", None), 0).await;
     assert_eq!(paths(&b), ["landing/seen.json", "landing/lost.json"]);
 }
 
@@ -264,14 +257,63 @@ async fn a_position_of_another_or_an_older_cache_lists_again() {
     f.send(&[event("ObjectCreated:Put", "landing/1.json", 3, "a", "01")]);
     f.consumer.round().await.unwrap();
     let s = f.stream("landing", None);
+    let at1 = s.position_at(1).unwrap();
     // The cache directory was replaced: the stream's position names another cache.
-    let b = s.discover(Some("events:0123456789abcdef:0")).await.unwrap();
+    let other = at1.replacen(&f.location.id, "0123456789abcdef", 1);
+    let b = s.discover(Some(&other)).await.unwrap();
     assert!(b.full_listing);
-    assert_eq!(b.cursor, Some(f.pos(1)));
-    // Restored from an older copy: the position is beyond the cache's last number.
-    let b = s.discover(Some(&f.pos(7))).await.unwrap();
+    assert_eq!(seq(&b), Some(1));
+    // Restored from an older copy: the position is beyond the cache's last number ...
+    let b = read_from(&s, 7).await;
     assert!(b.full_listing);
+    // ... or the event at it is another than the one the stream read.
+    let p = parse_position(Some(&at1)).unwrap();
+    let forged = at1.replacen(p.tag, "ffffffffffffffff", 1);
+    assert!(s.discover(Some(&forged)).await.unwrap().full_listing);
+    assert!(!s.discover(Some(&at1)).await.unwrap().full_listing);
+    // The stream's prefix or glob changed since it took the position.
+    let narrower = f.stream("landing", Some("*.csv"));
+    assert!(narrower.discover(Some(&at1)).await.unwrap().full_listing);
     // A listing cursor (from listing mode) is no position either.
     let b = s.discover(Some("landing/zzz.json")).await.unwrap();
     assert!(b.full_listing);
+}
+
+/// Deleted and uploaded again with the same bytes (same etag): the later creation moves the
+/// held event's sequencer, so the removal between the two does not drop the file that exists.
+/// A removal of one version (a versioned bucket) is settled by the store, not by sequencers.
+#[tokio::test]
+async fn a_re_upload_of_the_same_bytes_and_a_version_removal_keep_the_event() {
+    let f = fixture(Duration::from_secs(3600));
+    let key = Path::from("landing/same.json");
+    f.store.put(&key, PutPayload::from("{}\n")).await.unwrap();
+    let etag = f.store.head(&key).await.unwrap().e_tag.unwrap();
+    let bare = etag.trim_matches('"').to_string();
+    f.send(&[event(
+        "ObjectCreated:Put",
+        "landing/same.json",
+        3,
+        &bare,
+        "01",
+    )]);
+    f.consumer.round().await.unwrap();
+    f.send(&[
+        event("ObjectRemoved:Delete", "landing/same.json", 0, "", "02"),
+        event("ObjectCreated:Put", "landing/same.json", 3, &bare, "03"),
+    ]);
+    let r = f.consumer.round().await.unwrap();
+    assert_eq!(r.dropped, 0, "{r:?}");
+    let b = read_from(&f.stream("landing", None), 0).await;
+    assert_eq!(paths(&b), ["landing/same.json"]);
+    // An old version deleted for good (its event names the version, with a later sequencer):
+    // the current object lives on.
+    let versioned = r#"{"Records":[{"eventName":"ObjectRemoved:Delete","eventTime":"2026-11-30T00:00:00Z","s3":{"bucket":{"name":"b"},"object":{"key":"landing/same.json","versionId":"v1","sequencer":"09"}}}]}"#;
+    f.send(&[versioned.to_string()]);
+    let r = f.consumer.round().await.unwrap();
+    assert_eq!(r.dropped, 0, "{r:?}");
+    // Deleted for real: the store no longer has it.
+    f.store.delete(&key).await.unwrap();
+    f.send(&[versioned.to_string()]);
+    let r = f.consumer.round().await.unwrap();
+    assert_eq!(r.dropped, 1, "{r:?}");
 }

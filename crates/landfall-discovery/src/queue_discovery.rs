@@ -29,7 +29,7 @@
 use crate::listing::ListingDiscovery;
 use crate::notification::{StorageEvent, StoreRef};
 use crate::queue::MessageQueue;
-use crate::queue_reader::{QueueReader, quoted, seq_after, sort_messages};
+use crate::queue_reader::{QueueReader, Removal, quoted, same_etag, seq_after, sort_messages};
 use chrono::{DateTime, Utc};
 use landfall_core::seams::{NewFilter, SeamResult};
 use landfall_core::{AckToken, Discovery, DiscoveryBatch, FileMeta, QueueRound, SeamError};
@@ -206,9 +206,7 @@ impl NotificationDiscovery {
                 continue;
             }
             if let Some(removal) = removed.get(&f.path)
-                && !self
-                    .outlives_removal(&f, seq.as_deref(), removal.as_deref())
-                    .await
+                && !self.outlives_removal(&f, seq.as_deref(), removal).await
             {
                 batch.filtered += 1;
                 continue;
@@ -233,14 +231,14 @@ impl NotificationDiscovery {
         &self,
         f: &FileMeta,
         created: Option<&str>,
-        removed: Option<&str>,
+        removal: &Removal,
     ) -> bool {
-        if let (Some(c), Some(r)) = (created, removed) {
+        if let Some((c, r)) = removal.by_sequencer(created) {
             return seq_after(c, r);
         }
         let path = Path::parse(&f.path).unwrap_or_else(|_| Path::from(f.path.as_str()));
         match self.listing.store().head(&path).await {
-            Ok(h) => f.etag.is_none() || h.e_tag == f.etag,
+            Ok(h) => f.etag.is_none() || same_etag(h.e_tag.as_deref(), f.etag.as_deref()),
             Err(object_store::Error::NotFound { .. }) => false,
             // Unknown: admit it; reading it classifies a missing file.
             Err(_) => true,

@@ -247,12 +247,39 @@ async fn heartbeat(owner: String, queue: Arc<dyn MessageQueue>, held: HeldMap, e
 pub(crate) struct Sorted {
     /// Object-created events, in message order.
     pub created: Vec<crate::StorageEvent>,
-    /// Per key, the latest removal's sequencer (`None`: a removal without one).
-    pub removed: HashMap<String, Option<String>>,
+    /// Per key, the round's removals of it.
+    pub removed: HashMap<String, Removal>,
     /// The messages that were read (malformed ones stay, for the redrive policy).
     pub ack: Vec<AckToken>,
     /// Events in the messages, of any kind and store.
     pub events: u64,
+}
+
+/// The removals of one key in a round.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Removal {
+    /// The latest removal's sequencer (`None`: one came without).
+    pub sequencer: Option<String>,
+    /// Sequencers do not settle it, the store does: one removal came without a sequencer,
+    /// or removed a specific version (a versioned bucket, where the current object may live
+    /// on).
+    pub ask_store: bool,
+}
+
+impl Removal {
+    /// Whether this removal settles by sequencer against a creation with `created`.
+    pub fn by_sequencer<'a>(&'a self, created: Option<&'a str>) -> Option<(&'a str, &'a str)> {
+        match (created, self.sequencer.as_deref()) {
+            (Some(c), Some(r)) if !self.ask_store => Some((c, r)),
+            _ => None,
+        }
+    }
+}
+
+/// Etags compare without quotes and weak markers: stores and events disagree on quoting.
+pub(crate) fn same_etag(a: Option<&str>, b: Option<&str>) -> bool {
+    let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
+    a.map(bare) == b.map(bare)
 }
 
 /// Parse a round's messages and keep the events about `source`; what is left out is counted
@@ -291,11 +318,15 @@ pub(crate) fn sort_messages(
                 EventKind::Created => out.created.push(ev),
                 EventKind::Removed => {
                     round.removed_events += 1;
-                    let latest = out.removed.entry(ev.key.clone()).or_insert(None);
-                    if let Some(s) = ev.sequencer
-                        && latest.as_deref().is_none_or(|l| seq_after(&s, l))
-                    {
-                        *latest = Some(s);
+                    let r = out.removed.entry(ev.key.clone()).or_default();
+                    r.ask_store |= ev.version.is_some();
+                    match ev.sequencer {
+                        Some(s) if r.sequencer.as_deref().is_none_or(|l| seq_after(&s, l)) => {
+                            r.sequencer = Some(s)
+                        }
+                        Some(_) => {}
+                        // One removal without a sequencer: the store settles it.
+                        None => r.ask_store = true,
                     }
                 }
                 EventKind::Other(_) => round.other_events += 1,
@@ -306,12 +337,7 @@ pub(crate) fn sort_messages(
     out
 }
 
-/// Whether S3 sequencer `a` orders after `b`: hexadecimal strings of varying length,
-/// compared after padding the shorter with leading zeros.
-pub(crate) fn seq_after(a: &str, b: &str) -> bool {
-    let n = a.len().max(b.len());
-    format!("{a:0>n$}") > format!("{b:0>n$}")
-}
+pub(crate) use landfall_state::seq_after;
 
 /// An etag as object_store reports it: in double quotes.
 pub(crate) fn quoted(etag: &str) -> String {

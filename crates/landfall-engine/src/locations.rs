@@ -26,6 +26,8 @@ use tokio::sync::watch;
 
 const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How often the consumer checks whether a location listing is due.
+const LISTING_CHECK: Duration = Duration::from_secs(1);
 
 static OPEN: LazyLock<Mutex<HashMap<String, Arc<EventLocation>>>> = LazyLock::new(Default::default);
 static CONSUMING: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
@@ -37,7 +39,11 @@ pub fn open(spec: &LocationSpec) -> SeamResult<Arc<EventLocation>> {
         return Ok(l.clone());
     }
     let cache = landfall_state::open_event_cache(&spec.name, &spec.state_dir)?;
-    let prefix = object_store::path::Path::from(spec.prefix());
+    // The prefix as object_store decodes it from the URL (events name keys decoded).
+    let (_, prefix) =
+        landfall_discovery::open_store(&spec.url.url, spec.options.iter()).map_err(|e| {
+            SeamError::fatal(format!("location `{}`: {}: {e}", spec.name, spec.url.url))
+        })?;
     let l = Arc::new(EventLocation::new(
         &spec.name,
         cache,
@@ -99,7 +105,27 @@ async fn supervise(
         }
         let (consumer, err) = match build(&spec, drain, &metrics).await {
             Ok(c) => {
+                let c = Arc::new(c);
+                c.location().set_ready();
+                // The location listing runs beside the rounds: a long listing never holds up
+                // the queue, and a failed one does not stop it. A draining run lists first
+                // (when due), so what it finds is cached before the streams catch up.
+                let lister = if drain {
+                    listed(&spec.name, &c.list_if_due().await, &metrics);
+                    None
+                } else {
+                    let (c, metrics, name) = (c.clone(), metrics.clone(), spec.name.clone());
+                    Some(tokio::spawn(async move {
+                        loop {
+                            listed(&name, &c.list_if_due().await, &metrics);
+                            tokio::time::sleep(LISTING_CHECK).await;
+                        }
+                    }))
+                };
                 let e = run(&spec, &c, &mut shutdown, &metrics, &mut backoff, drain).await;
+                if let Some(l) = lister {
+                    l.abort();
+                }
                 (Some(c), e)
             }
             Err(e) => (None, Some(e)),
@@ -245,7 +271,6 @@ pub fn round(location: &str, r: &LocationRound, metrics: &Metrics) {
     ev("cached", r.cached);
     ev("dropped", r.dropped);
     ev("passed_over", r.passed_over);
-    ev("listed", r.listed.unwrap_or(0));
     ev("expired", r.expired);
     let q = &r.queue;
     let msg = |kind: &str, n: u64| {
@@ -263,19 +288,39 @@ pub fn round(location: &str, r: &LocationRound, metrics: &Metrics) {
     for m in &q.malformed {
         tracing::warn!(location, message = %m.id, receive_count = m.receive_count, error = %m.error, "a queue message is not a storage event; it stays in the queue for its redrive policy");
     }
-    if r.cached > 0 || r.dropped > 0 || r.listed.is_some() || r.expired > 0 {
+    if r.cached > 0 || r.dropped > 0 || r.expired > 0 {
         tracing::info!(
             location,
             received = q.received,
             cached = r.cached,
             dropped = r.dropped,
             passed_over = r.passed_over,
-            listed = r.listed,
             expired = r.expired,
             "location round"
         );
     } else {
         tracing::debug!(location, received = q.received, "location round");
+    }
+}
+
+/// A location listing: logged and counted together.
+fn listed(location: &str, result: &SeamResult<Option<u64>>, metrics: &Metrics) {
+    match result {
+        Ok(None) => {}
+        Ok(Some(n)) => {
+            metrics
+                .location_events
+                .get_or_create(&label(location, "listed"))
+                .inc_by(*n);
+            tracing::info!(location, cached = n, "location listing");
+        }
+        Err(e) => {
+            metrics
+                .location_events
+                .get_or_create(&label(location, "listing_failures"))
+                .inc();
+            tracing::warn!(location, error = %e.message, "the location listing failed; it runs again at the next check");
+        }
     }
 }
 
@@ -361,7 +406,7 @@ pub async fn report(
                 {
                     let cursor = positions(s);
                     let position =
-                        landfall_discovery::parse_position(cursor.as_deref()).map(|(_, seq)| seq);
+                        landfall_discovery::parse_position(cursor.as_deref()).map(|p| p.seq);
                     r.streams.insert(
                         s.name.clone(),
                         StreamPosition {

@@ -277,10 +277,21 @@ impl StreamSet {
         // A file-events stream reads its location's cache: its consumer runs in this process
         // (one per location, until the process stops).
         if let Some(l) = crate::locations::of_stream(&spec) {
+            // Draining (receive only while a stream waits to catch up) when this process
+            // ends once its streams drain: every stream of the location drains.
+            let drain = self.opts.available_now
+                || self.hub.config().is_some_and(|cfg| {
+                    cfg.streams
+                        .iter()
+                        .filter(|s| {
+                            crate::locations::of_stream(s).is_some_and(|o| o.name == l.name)
+                        })
+                        .all(|s| s.trigger == Trigger::AvailableNow)
+                });
             crate::locations::ensure_consumer(
                 l,
                 self.shutdown.clone(),
-                self.opts.available_now || spec.trigger == Trigger::AvailableNow,
+                drain,
                 self.hub.metrics.clone(),
             );
         }

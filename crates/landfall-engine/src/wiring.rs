@@ -142,6 +142,7 @@ pub(crate) fn open_listing(
         modified_after: spec.modified_after,
         modified_before: spec.modified_before,
         max_file_age: spec.max_file_age,
+        keep_hidden: false,
     };
     Ok(ListingDiscovery::new(&spec.name, store, prefix, filters)
         .with_s3_lister(s3)

@@ -139,10 +139,35 @@ impl<K: Kv> EventCache<K> {
         let mut count = self.get_u64(COUNT)?;
         let mut ops = Vec::new();
         let mut seen = HashSet::new();
+        // Held events whose sequencer a later duplicate moved on (see below).
+        let mut moved: std::collections::HashMap<u64, CachedEvent> = Default::default();
         for e in events {
             let id = identity_key(e);
-            if !seen.insert(id.clone()) || self.kv.get(&id).map_err(self.backend("read"))?.is_some()
-            {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            if let Some(raw) = self.kv.get(&id).map_err(self.backend("read"))? {
+                // The same content uploaded again (deleted and re-uploaded with the same
+                // bytes): keep the latest sequencer, so a removal between the two uploads
+                // does not drop the event of the object that exists.
+                let Ok(held) = <[u8; 8]>::try_from(raw.as_slice()).map(u64::from_be_bytes) else {
+                    continue;
+                };
+                let k = event_key(held);
+                let Some(v) = self.kv.get(&k).map_err(self.backend("read"))? else {
+                    continue;
+                };
+                let mut rec = self.decode(&k, &v)?;
+                if let Some(new) = &e.sequencer
+                    && rec
+                        .event
+                        .sequencer
+                        .as_deref()
+                        .is_none_or(|old| seq_after(new, old))
+                {
+                    rec.event.sequencer = Some(new.clone());
+                    moved.insert(held, rec);
+                }
                 continue;
             }
             seq += 1;
@@ -158,14 +183,35 @@ impl<K: Kv> EventCache<K> {
             ));
             ops.push(KvOp::Put(id, seq.to_be_bytes().to_vec()));
         }
+        let added = (ops.len() / 2) as u64;
+        for (held, rec) in moved {
+            ops.push(KvOp::Put(
+                event_key(held),
+                serde_json::to_vec(&rec).expect("event serialises"),
+            ));
+        }
         if ops.is_empty() {
             return Ok(0);
         }
-        let added = (ops.len() / 2) as u64;
         ops.push(KvOp::Put(LAST_SEQ.to_vec(), seq.to_be_bytes().to_vec()));
         ops.push(KvOp::Put(COUNT.to_vec(), count.to_be_bytes().to_vec()));
         self.kv.write(ops).map_err(self.backend("append"))?;
         Ok(added)
+    }
+
+    /// Make every reader's position outdated: the next number given lies above the horizon,
+    /// so each stream lists its prefix once. For when events may have been lost (the queue
+    /// was not read for longer than it keeps messages).
+    pub fn outdate_positions(&self) -> Result<u64, StateError> {
+        let _g = self.guard();
+        let last = self.get_u64(LAST_SEQ)? + 1;
+        self.kv
+            .write(vec![
+                KvOp::Put(LAST_SEQ.to_vec(), last.to_be_bytes().to_vec()),
+                KvOp::Put(EXPIRED_THROUGH.to_vec(), last.to_be_bytes().to_vec()),
+            ])
+            .map_err(self.backend("write"))?;
+        Ok(last)
     }
 
     /// Whether an event of this path and etag (or version) is held.
@@ -355,6 +401,13 @@ impl<K: Kv> EventCache<K> {
     }
 }
 
+/// Whether sequencer `a` orders after `b` (hexadecimal strings of varying length, compared
+/// after padding the shorter with leading zeros).
+pub fn seq_after(a: &str, b: &str) -> bool {
+    let n = a.len().max(b.len());
+    format!("{a:0>n$}") > format!("{b:0>n$}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +457,29 @@ mod tests {
         assert_eq!(c.last_seq().unwrap(), 4);
         let s = c.stats().unwrap();
         assert_eq!((s.events, s.expired_through), (2, 2));
+    }
+
+    #[test]
+    fn a_duplicate_with_a_later_sequencer_moves_the_held_one() {
+        let c = EventCache::new("l", MemoryKv::default());
+        let with = |s: &str| NewEvent {
+            sequencer: Some(s.into()),
+            ..ev("a", "1")
+        };
+        c.append(&[with("01")], Utc::now()).unwrap();
+        assert_eq!(c.append(&[with("03")], Utc::now()).unwrap(), 0);
+        c.append(&[with("02")], Utc::now()).unwrap();
+        let held = c.events_of("a").unwrap();
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].event.sequencer.as_deref(), Some("03"));
+        // Outdating positions puts the horizon above every number given.
+        let h = c.outdate_positions().unwrap();
+        assert_eq!(
+            (c.expired_through().unwrap(), c.last_seq().unwrap()),
+            (h, h)
+        );
+        assert_eq!(c.append(&[ev("b", "1")], Utc::now()).unwrap(), 1);
+        assert_eq!(c.last_seq().unwrap(), h + 1);
     }
 
     #[test]

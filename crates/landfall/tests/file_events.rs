@@ -549,10 +549,17 @@ fn switching_between_listing_file_events_and_notifications_keeps_exactly_once() 
             "discovery = \"file_events\"",
             &format!("discovery = \"{m}\""),
         );
+        // A notification stream reads the queue itself: the location (which would read the
+        // same queue) is left out of that configuration.
         let text = if m == "notifications" {
-            text + &format!(
-                "\n[streams.s.notifications]\nqueue_url = \"{q}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\n"
-            )
+            let (a, b) = (
+                text.find("[locations.raw]").unwrap(),
+                text.find("[streams.s]").unwrap(),
+            );
+            format!("{}{}", &text[..a], &text[b..])
+                + &format!(
+                    "\n[streams.s.notifications]\nqueue_url = \"{q}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\n"
+                )
         } else {
             text
         };
