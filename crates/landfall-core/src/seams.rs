@@ -76,6 +76,18 @@ pub struct DiscoveryBatch {
     pub queue: Option<QueueRound>,
 }
 
+impl DiscoveryBatch {
+    /// Keep only the files `may_be_new` does not rule out.
+    pub fn retain_new(&mut self, may_be_new: NewFilter<'_>) -> SeamResult<()> {
+        if self.files.is_empty() {
+            return Ok(());
+        }
+        let mut keep = may_be_new(&self.files)?.into_iter();
+        self.files.retain(|_| keep.next().unwrap_or(true));
+        Ok(())
+    }
+}
+
 /// What one round of queue messages held, for the logs and metrics.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct QueueRound {
@@ -118,9 +130,7 @@ pub trait Discovery: Send + Sync {
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         let mut batch = self.discover(cursor).await?;
-        let keep = may_be_new(&batch.files)?;
-        let mut keep = keep.into_iter();
-        batch.files.retain(|_| keep.next().unwrap_or(true));
+        batch.retain_new(may_be_new)?;
         Ok(batch)
     }
     /// Acknowledge messages whose files are durably admitted. A no-op for listing.

@@ -362,11 +362,7 @@ impl Discovery for FileEventsDiscovery {
                 _ => batch.filtered += 1,
             }
         }
-        if !batch.files.is_empty() {
-            let keep = may_be_new(&batch.files)?;
-            let mut keep = keep.into_iter();
-            batch.files.retain(|_| keep.next().unwrap_or(true));
-        }
+        batch.retain_new(may_be_new)?;
         Ok(batch)
     }
 

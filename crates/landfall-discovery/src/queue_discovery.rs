@@ -213,11 +213,7 @@ impl NotificationDiscovery {
             }
             batch.files.push(f);
         }
-        if !batch.files.is_empty() {
-            let keep = may_be_new(&batch.files)?;
-            let mut keep = keep.into_iter();
-            batch.files.retain(|_| keep.next().unwrap_or(true));
-        }
+        batch.retain_new(may_be_new)?;
         batch.queue = Some(round);
         Ok(batch)
     }

@@ -260,31 +260,22 @@ fn record_error(spec: &LocationSpec, e: &SeamError) {
 
 /// A consumer round: logged and counted together.
 pub fn round(location: &str, r: &LocationRound, metrics: &Metrics) {
-    let ev = |kind: &str, n: u64| {
+    let count = |family: &crate::metrics::Counters<LocationLabel>, kind: &str, n: u64| {
         if n > 0 {
-            metrics
-                .location_events
-                .get_or_create(&label(location, kind))
-                .inc_by(n);
+            family.get_or_create(&label(location, kind)).inc_by(n);
         }
     };
-    ev("cached", r.cached);
-    ev("dropped", r.dropped);
-    ev("passed_over", r.passed_over);
-    ev("expired", r.expired);
+    let events = &metrics.location_events;
+    count(events, "cached", r.cached);
+    count(events, "dropped", r.dropped);
+    count(events, "passed_over", r.passed_over);
+    count(events, "expired", r.expired);
     let q = &r.queue;
-    let msg = |kind: &str, n: u64| {
-        if n > 0 {
-            metrics
-                .location_messages
-                .get_or_create(&label(location, kind))
-                .inc_by(n);
-        }
-    };
-    msg("received", q.received);
-    msg("ignored", q.ignored_messages);
-    msg("malformed", q.malformed.len() as u64);
-    msg("kept", q.extension_failures);
+    let messages = &metrics.location_messages;
+    count(messages, "received", q.received);
+    count(messages, "ignored", q.ignored_messages);
+    count(messages, "malformed", q.malformed.len() as u64);
+    count(messages, "kept", q.extension_failures);
     for m in &q.malformed {
         tracing::warn!(location, message = %m.id, receive_count = m.receive_count, error = %m.error, "a queue message is not a storage event; it stays in the queue for its redrive policy");
     }

@@ -9,7 +9,6 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Upload files at once: `(key, first id)`, each with 3 rows.
 fn put_files(root: &Path, bucket: &str, files: &[(String, u64)]) {
@@ -29,7 +28,23 @@ struct S {
     glob: Option<&'static str>,
 }
 
+/// Stream `name` on `prefix`, no glob.
+fn s(name: &'static str, prefix: &'static str) -> S {
+    S {
+        name,
+        prefix,
+        glob: None,
+    }
+}
+
 impl S {
+    fn glob(self, glob: &'static str) -> S {
+        S {
+            glob: Some(glob),
+            ..self
+        }
+    }
+
     /// Whether the stream takes `key`: under its prefix at a `/`, through its glob (on the
     /// path below the prefix).
     fn takes(&self, key: &str) -> bool {
@@ -157,31 +172,11 @@ fn list_requests(cfg: &Path) -> u64 {
 
 fn streams_on_raw() -> Vec<S> {
     vec![
-        S {
-            name: "all",
-            prefix: "raw",
-            glob: None,
-        },
-        S {
-            name: "a",
-            prefix: "raw/a",
-            glob: None,
-        },
-        S {
-            name: "ab",
-            prefix: "raw/a/b",
-            glob: None,
-        },
-        S {
-            name: "b",
-            prefix: "raw/b",
-            glob: Some("*.json"),
-        },
-        S {
-            name: "a2",
-            prefix: "raw/a2",
-            glob: Some("**/*.json"),
-        },
+        s("all", "raw"),
+        s("a", "raw/a"),
+        s("ab", "raw/a/b"),
+        s("b", "raw/b").glob("*.json"),
+        s("a2", "raw/a2").glob("**/*.json"),
     ]
 }
 
@@ -273,18 +268,7 @@ fn a_stream_stopped_longer_than_the_retention_lists_and_misses_nothing() {
     let bucket = unique("ret");
     let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
     let q = wired["queue_url"].as_str().unwrap().to_string();
-    let streams = vec![
-        S {
-            name: "busy",
-            prefix: "raw",
-            glob: None,
-        },
-        S {
-            name: "idle",
-            prefix: "raw",
-            glob: None,
-        },
-    ];
+    let streams = vec![s("busy", "raw"), s("idle", "raw")];
     let cfg = config(
         root,
         &bucket,
@@ -330,18 +314,7 @@ fn lost_events_are_found_by_the_periodic_location_listing() {
     let bucket = unique("lost");
     let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
     let q = wired["queue_url"].as_str().unwrap().to_string();
-    let streams = vec![
-        S {
-            name: "a",
-            prefix: "raw/a",
-            glob: None,
-        },
-        S {
-            name: "b",
-            prefix: "raw/b",
-            glob: None,
-        },
-    ];
+    let streams = vec![s("a", "raw/a"), s("b", "raw/b")];
     let cfg = |interval: &str| {
         config(
             root,
@@ -379,30 +352,12 @@ fn lost_events_are_found_by_the_periodic_location_listing() {
 /// rows exactly once in each stream that matches it.
 #[test]
 fn kill_9_at_random_instants_while_events_flow_loses_and_duplicates_nothing() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let bucket = unique("fkill");
     let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
     let q = wired["queue_url"].as_str().unwrap().to_string();
-    let streams = vec![
-        S {
-            name: "all",
-            prefix: "raw",
-            glob: None,
-        },
-        S {
-            name: "a",
-            prefix: "raw/a",
-            glob: None,
-        },
-        S {
-            name: "b",
-            prefix: "raw/b",
-            glob: None,
-        },
-    ];
+    let streams = vec![s("all", "raw"), s("a", "raw/a"), s("b", "raw/b")];
     let cfg = config(
         &root,
         &bucket,
@@ -410,64 +365,10 @@ fn kill_9_at_random_instants_while_events_flow_loses_and_duplicates_nothing() {
         &streams,
         "trigger.processing_time = \"0s\"\npoll_interval = \"1s\"",
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let written = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (stop, written, bucket) = (stop.clone(), written.clone(), bucket.clone());
-        let endpoint = moto_endpoint();
-        std::thread::spawn(move || {
-            // One long-lived boto3 process writes file i (rows 3i..3i+3) per line of stdin,
-            // under raw/a for even i and raw/b for odd i.
-            let script = format!(
-                "import boto3, sys\n\
-s3 = boto3.client('s3', endpoint_url={endpoint:?}, aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
-for line in sys.stdin:\n    i = int(line)\n    body = ''.join('{{\"id\":%d,\"name\":\"n\",\"amount\":1.0,\"tag\":\"t\"}}\\n' % r for r in range(3*i, 3*i+3))\n    s3.put_object(Bucket={bucket:?}, Key='raw/%s/f%06d.json' % ('ab'[i % 2], i), Body=body.encode())\n    print(i, flush=True)\n"
-            );
-            let mut child = Command::new("python3")
-                .args(["-c", &script])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut input = child.stdin.take().unwrap();
-            let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
-            let mut i = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                use std::io::{BufRead, Write};
-                writeln!(input, "{i}").unwrap();
-                let mut line = String::new();
-                output.read_line(&mut line).unwrap();
-                i += 1;
-                written.store(i, Ordering::SeqCst);
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            drop(input);
-            child.wait().unwrap();
-        })
-    };
-    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    for _ in 0..8 {
-        let mut daemon = Command::new(bin())
-            .args(["run", "--config", cfg.to_str().unwrap()])
-            .env("LANDFALL_LISTEN", "127.0.0.1:0")
-            .env("LANDFALL_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(500 + next() % 2000));
-        daemon.kill().unwrap();
-        daemon.wait().unwrap();
-    }
-    stop.store(true, Ordering::SeqCst);
-    writer.join().unwrap();
-    let n = written.load(Ordering::SeqCst);
+    // File i (rows 3i..3i+3) under raw/a for even i, raw/b for odd i.
+    let writer = FlowingWriter::start(&bucket, "'raw/%s/f%06d.json' % ('ab'[i % 2], i)", 3);
+    kill_9_repeatedly(&cfg, 8, 500, 2000);
+    let n = writer.stop();
     assert!(n > 20, "only {n} files written");
     // Messages the killed consumers held come back after their visibility timeout (10 s).
     std::thread::sleep(std::time::Duration::from_secs(11));
@@ -493,11 +394,7 @@ fn a_failing_consumer_stops_no_stream_they_list_and_say_so() {
     let bucket = unique("fail");
     aws(&["mkbucket", &bucket]);
     let missing = format!("{}/000000000000/no-such-queue-{bucket}", moto_endpoint());
-    let streams = vec![S {
-        name: "a",
-        prefix: "raw/a",
-        glob: None,
-    }];
+    let streams = vec![s("a", "raw/a")];
     let cfg = config(
         root,
         &bucket,
@@ -537,11 +434,7 @@ fn switching_between_listing_file_events_and_notifications_keeps_exactly_once() 
     let bucket = unique("fswitch");
     let wired = aws(&["wire", &bucket, &bucket, "raw/"]);
     let q = wired["queue_url"].as_str().unwrap().to_string();
-    let streams = vec![S {
-        name: "s",
-        prefix: "raw/s",
-        glob: None,
-    }];
+    let streams = vec![s("s", "raw/s")];
     let location = format!("queue_url = \"{q}\"");
     let mode = |m: &str| {
         let cfg = config(root, &bucket, &location, &streams, "");

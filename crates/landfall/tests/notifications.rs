@@ -10,7 +10,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Upload rows `ids` to `key` (plain PUT, or multipart).
 fn put(root: &Path, bucket: &str, key: &str, ids: std::ops::Range<u64>, multipart: bool) {
@@ -536,8 +535,6 @@ path = "{root}/table"
 /// the killed daemons held are visible again, one drain: every file's rows exactly once.
 #[test]
 fn kill_9_at_random_instants_while_messages_flow_loses_and_duplicates_nothing() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let bucket = unique("flow");
@@ -550,63 +547,9 @@ fn kill_9_at_random_instants_while_messages_flow_loses_and_duplicates_nothing() 
         "notifications",
         "trigger.processing_time = \"0s\"",
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let written = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (stop, written, bucket) = (stop.clone(), written.clone(), bucket.clone());
-        let endpoint = moto_endpoint();
-        std::thread::spawn(move || {
-            // One long-lived boto3 process writes file i (rows 5i..5i+5) per line of stdin.
-            let script = format!(
-                "import boto3, sys\n\
-s3 = boto3.client('s3', endpoint_url={endpoint:?}, aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
-for line in sys.stdin:\n    i = int(line)\n    body = ''.join('{{\"id\":%d,\"name\":\"n\",\"amount\":1.0,\"tag\":\"t\"}}\\n' % r for r in range(5*i, 5*i+5))\n    s3.put_object(Bucket={bucket:?}, Key='landing/f%06d.json' % i, Body=body.encode())\n    print(i, flush=True)\n"
-            );
-            let mut child = Command::new("python3")
-                .args(["-c", &script])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut input = child.stdin.take().unwrap();
-            let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
-            let mut i = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                use std::io::{BufRead, Write};
-                writeln!(input, "{i}").unwrap();
-                let mut line = String::new();
-                output.read_line(&mut line).unwrap();
-                i += 1;
-                written.store(i, Ordering::SeqCst);
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            drop(input);
-            child.wait().unwrap();
-        })
-    };
-    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    for _ in 0..8 {
-        let mut daemon = Command::new(bin())
-            .args(["run", "--config", cfg.to_str().unwrap()])
-            .env("LANDFALL_LISTEN", "127.0.0.1:0")
-            .env("LANDFALL_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300 + next() % 1500));
-        daemon.kill().unwrap();
-        daemon.wait().unwrap();
-    }
-    stop.store(true, Ordering::SeqCst);
-    writer.join().unwrap();
-    let n = written.load(Ordering::SeqCst);
+    let writer = FlowingWriter::start(&bucket, "'landing/f%06d.json' % i", 5);
+    kill_9_repeatedly(&cfg, 8, 300, 1500);
+    let n = writer.stop();
     assert!(n > 20, "only {n} files written");
     // Messages the killed daemons held come back after their visibility timeout (10 s).
     std::thread::sleep(std::time::Duration::from_secs(11));

@@ -384,3 +384,91 @@ pub fn base64(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// Files uploaded to moto one after another by a long-lived boto3 process, until stopped:
+/// file `i` holds rows `rows * i .. rows * (i + 1)` and is written to the key the Python
+/// expression `key` (of `i`) gives.
+pub struct FlowingWriter {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl FlowingWriter {
+    pub fn start(bucket: &str, key: &str, rows: u64) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let script = format!(
+            "import boto3, sys\n\
+s3 = boto3.client('s3', endpoint_url={endpoint:?}, aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
+for line in sys.stdin:\n    i = int(line)\n    body = ''.join('{{\"id\":%d,\"name\":\"n\",\"amount\":1.0,\"tag\":\"t\"}}\\n' % r for r in range({rows}*i, {rows}*i+{rows}))\n    s3.put_object(Bucket={bucket:?}, Key={key}, Body=body.encode())\n    print(i, flush=True)\n",
+            endpoint = moto_endpoint(),
+        );
+        let thread = {
+            let (stop, written) = (stop.clone(), written.clone());
+            std::thread::spawn(move || {
+                let mut child = Command::new("python3")
+                    .args(["-c", &script])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut input = child.stdin.take().unwrap();
+                let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+                let mut i = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    use std::io::{BufRead, Write};
+                    writeln!(input, "{i}").unwrap();
+                    let mut line = String::new();
+                    output.read_line(&mut line).unwrap();
+                    i += 1;
+                    written.store(i, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                drop(input);
+                child.wait().unwrap();
+            })
+        };
+        FlowingWriter {
+            stop,
+            written,
+            thread,
+        }
+    }
+
+    /// Stop writing; how many files were written.
+    pub fn stop(self) -> u64 {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap();
+        self.written.load(Ordering::SeqCst)
+    }
+}
+
+/// Start a continuous daemon on `config` and kill -9 it after a random `min_ms` to
+/// `min_ms + spread_ms`, `times` times.
+pub fn kill_9_repeatedly(config: &Path, times: usize, min_ms: u64, spread_ms: u64) {
+    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..times {
+        let mut daemon = Command::new(bin())
+            .args(["run", "--config", config.to_str().unwrap()])
+            .env("LANDFALL_LISTEN", "127.0.0.1:0")
+            .env("LANDFALL_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(
+            min_ms + next() % spread_ms,
+        ));
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+    }
+}
