@@ -109,26 +109,38 @@ pub struct FileEventsDiscovery {
     /// Draining run: wait (bounded) for the consumer to cache what is queued first.
     drain: AtomicBool,
     caught_up: AtomicBool,
+    waited_ready: AtomicBool,
     /// What the stream's discovery does now, when it is not plain reading (for its status).
     note: Mutex<Option<String>>,
 }
 
 impl FileEventsDiscovery {
     pub fn new(stream: &str, listing: ListingDiscovery, location: Arc<EventLocation>) -> Self {
-        let glob = listing
-            .filters()
+        let f = listing.filters();
+        let glob = f
             .glob
             .as_ref()
             .map(|g| g.glob().glob().to_string())
             .unwrap_or_default();
+        let instant =
+            |t: Option<chrono::DateTime<Utc>>| t.map(|t| t.to_rfc3339()).unwrap_or_default();
+        // What the stream takes: a position taken with other filters says nothing about
+        // files the new ones take.
+        let scope = fnv(&[
+            listing.prefix().as_ref(),
+            &glob,
+            &instant(f.modified_after),
+            &instant(f.modified_before),
+        ]);
         FileEventsDiscovery {
             stream: stream.to_string(),
-            scope: fnv(&[listing.prefix().as_ref(), &glob]),
+            scope,
             listing,
             location,
             list_next: AtomicBool::new(false),
             drain: AtomicBool::new(false),
             caught_up: AtomicBool::new(false),
+            waited_ready: AtomicBool::new(false),
             note: Mutex::new(None),
         }
     }
@@ -310,7 +322,13 @@ impl Discovery for FileEventsDiscovery {
             }
             // The snapshot is a position only once the location's events flow (its queue and
             // bucket notification set up): a file written before then has no event.
-            let limit = self.location.fallback_after.min(Duration::from_secs(60));
+            // Waited for once; afterwards only looked at, so a location that does not set up
+            // does not hold every poll of its streams.
+            let limit = if self.waited_ready.swap(true, Ordering::SeqCst) {
+                Duration::ZERO
+            } else {
+                self.location.fallback_after.min(Duration::from_secs(60))
+            };
             if !self.location.ready_within(limit).await {
                 self.set_note(Some(format!(
                     "listing: the consumer of location `{}` is not set up yet",

@@ -210,7 +210,6 @@ pub struct LocationConsumer {
     listing: ListingDiscovery,
     listing_interval: Option<Duration>,
     last_expiry: Mutex<Option<std::time::Instant>>,
-    gap_checked: std::sync::atomic::AtomicBool,
 }
 
 impl LocationConsumer {
@@ -228,7 +227,6 @@ impl LocationConsumer {
             listing,
             listing_interval,
             last_expiry: Mutex::new(None),
-            gap_checked: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -256,25 +254,25 @@ impl LocationConsumer {
             .map_err(SeamError::from)
     }
 
-    /// At the first round of a process: a consumer that did not read the queue for about as
-    /// long as the queue keeps messages may have lost events for good. Every stream's
-    /// position is then outdated, so each lists its prefix once.
-    async fn check_gap(&self) -> SeamResult<()> {
-        if self
-            .gap_checked
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            return Ok(());
-        }
+    /// Before a round: a consumer that did not finish a round for about as long as the queue
+    /// keeps messages (stopped for days, or a draining consumer idle that long) may have lost
+    /// events for good. Every stream's position is then outdated, so each lists its prefix
+    /// once. Call it before the location is marked ready, too.
+    pub async fn check_gap(&self) -> SeamResult<()> {
         let Some(last) = self.location.last_round() else {
             return Ok(());
         };
+        let away = (Utc::now() - last).to_std().unwrap_or(Duration::ZERO);
+        // Cheap test first: no queue keeps messages less than a minute.
+        if away < Duration::from_secs(60) && away < self.location.retention {
+            return Ok(());
+        }
         let keeps = match self.reader.queue().retention().await {
             Ok(Some(r)) => r,
-            // Unknown (Azure queues do not say): the location's retention stands in.
-            Ok(None) | Err(_) => self.location.retention,
+            // Unknown (Azure queues do not say; the attribute may be denied): SQS's default,
+            // 4 days, unless the location keeps events less long.
+            Ok(None) | Err(_) => self.location.retention.min(Duration::from_secs(4 * 86400)),
         };
-        let away = (Utc::now() - last).to_std().unwrap_or(Duration::ZERO);
         // Allow for clock skew and for events sent while the consumer was stopping.
         let slack = (keeps / 4).min(Duration::from_secs(3600));
         if away + slack >= keeps {
@@ -287,7 +285,6 @@ impl LocationConsumer {
     /// One round of the queue.
     pub async fn round(&self) -> SeamResult<LocationRound> {
         let mut out = LocationRound::default();
-        self.check_gap().await?;
         let messages = self.reader.receive().await?;
         out.queue = QueueRound {
             received: messages.len() as u64,
@@ -412,23 +409,29 @@ impl LocationConsumer {
             return Ok(0);
         }
         let mut gone: Vec<CachedEvent> = Vec::new();
-        // What the store holds at the key now: `None` nothing, `Some(etag)` an object.
-        let mut head: Option<Option<Option<String>>> = None;
+        // What the store holds at the key now (asked once, when needed).
+        enum Held {
+            Nothing,
+            Object(Option<String>),
+            Unknown,
+        }
+        let mut head: Option<Held> = None;
         for c in cached {
             let superseded = match removal.by_sequencer(c.event.sequencer.as_deref()) {
                 Some((created, removed)) => seq_after(removed, created),
                 None => {
                     if head.is_none() {
                         head = Some(match self.listing.store().head(&path).await {
-                            Ok(h) => Some(h.e_tag),
-                            Err(object_store::Error::NotFound { .. }) => None,
-                            // Unknown: keep the event; reading classifies a missing file.
-                            Err(_) => Some(c.event.etag.clone()),
+                            Ok(h) => Held::Object(h.e_tag),
+                            Err(object_store::Error::NotFound { .. }) => Held::Nothing,
+                            // Unknown: keep every event; reading classifies a missing file.
+                            Err(_) => Held::Unknown,
                         });
                     }
                     match head.as_ref().expect("set") {
-                        None => true,
-                        Some(etag) => {
+                        Held::Nothing => true,
+                        Held::Unknown => false,
+                        Held::Object(etag) => {
                             c.event.etag.is_some()
                                 && !same_etag(etag.as_deref(), c.event.etag.as_deref())
                         }

@@ -28,6 +28,7 @@ const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// How often the consumer checks whether a location listing is due.
 const LISTING_CHECK: Duration = Duration::from_secs(1);
+const LISTING_BACKOFF_MAX: Duration = Duration::from_secs(600);
 
 static OPEN: LazyLock<Mutex<HashMap<String, Arc<EventLocation>>>> = LazyLock::new(Default::default);
 static CONSUMING: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
@@ -51,8 +52,50 @@ pub fn open(spec: &LocationSpec) -> SeamResult<Arc<EventLocation>> {
         spec.retention,
         spec.fallback_after,
     )?);
+    // A cache older than the last number this process family gave (restored from a copy,
+    // or writes lost): streams positioned at or below its last number may have missed the
+    // events cached after the copy, whose messages are deleted. Every position is outdated
+    // so each stream lists once.
+    let last = l.cache.last_seq()?;
+    if let Some(mark) = read_mark(spec)
+        && mark > last
+    {
+        let h = l.cache.outdate_positions()?;
+        tracing::warn!(location = %spec.name, last_seq = last, known = mark, horizon = h, "the event cache is older than the last state this location knew (restored from a copy?); every stream reading it lists its prefix once");
+    }
     open.insert(spec.name.clone(), l.clone());
     Ok(l)
+}
+
+/// Beside the cache directory: the highest sequence number the cache ever gave, written after
+/// rounds. A cache below it was restored from an older copy.
+fn mark_path(spec: &LocationSpec) -> std::path::PathBuf {
+    let mut name = spec
+        .state_dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".last_seq");
+    spec.state_dir.with_file_name(name)
+}
+
+fn read_mark(spec: &LocationSpec) -> Option<u64> {
+    std::fs::read_to_string(mark_path(spec))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// Write the mark (atomically: a temporary file renamed over it). Best effort: a missing mark
+/// only weakens the check.
+fn write_mark(spec: &LocationSpec, seq: u64) {
+    let path = mark_path(spec);
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, seq.to_string())
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .is_err()
+    {
+        tracing::debug!(location = %spec.name, "could not write the cache's sequence mark");
+    }
 }
 
 /// Start the location's consumer unless it runs in this process already. `drain`: runs that
@@ -106,6 +149,11 @@ async fn supervise(
         let (consumer, err) = match build(&spec, drain, &metrics).await {
             Ok(c) => {
                 let c = Arc::new(c);
+                // Streams take snapshot positions once the location is ready: outdate stale
+                // ones first, or they would list twice.
+                if let Err(e) = c.check_gap().await {
+                    failed(&spec.name, &e, backoff, &metrics);
+                }
                 c.location().set_ready();
                 // The location listing runs beside the rounds: a long listing never holds up
                 // the queue, and a failed one does not stop it. A draining run lists first
@@ -116,9 +164,17 @@ async fn supervise(
                 } else {
                     let (c, metrics, name) = (c.clone(), metrics.clone(), spec.name.clone());
                     Some(tokio::spawn(async move {
+                        // A failing listing (LIST denied, a store outage) backs off, 1 s
+                        // doubling to 10 min.
+                        let mut pause = LISTING_CHECK;
                         loop {
-                            listed(&name, &c.list_if_due().await, &metrics);
-                            tokio::time::sleep(LISTING_CHECK).await;
+                            let r = c.list_if_due().await;
+                            listed(&name, &r, &metrics);
+                            pause = match r {
+                                Err(_) => (pause * 2).min(LISTING_BACKOFF_MAX),
+                                Ok(_) => LISTING_CHECK,
+                            };
+                            tokio::time::sleep(pause).await;
                         }
                     }))
                 };
@@ -161,6 +217,8 @@ async fn run(
     let location = c.location().clone();
     // Draining: the last round found the queue empty (or none ran yet).
     let mut idle = true;
+    // The sequence mark last written (see `mark_path`).
+    let mut marked = read_mark(spec).unwrap_or(0);
     let up = metrics
         .location_consumer_up
         .get_or_create(&label(&spec.name, ""))
@@ -180,7 +238,7 @@ async fn run(
         // A receive may long-poll; dropping it loses nothing (messages are deleted only
         // after their events are cached).
         let r = tokio::select! {
-            r = c.round() => r,
+            r = async { c.check_gap().await?; c.round().await } => r,
             _ = shutdown.changed() => return None,
         };
         match r {
@@ -189,6 +247,12 @@ async fn run(
                 up.set(1);
                 *backoff = BACKOFF_START;
                 round(&spec.name, &r, metrics);
+                if let Ok(last) = location.cache.last_seq()
+                    && last != marked
+                {
+                    write_mark(spec, last);
+                    marked = last;
+                }
                 if let Ok(s) = open(spec).and_then(|l| Ok(l.cache.stats()?)) {
                     metrics
                         .location_cache_events

@@ -146,7 +146,9 @@ async fn infer_from_sample(
         read += 1;
         let added = match sampled {
             Sampled::Schema(s) => s.map(|s| merger.add_schema(&s)),
-            Sampled::Bytes(b) => merger.add(&shown, &b),
+            Sampled::Bytes(b, complete) => {
+                merger.add_sample(&shown, &b, INFER_BYTES_PER_FILE as usize, complete)
+            }
         };
         match added {
             Ok(()) => {}
@@ -164,7 +166,9 @@ async fn infer_from_sample(
 enum Sampled {
     /// A Parquet footer's schema, or why the footer is unreadable.
     Schema(Result<SchemaRef, landfall_formats::FormatError>),
-    Bytes(bytes::Bytes),
+    /// A text file's first bytes as stored (compressed or not), and whether they are all of
+    /// it.
+    Bytes(bytes::Bytes, bool),
 }
 
 /// A Parquet file's schema from its footer (pinned ranged reads); `None` when the file is gone
@@ -189,8 +193,8 @@ async fn footer_schema(
     }
 }
 
-/// The start of a text file, cut back to its last complete line when the file is longer than
-/// `INFER_BYTES_PER_FILE`; `None` when the file is gone or changed.
+/// The start of a text file as stored, at most `INFER_BYTES_PER_FILE` (the merger decompresses
+/// it and cuts it back to its last complete line); `None` when the file is gone or changed.
 async fn head_of(
     store: &Arc<dyn ObjectStore>,
     f: &FileMeta,
@@ -208,11 +212,7 @@ async fn head_of(
             )));
         }
     };
-    if head.size == f.size {
-        return Ok(Some(Sampled::Bytes(body)));
-    }
-    let end = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    Ok(Some(Sampled::Bytes(body.slice(..end))))
+    Ok(Some(Sampled::Bytes(body, head.size == f.size)))
 }
 
 /// Load the stored schema, or fix it now (explicit, or inferred from `candidates`). `None`

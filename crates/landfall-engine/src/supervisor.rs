@@ -278,11 +278,12 @@ impl StreamSet {
         // (one per location, until the process stops).
         if let Some(l) = crate::locations::of_stream(&spec) {
             // Draining (receive only while a stream waits to catch up) when this process
-            // ends once its streams drain: every stream of the location drains.
+            // ends once its streams drain: every stream of the location it runs drains.
+            // Decided when the consumer starts, for the life of the process.
             let drain = self.opts.available_now
                 || self.hub.config().is_some_and(|cfg| {
-                    cfg.streams
-                        .iter()
+                    self.selected(&cfg)
+                        .into_iter()
                         .filter(|s| {
                             crate::locations::of_stream(s).is_some_and(|o| o.name == l.name)
                         })

@@ -133,9 +133,13 @@ pub(crate) fn open_listing(
         .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?
         .map(|l| l.with_counter(count));
     let Some(spec) = spec else {
-        return Ok(
-            ListingDiscovery::new(name, store, prefix, Filters::default()).with_s3_lister(s3),
-        );
+        // A location's listing: every file, hidden paths included (the streams under it decide
+        // what is hidden to them).
+        let everything = Filters {
+            keep_hidden: true,
+            ..Filters::default()
+        };
+        return Ok(ListingDiscovery::new(name, store, prefix, everything).with_s3_lister(s3));
     };
     let filters = Filters {
         glob: spec.glob.as_ref().map(|(_, m)| m.clone()),

@@ -23,7 +23,6 @@ use crate::error::StateError;
 use crate::kv::{Kv, KvOp};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::sync::Mutex;
 
 const LAST_SEQ: &[u8] = b"m/last_seq";
@@ -137,53 +136,64 @@ impl<K: Kv> EventCache<K> {
         let _g = self.guard();
         let mut seq = self.get_u64(LAST_SEQ)?;
         let mut count = self.get_u64(COUNT)?;
-        let mut ops = Vec::new();
-        let mut seen = HashSet::new();
-        // Held events whose sequencer a later duplicate moved on (see below).
+        // New events of this batch by identity (a duplicate inside the batch keeps the later
+        // sequencer), and held events whose sequencer a later duplicate moves on: the same
+        // content deleted and uploaded again must not be dropped by the removal between.
+        let mut fresh: Vec<(Vec<u8>, CachedEvent)> = Vec::new();
+        let mut index: std::collections::HashMap<Vec<u8>, usize> = Default::default();
         let mut moved: std::collections::HashMap<u64, CachedEvent> = Default::default();
+        let later = |new: &Option<String>, old: &Option<String>| match (new, old) {
+            (Some(n), Some(o)) => seq_after(n, o),
+            (Some(_), None) => true,
+            _ => false,
+        };
         for e in events {
             let id = identity_key(e);
-            if !seen.insert(id.clone()) {
+            if let Some(&i) = index.get(&id) {
+                if later(&e.sequencer, &fresh[i].1.event.sequencer) {
+                    fresh[i].1.event.sequencer = e.sequencer.clone();
+                }
                 continue;
             }
             if let Some(raw) = self.kv.get(&id).map_err(self.backend("read"))? {
-                // The same content uploaded again (deleted and re-uploaded with the same
-                // bytes): keep the latest sequencer, so a removal between the two uploads
-                // does not drop the event of the object that exists.
                 let Ok(held) = <[u8; 8]>::try_from(raw.as_slice()).map(u64::from_be_bytes) else {
                     continue;
                 };
                 let k = event_key(held);
-                let Some(v) = self.kv.get(&k).map_err(self.backend("read"))? else {
-                    continue;
+                let mut rec = match moved.remove(&held) {
+                    Some(r) => r,
+                    None => match self.kv.get(&k).map_err(self.backend("read"))? {
+                        Some(v) => self.decode(&k, &v)?,
+                        None => continue,
+                    },
                 };
-                let mut rec = self.decode(&k, &v)?;
-                if let Some(new) = &e.sequencer
-                    && rec
-                        .event
-                        .sequencer
-                        .as_deref()
-                        .is_none_or(|old| seq_after(new, old))
-                {
-                    rec.event.sequencer = Some(new.clone());
-                    moved.insert(held, rec);
+                if later(&e.sequencer, &rec.event.sequencer) {
+                    rec.event.sequencer = e.sequencer.clone();
                 }
+                moved.insert(held, rec);
                 continue;
             }
             seq += 1;
             count += 1;
-            let rec = CachedEvent {
-                seq,
-                event: e.clone(),
-                cached: now,
-            };
-            ops.push(KvOp::Put(
-                event_key(seq),
-                serde_json::to_vec(&rec).expect("event serialises"),
+            index.insert(id.clone(), fresh.len());
+            fresh.push((
+                id,
+                CachedEvent {
+                    seq,
+                    event: e.clone(),
+                    cached: now,
+                },
             ));
-            ops.push(KvOp::Put(id, seq.to_be_bytes().to_vec()));
         }
-        let added = (ops.len() / 2) as u64;
+        let mut ops = Vec::with_capacity(fresh.len() * 2 + moved.len() + 2);
+        for (id, rec) in &fresh {
+            ops.push(KvOp::Put(
+                event_key(rec.seq),
+                serde_json::to_vec(rec).expect("event serialises"),
+            ));
+            ops.push(KvOp::Put(id.clone(), rec.seq.to_be_bytes().to_vec()));
+        }
+        let added = fresh.len() as u64;
         for (held, rec) in moved {
             ops.push(KvOp::Put(
                 event_key(held),
@@ -466,6 +476,13 @@ mod tests {
             sequencer: Some(s.into()),
             ..ev("a", "1")
         };
+        // Inside one batch too: the first upload and the re-upload of the same bytes.
+        let b = EventCache::new("l", MemoryKv::default());
+        assert_eq!(b.append(&[with("01"), with("03")], Utc::now()).unwrap(), 1);
+        assert_eq!(
+            b.events_of("a").unwrap()[0].event.sequencer.as_deref(),
+            Some("03")
+        );
         c.append(&[with("01")], Utc::now()).unwrap();
         assert_eq!(c.append(&[with("03")], Utc::now()).unwrap(), 0);
         c.append(&[with("02")], Utc::now()).unwrap();
