@@ -604,7 +604,7 @@ fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec], locations: &[crate::Locat
     // delete each other's events.
     let mut queues: Vec<(String, String)> = Vec::new();
     for l in locations {
-        if let Some(q) = l.queue.as_ref().map(queue_id) {
+        if let Some(q) = l.queue.as_ref().map(|n| queue_id(n, &l.options)) {
             if let Some((_, other)) = queues.iter().find(|(id, _)| *id == q) {
                 ctx.err(
                     format!("locations.{}.queue_name", l.name),
@@ -632,12 +632,13 @@ fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec], locations: &[crate::Locat
     }
     for s in streams {
         if let crate::DiscoverySpec::Notifications(n) = &s.discovery
-            && let Some((_, other)) = queues.iter().find(|(id, _)| *id == queue_id(n))
+            && let q = queue_id(n, &s.source_options)
+            && let Some((_, other)) = queues.iter().find(|(id, _)| *id == q)
             && other.starts_with("location")
         {
             ctx.err(
                 format!("streams.{}.notifications", s.name),
-                format!("reads the same queue ({}) as {other}; a notification stream needs a queue of its own (or use discovery = \"file_events\")", queue_id(n)),
+                format!("reads the same queue ({q}) as {other}; a notification stream needs a queue of its own (or use discovery = \"file_events\")"),
             );
         }
     }
@@ -689,14 +690,29 @@ fn cross_checks(ctx: &mut Ctx, streams: &[StreamSpec], locations: &[crate::Locat
     }
 }
 
-/// The queue of a notification spec: its URL, else its name.
-fn queue_id(n: &crate::NotificationsSpec) -> String {
+/// The queue of a notification spec, as far as the configuration tells it apart: an SQS
+/// queue by name (a URL's last segment is its name), an Azure queue by account and name.
+fn queue_id(n: &crate::NotificationsSpec, options: &StoreOptions) -> String {
+    let option = |k: &str| {
+        options
+            .iter()
+            .find(|(n, _)| n.as_str() == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
     match &n.queue {
-        crate::QueueSpec::Sqs { url: Some(u), .. } => u.clone(),
+        crate::QueueSpec::Sqs { url: Some(u), .. } => u
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(u)
+            .to_string(),
         crate::QueueSpec::Sqs {
             url: None, name, ..
         } => name.clone(),
-        crate::QueueSpec::AzureQueue { name } => name.clone(),
+        crate::QueueSpec::AzureQueue { name } => {
+            format!("{}/{name}", option("azure_storage_account_name"))
+        }
     }
 }
 
