@@ -165,7 +165,12 @@ async fn read_file(
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
 ) -> Result<FileRead, FileError> {
-    if meta.size >= stream_files_from() {
+    // A compressed file may inflate a hundredfold: streamed from a sixteenth of the size.
+    let from = match landfall_formats::Codec::of(&meta.path) {
+        Some(_) => stream_files_from() / 16,
+        None => stream_files_from(),
+    };
+    if meta.size >= from {
         return Ok(FileRead::Large(meta));
     }
     let path = meta.path.clone();

@@ -157,6 +157,20 @@ impl SchemaMerger {
         Ok(())
     }
 
+    /// Add a text file's sampled head as read from the store: decompressed by its extension,
+    /// without a BOM, at most `cap` bytes, cut back to its last complete line unless
+    /// `complete` (the sample is the whole file).
+    pub fn add_sample(
+        &mut self,
+        path: &str,
+        raw: &[u8],
+        cap: usize,
+        complete: bool,
+    ) -> Result<(), FormatError> {
+        let text = crate::input::sample_text(path, raw, cap, complete)?;
+        self.add(path, &Bytes::from(text))
+    }
+
     /// Merge a schema read from a file's own metadata (Parquet's footer), without its data.
     pub fn add_schema(&mut self, schema: &Schema) {
         self.merged = merge_fields(&self.merged, schema.fields());

@@ -2,21 +2,28 @@
 //! batches to the stream schema.
 //!
 //! Text formats (json, csv) decode incrementally as chunks arrive, so memory stays bounded by
-//! the batch size rather than the file size. Parquet needs its footer and decodes at `finish`.
+//! the batch size rather than the file size; compressed files (by extension, [`Codec`]) are
+//! decompressed as they arrive, and a leading UTF-8 BOM is skipped ([`TextInput`]). Parquet
+//! needs its footer and decodes at `finish`.
 
+mod compression;
+mod compression_blocks;
 mod conform;
 mod csv;
 mod csv_tokenize;
 mod error;
 mod infer;
+mod input;
 mod json;
 mod json_permissive;
 mod parquet_file;
 
+pub use compression::{Codec, Decompressor, decompress_head};
 pub use conform::{conform, with_constant_columns};
 pub use csv::CsvDecoder;
 pub use error::{FormatError, MalformedRecord};
 pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
+pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
 
@@ -80,8 +87,14 @@ pub fn decoder(
     opts: &DecodeOptions,
 ) -> Result<Box<dyn Decoder>, FormatError> {
     Ok(match format {
-        FileFormat::Json => Box::new(json::JsonDecoder::new(path, schema, opts.batch_size)?),
-        FileFormat::Csv => Box::new(csv::CsvDecoder::new(path, schema, opts)),
+        FileFormat::Json => Box::new(TextInput::new(
+            path,
+            Box::new(json::JsonDecoder::new(path, schema, opts.batch_size)?),
+        )?),
+        FileFormat::Csv => Box::new(TextInput::new(
+            path,
+            Box::new(csv::CsvDecoder::new(path, schema, opts)),
+        )?),
         FileFormat::Parquet => Box::new(parquet_file::ParquetDecoder::new(
             path,
             schema,
