@@ -139,8 +139,8 @@ pub struct StoreConfig {
     pub options: BTreeMap<String, String>,
 }
 
-/// Input file format. Only json, csv and parquet decode today; the others are recognised so
-/// the error says "not supported yet" instead of "unknown".
+/// Input file format. json, csv, parquet, text and binary_file decode today; avro, orc and xml
+/// are recognised so the error says "not supported yet" instead of "unknown".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum Format {
@@ -269,6 +269,12 @@ pub struct StreamConfig {
     pub full_listing_interval: Option<u32>,
     #[serde(default)]
     pub csv: CsvOptions,
+    /// `format = "text"` options.
+    #[serde(default)]
+    pub text: TextOptions,
+    /// `format = "binary_file"` options.
+    #[serde(default)]
+    pub binary_file: BinaryFileOptions,
     /// `listing` (default), `notifications` (consume storage events from a queue; see
     /// `[streams.<name>.notifications]`), `file_events` (read the event cache of the
     /// `[locations.<name>]` holding the source) or `auto` (file events where such a location
@@ -382,4 +388,37 @@ fn default_sep() -> String {
 }
 fn default_quote() -> String {
     "\"".into()
+}
+
+/// `format = "text"`: one row per line (`value STRING`), or per file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextOptions {
+    /// One row per file (Spark's `wholetext`).
+    #[serde(default)]
+    pub whole_text: bool,
+    /// The line separator (Spark's `lineSep`); default: `\n`, `\r\n` or `\r`.
+    pub line_sep: Option<String>,
+}
+
+/// `format = "binary_file"`: one row per file (`path, modification_time, length, content`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BinaryFileOptions {
+    /// Files larger than this are skipped with the reason `too_large` (default `1g`): the
+    /// content is one value, held in memory.
+    #[serde(default = "default_binary_max")]
+    pub max_file_size: String,
+}
+
+impl Default for BinaryFileOptions {
+    fn default() -> Self {
+        BinaryFileOptions {
+            max_file_size: default_binary_max(),
+        }
+    }
+}
+
+fn default_binary_max() -> String {
+    "1g".into()
 }

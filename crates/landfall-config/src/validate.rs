@@ -77,6 +77,9 @@ pub struct StreamSpec {
     /// Incremental listings between two forced full listings (at least 1).
     pub full_listing_interval: u32,
     pub csv: CsvOptions,
+    pub text: TextOptions,
+    /// `binary_file`: files larger are skipped (`too_large`).
+    pub binary_max_size: u64,
     pub discovery: crate::DiscoverySpec,
     /// Notification mode: a listing at this interval catches events never delivered.
     pub backfill_interval: Option<Duration>,
@@ -318,15 +321,42 @@ fn validate_stream(
     }
     let source = ctx.ok(k("source"), Location::parse(&s.source));
     let source_store = ctx.store(k("source_store"), &s.source_store);
-    if !matches!(s.format, Format::Json | Format::Csv | Format::Parquet) {
+    if !matches!(
+        s.format,
+        Format::Json | Format::Csv | Format::Parquet | Format::Text | Format::BinaryFile
+    ) {
         ctx.err(
             k("format"),
             format!(
-                "format `{}` is not supported yet (supported: json, csv, parquet)",
+                "format `{}` is not supported yet (supported: json, csv, parquet, text, binary_file)",
                 s.format.as_str()
             ),
         );
     }
+    let fixed = matches!(s.format, Format::Text | Format::BinaryFile);
+    if fixed && s.schema.is_some() {
+        ctx.err(
+            k("schema"),
+            format!(
+                "format `{}` has a fixed schema ({}); remove `schema`",
+                s.format.as_str(),
+                if s.format == Format::Text {
+                    "value STRING"
+                } else {
+                    "path STRING, modification_time TIMESTAMP, length BIGINT, content BINARY"
+                }
+            ),
+        );
+    }
+    if let Some(sep) = &s.text.line_sep
+        && sep.is_empty()
+    {
+        ctx.err(k("text.line_sep"), "must not be empty");
+    }
+    let binary_max = ctx.ok(
+        k("binary_file.max_file_size"),
+        landfall_core::size::parse_bytes(&s.binary_file.max_file_size),
+    );
     let schema = match &s.schema {
         Some(ddl) => ctx
             .ok(
@@ -584,6 +614,8 @@ fn validate_stream(
             .full_listing_interval
             .unwrap_or(DEFAULT_FULL_LISTING_INTERVAL),
         csv: s.csv.clone(),
+        text: s.text.clone(),
+        binary_max_size: binary_max?,
         discovery: discovery?,
         backfill_interval: backfill_interval?,
     })

@@ -294,3 +294,32 @@ fn file_events_streams_resolve_their_location() {
         "{e:?}"
     );
 }
+
+/// text and binary_file have fixed schemas; their options are checked.
+#[test]
+fn text_and_binary_file_options() {
+    let stream =
+        |extra: &str| format!("[streams.t]\nsource = \"/in\"\nsink.path = \"/out\"\n{extra}\n");
+    let c = load_str(
+        &stream("format = \"text\"\ntext.whole_text = true\ntext.line_sep = \"|\""),
+        "t",
+    )
+    .unwrap();
+    assert!(c.streams[0].text.whole_text);
+    let c = load_str(&stream("format = \"binary_file\""), "t").unwrap();
+    assert_eq!(c.streams[0].binary_max_size, 1 << 30);
+    let e = errors(&stream("format = \"text\"\nschema = \"a INT\""));
+    assert!(
+        e[0].starts_with("streams.t.schema: format `text` has a fixed schema (value STRING)"),
+        "{e:?}"
+    );
+    let e = errors(&stream(
+        "format = \"binary_file\"\nbinary_file.max_file_size = \"lots\"",
+    ));
+    assert!(
+        e[0].starts_with("streams.t.binary_file.max_file_size"),
+        "{e:?}"
+    );
+    let e = errors(&stream("format = \"text\"\ntext.line_sep = \"\""));
+    assert_eq!(e, ["streams.t.text.line_sep: must not be empty"]);
+}

@@ -169,6 +169,8 @@ pub enum SkipKind {
     ChangedAfterListing,
     /// Skipped by hand (`landfall skip`).
     Manual,
+    /// Larger than the format takes (`binary_file.max_file_size`): always skipped.
+    TooLarge,
 }
 
 impl SkipKind {
@@ -178,6 +180,7 @@ impl SkipKind {
             SkipKind::Corrupt => "corrupt",
             SkipKind::ChangedAfterListing => "changed_after_listing",
             SkipKind::Manual => "manual",
+            SkipKind::TooLarge => "too_large",
         }
     }
 }

@@ -41,6 +41,8 @@ pub struct DecodeJob {
     pub prefix: Path,
     /// The source as the user wrote it, to show object paths in messages.
     pub source: url::Url,
+    /// Files larger are skipped as `too_large` before they are read (binary_file).
+    pub max_file_size: Option<u64>,
 }
 
 impl DecodeJob {
@@ -165,6 +167,17 @@ async fn read_file(
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
 ) -> Result<FileRead, FileError> {
+    if let Some(max) = job.max_file_size
+        && meta.size > max
+    {
+        return Err(FileError::Unreadable(landfall_core::SkipReason {
+            kind: landfall_core::SkipKind::TooLarge,
+            detail: format!(
+                "{} bytes, more than binary_file.max_file_size ({max} bytes)",
+                meta.size
+            ),
+        }));
+    }
     // A compressed file may inflate a hundredfold: streamed from a sixteenth of the size.
     let from = match landfall_formats::Codec::of(&meta.path) {
         Some(_) => stream_files_from() / 16,
@@ -283,6 +296,7 @@ impl FileDecoder {
         let decoder = landfall_formats::decoder(
             job.format,
             &job.show(&meta.path),
+            meta,
             schema.decoded.clone(),
             &job.options,
         )?;

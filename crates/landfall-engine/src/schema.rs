@@ -66,10 +66,20 @@ pub fn file_format(f: Format) -> Result<FileFormat, SeamError> {
         Format::Json => Ok(FileFormat::Json),
         Format::Csv => Ok(FileFormat::Csv),
         Format::Parquet => Ok(FileFormat::Parquet),
+        Format::Text => Ok(FileFormat::Text),
+        Format::BinaryFile => Ok(FileFormat::BinaryFile),
         other => Err(SeamError::fatal(format!(
             "format `{}` is not supported yet",
             other.as_str()
         ))),
+    }
+}
+
+/// The text options of the stream.
+pub fn text_format(spec: &StreamSpec) -> landfall_formats::TextFormat {
+    landfall_formats::TextFormat {
+        whole_text: spec.text.whole_text,
+        line_sep: spec.text.line_sep.as_ref().map(|s| s.as_bytes().to_vec()),
     }
 }
 
@@ -241,9 +251,12 @@ pub async fn resolve(
         let schema = stored.schema().map_err(unreadable)?;
         return Ok(Some((build(v, &schema, &stored.path_columns), false)));
     }
-    let (mut schema, inferred) = match &spec.schema {
-        Some(s) => (s.as_ref().clone(), false),
-        None => {
+    // text and binary_file have a fixed schema: as if given explicitly.
+    let fixed = file_format(spec.format)?.fixed_schema();
+    let (mut schema, inferred) = match (&spec.schema, fixed) {
+        (_, Some(f)) => (f, false),
+        (Some(s), None) => (s.as_ref().clone(), false),
+        (None, None) => {
             if candidates.is_empty() {
                 return Ok(None);
             }

@@ -634,6 +634,8 @@ impl StreamWorker {
             SkipKind::Corrupt => self.spec.ignore_corrupt_files,
             // What was listed no longer exists: nothing to ingest under this identity.
             SkipKind::ChangedAfterListing | SkipKind::Manual => true,
+            // A limit of the format: reading it cannot succeed.
+            SkipKind::TooLarge => true,
         }
     }
 
@@ -689,8 +691,11 @@ impl StreamWorker {
                 format: schema::file_format(self.spec.format)?,
                 options: DecodeOptions {
                     csv: schema::csv_format(&self.spec),
+                    text: schema::text_format(&self.spec),
                     ..Default::default()
                 },
+                max_file_size: (self.spec.format == landfall_config::Format::BinaryFile)
+                    .then_some(self.spec.binary_max_size),
                 schema: self
                     .schema
                     .clone()

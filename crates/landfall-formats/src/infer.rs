@@ -100,6 +100,10 @@ fn file_schema(
                 .as_ref()
                 .clone());
         }
+        // Fixed schemas: nothing to infer.
+        FileFormat::Text | FileFormat::BinaryFile => {
+            return Ok(format.fixed_schema().expect("a fixed schema"));
+        }
     };
     if infer_types {
         Ok(schema)

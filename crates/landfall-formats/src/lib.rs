@@ -6,6 +6,7 @@
 //! decompressed as they arrive, and a leading UTF-8 BOM is skipped ([`TextInput`]). Parquet
 //! needs its footer and decodes at `finish`.
 
+mod binary_file;
 mod compression;
 mod compression_blocks;
 mod conform;
@@ -17,7 +18,9 @@ mod input;
 mod json;
 mod json_permissive;
 mod parquet_file;
+mod text;
 
+pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
 pub use conform::{conform, with_constant_columns};
 pub use csv::CsvDecoder;
@@ -26,6 +29,7 @@ pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
 pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
+pub use text::{TextDecoder, TextFormat};
 
 use arrow_schema::SchemaRef;
 use landfall_core::Decoder;
@@ -35,6 +39,7 @@ use landfall_core::Decoder;
 pub struct DecodeOptions {
     pub batch_size: usize,
     pub csv: CsvFormat,
+    pub text: TextFormat,
 }
 
 impl Default for DecodeOptions {
@@ -42,6 +47,7 @@ impl Default for DecodeOptions {
         DecodeOptions {
             batch_size: 8192,
             csv: CsvFormat::default(),
+            text: TextFormat::default(),
         }
     }
 }
@@ -76,17 +82,46 @@ pub enum FileFormat {
     Json,
     Csv,
     Parquet,
+    Text,
+    BinaryFile,
+}
+
+impl FileFormat {
+    /// The fixed schema of a format that has one (text, binary_file).
+    pub fn fixed_schema(self) -> Option<arrow_schema::Schema> {
+        match self {
+            FileFormat::Text => Some(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                "value",
+                arrow_schema::DataType::Utf8,
+                true,
+            )])),
+            FileFormat::BinaryFile => Some(binary_file_schema()),
+            _ => None,
+        }
+    }
 }
 
 /// A decoder for one file of `format`, producing batches of `schema` (the stream schema
-/// without path partition columns).
+/// without path partition columns). `path`: the file as the user wrote the source (errors name
+/// it; binary_file's `path` column holds it); `file`: its listed metadata.
 pub fn decoder(
     format: FileFormat,
     path: &str,
+    file: &landfall_core::FileMeta,
     schema: SchemaRef,
     opts: &DecodeOptions,
 ) -> Result<Box<dyn Decoder>, FormatError> {
     Ok(match format {
+        FileFormat::Text => Box::new(TextInput::new(
+            path,
+            Box::new(TextDecoder::new(
+                path,
+                schema,
+                opts.text.clone(),
+                opts.batch_size,
+            )?),
+        )?),
+        FileFormat::BinaryFile => Box::new(BinaryFileDecoder::new(path, file.modified, schema)?),
         FileFormat::Json => Box::new(TextInput::new(
             path,
             Box::new(json::JsonDecoder::new(path, schema, opts.batch_size)?),
