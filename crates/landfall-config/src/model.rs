@@ -269,6 +269,9 @@ pub struct StreamConfig {
     pub full_listing_interval: Option<u32>,
     #[serde(default)]
     pub csv: CsvOptions,
+    /// `format = "json"` options.
+    #[serde(default)]
+    pub json: JsonOptions,
     /// `format = "text"` options.
     #[serde(default)]
     pub text: TextOptions,
@@ -421,4 +424,14 @@ impl Default for BinaryFileOptions {
 
 fn default_binary_max() -> String {
     "1g".into()
+}
+
+/// `format = "json"` options.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonOptions {
+    /// A file is one JSON document, or an array of documents, over any number of lines
+    /// (Spark's `multiLine`); default: one document per line.
+    #[serde(default)]
+    pub multi_line: bool,
 }

@@ -77,6 +77,7 @@ pub struct StreamSpec {
     /// Incremental listings between two forced full listings (at least 1).
     pub full_listing_interval: u32,
     pub csv: CsvOptions,
+    pub json: JsonOptions,
     pub text: TextOptions,
     /// `binary_file`: files larger are skipped (`too_large`).
     pub binary_max_size: u64,
@@ -348,6 +349,9 @@ fn validate_stream(
             ),
         );
     }
+    if s.json.multi_line && s.format != Format::Json {
+        ctx.err(k("json.multi_line"), "is for format = \"json\"");
+    }
     if let Some(sep) = &s.text.line_sep
         && sep.is_empty()
     {
@@ -614,6 +618,7 @@ fn validate_stream(
             .full_listing_interval
             .unwrap_or(DEFAULT_FULL_LISTING_INTERVAL),
         csv: s.csv.clone(),
+        json: s.json.clone(),
         text: s.text.clone(),
         binary_max_size: binary_max?,
         discovery: discovery?,

@@ -135,7 +135,8 @@ async fn infer_from_sample(
 ) -> SeamResult<Schema> {
     let format = file_format(spec.format)?;
     let mut merger =
-        landfall_formats::SchemaMerger::new(format, csv_format(spec), spec.infer_column_types);
+        landfall_formats::SchemaMerger::new(format, csv_format(spec), spec.infer_column_types)
+            .with_json_multi_line(spec.json.multi_line);
     let fatal =
         |e: landfall_formats::FormatError| SeamError::fatal(format!("stream `{}`: {e}", spec.name));
     let mut total = 0u64;

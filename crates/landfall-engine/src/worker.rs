@@ -692,6 +692,7 @@ impl StreamWorker {
                 options: DecodeOptions {
                     csv: schema::csv_format(&self.spec),
                     text: schema::text_format(&self.spec),
+                    json_multi_line: self.spec.json.multi_line,
                     ..Default::default()
                 },
                 max_file_size: (self.spec.format == landfall_config::Format::BinaryFile)

@@ -140,6 +140,7 @@ pub struct SchemaMerger {
     infer_types: bool,
     merged: Fields,
     files: usize,
+    json_multi_line: bool,
 }
 
 impl SchemaMerger {
@@ -150,7 +151,14 @@ impl SchemaMerger {
             infer_types,
             merged: Fields::empty(),
             files: 0,
+            json_multi_line: false,
         }
+    }
+
+    /// JSON samples are multi-line documents (`json.multi_line`).
+    pub fn with_json_multi_line(mut self, multi_line: bool) -> Self {
+        self.json_multi_line = multi_line;
+        self
     }
 
     /// Merge the schema of one sampled file (its whole content).
@@ -171,7 +179,11 @@ impl SchemaMerger {
         cap: usize,
         complete: bool,
     ) -> Result<(), FormatError> {
-        let text = crate::input::sample_text(path, raw, cap, complete)?;
+        let (mut text, _whole) = crate::input::sample_text(path, raw, cap, complete)?;
+        if self.json_multi_line && self.format == FileFormat::Json {
+            // Only whole records: a sample that stops inside the file ends in a cut one.
+            text = crate::json_multiline::to_ndjson(&text);
+        }
         self.add(path, &Bytes::from(text))
     }
 

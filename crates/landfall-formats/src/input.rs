@@ -118,13 +118,13 @@ impl Decoder for TextInput {
 
 /// A text file's sampled head as the decoders see it: decompressed (at most `cap` bytes; a
 /// sample cut short is expected), without a BOM, and cut back to its last complete line when
-/// the sample does not reach the file's end.
+/// the sample does not reach the file's end; and whether it does.
 pub fn sample_text(
     path: &str,
     bytes: &[u8],
     cap: usize,
     complete: bool,
-) -> Result<Vec<u8>, FormatError> {
+) -> Result<(Vec<u8>, bool), FormatError> {
     let (mut text, whole) = match Codec::of(path) {
         Some(c) => {
             let t = crate::compression::decompress_head(c, path, bytes, cap, complete)?;
@@ -139,7 +139,7 @@ pub fn sample_text(
     if !whole && let Some(end) = text.iter().rposition(|b| *b == b'\n') {
         text.truncate(end + 1);
     }
-    Ok(text)
+    Ok((text, whole))
 }
 
 #[cfg(test)]

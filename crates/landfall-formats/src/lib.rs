@@ -16,6 +16,7 @@ mod error;
 mod infer;
 mod input;
 mod json;
+mod json_multiline;
 mod json_permissive;
 mod parquet_file;
 mod text;
@@ -40,6 +41,8 @@ pub struct DecodeOptions {
     pub batch_size: usize,
     pub csv: CsvFormat,
     pub text: TextFormat,
+    /// JSON: a file is one document or an array of documents over many lines.
+    pub json_multi_line: bool,
 }
 
 impl Default for DecodeOptions {
@@ -48,6 +51,7 @@ impl Default for DecodeOptions {
             batch_size: 8192,
             csv: CsvFormat::default(),
             text: TextFormat::default(),
+            json_multi_line: false,
         }
     }
 }
@@ -122,10 +126,15 @@ pub fn decoder(
             )?),
         )?),
         FileFormat::BinaryFile => Box::new(BinaryFileDecoder::new(path, file.modified, schema)?),
-        FileFormat::Json => Box::new(TextInput::new(
-            path,
-            Box::new(json::JsonDecoder::new(path, schema, opts.batch_size)?),
-        )?),
+        FileFormat::Json => {
+            let json = json::JsonDecoder::new(path, schema, opts.batch_size)?;
+            let inner: Box<dyn Decoder> = if opts.json_multi_line {
+                Box::new(json_multiline::MultiLineJson::new(json))
+            } else {
+                Box::new(json)
+            };
+            Box::new(TextInput::new(path, inner)?)
+        }
         FileFormat::Csv => Box::new(TextInput::new(
             path,
             Box::new(csv::CsvDecoder::new(path, schema, opts)),

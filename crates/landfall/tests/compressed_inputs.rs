@@ -146,3 +146,57 @@ sink.path = "{root}/table"
     assert_exactly(&ids(&v, "id"), &ids_expected);
     check_values(&v, &ids_expected);
 }
+
+/// `json.multi_line`: pretty-printed documents and arrays of documents (one gzipped, one with
+/// nested values and separators inside strings), read with inference; a file cut inside its
+/// array keeps the records before the cut and counts the cut one malformed.
+#[test]
+fn multi_line_json_documents_and_arrays() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("in");
+    std::fs::create_dir_all(&src).unwrap();
+    let doc = |id: u64| {
+        format!(
+            "{{\n  \"id\": {id},\n  \"name\": \"n{id}, ]}}\\\"\",\n  \"amount\": {},\n  \"nested\": {{\"k\": [1, 2]}}\n}}",
+            id as f64 / 4.0
+        )
+    };
+    let array = |ids: std::ops::Range<u64>| {
+        format!("[\n{}\n]\n", ids.map(doc).collect::<Vec<_>>().join(",\n"))
+    };
+    std::fs::write(src.join("one.json"), doc(0)).unwrap();
+    std::fs::write(src.join("many.json"), array(1..40)).unwrap();
+    let gz = {
+        use std::io::Write;
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+        w.write_all(array(40..60).as_bytes()).unwrap();
+        w.finish().unwrap()
+    };
+    std::fs::write(src.join("more.json.gz"), gz).unwrap();
+    let cut = array(60..70);
+    let at = cut.find("\"id\": 65").unwrap();
+    std::fs::write(src.join("cut.json"), &cut[..at]).unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.s]
+source = "{root}/in"
+format = "json"
+json.multi_line = true
+infer_column_types = true
+sink.path = "{root}/table"
+"#,
+    );
+    let o = drain_stream(&cfg, "s");
+    let v = verify("delta", &root.join("table"), Some("s"));
+    let want: Vec<u64> = (0..65).collect();
+    assert_exactly(&ids(&v, "id"), &want);
+    for id in [0u64, 7, 45, 64] {
+        let row = row_by_id(&v, id);
+        assert_eq!(row["name"], format!("n{id}, ]}}\""), "{row}");
+        let amount: f64 = row["amount"].as_str().unwrap().parse().unwrap();
+        assert_eq!(amount, id as f64 / 4.0);
+    }
+    assert!(text(&o).contains("1 malformed row"), "{}", text(&o));
+}
