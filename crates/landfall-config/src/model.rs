@@ -269,6 +269,11 @@ pub struct StreamConfig {
     pub full_listing_interval: Option<u32>,
     #[serde(default)]
     pub csv: CsvOptions,
+    /// What a malformed record does (json, csv, text): `permissive` (default: kept with nulls
+    /// where values do not fit, counted) or `fail_fast` (the file is corrupt, and
+    /// `ignore_corrupt_files` decides). `drop_malformed` is not built yet.
+    #[serde(default = "default_mode")]
+    pub mode: String,
     /// `format = "json"` options.
     #[serde(default)]
     pub json: JsonOptions,
@@ -295,6 +300,9 @@ pub struct StreamConfig {
     pub list_on_start: bool,
 }
 
+fn default_mode() -> String {
+    "permissive".into()
+}
 fn default_sample_files() -> usize {
     1000
 }

@@ -78,6 +78,8 @@ pub struct StreamSpec {
     pub full_listing_interval: u32,
     pub csv: CsvOptions,
     pub json: JsonOptions,
+    /// `mode = "fail_fast"`: a malformed record makes its file corrupt.
+    pub fail_fast: bool,
     pub text: TextOptions,
     /// `binary_file`: files larger are skipped (`too_large`).
     pub binary_max_size: u64,
@@ -349,6 +351,24 @@ fn validate_stream(
             ),
         );
     }
+    let fail_fast = match s.mode.as_str() {
+        "permissive" => false,
+        "fail_fast" => true,
+        "drop_malformed" => {
+            ctx.err(
+                k("mode"),
+                "`drop_malformed` is not supported yet (permissive, fail_fast)",
+            );
+            false
+        }
+        other => {
+            ctx.err(
+                k("mode"),
+                format!("`{other}` is not a mode (permissive, fail_fast)"),
+            );
+            false
+        }
+    };
     if s.json.multi_line && s.format != Format::Json {
         ctx.err(k("json.multi_line"), "is for format = \"json\"");
     }
@@ -619,6 +639,7 @@ fn validate_stream(
             .unwrap_or(DEFAULT_FULL_LISTING_INTERVAL),
         csv: s.csv.clone(),
         json: s.json.clone(),
+        fail_fast,
         text: s.text.clone(),
         binary_max_size: binary_max?,
         discovery: discovery?,

@@ -236,6 +236,11 @@ pub trait Decoder: Send {
     fn malformed_rows(&self) -> u64 {
         0
     }
+    /// Where the first malformed row starts and why (`line L (byte B): reason`), when the
+    /// decoder knows.
+    fn first_malformed(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What a commit call did.

@@ -693,6 +693,11 @@ impl StreamWorker {
                     csv: schema::csv_format(&self.spec),
                     text: schema::text_format(&self.spec),
                     json_multi_line: self.spec.json.multi_line,
+                    mode: if self.spec.fail_fast {
+                        landfall_formats::ParseMode::FailFast
+                    } else {
+                        landfall_formats::ParseMode::Permissive
+                    },
                     ..Default::default()
                 },
                 max_file_size: (self.spec.format == landfall_config::Format::BinaryFile)

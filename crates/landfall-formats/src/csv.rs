@@ -267,6 +267,13 @@ impl landfall_core::Decoder for CsvDecoder {
     fn malformed_rows(&self) -> u64 {
         self.tally.rows
     }
+
+    fn first_malformed(&self) -> Option<String> {
+        self.tally
+            .first
+            .as_ref()
+            .map(|m| format!("line {} (byte {}): {}", m.line, m.offset, m.reason))
+    }
 }
 
 #[cfg(test)]

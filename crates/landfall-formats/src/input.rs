@@ -114,6 +114,10 @@ impl Decoder for TextInput {
     fn malformed_rows(&self) -> u64 {
         self.inner.malformed_rows()
     }
+
+    fn first_malformed(&self) -> Option<String> {
+        self.inner.first_malformed()
+    }
 }
 
 /// A text file's sampled head as the decoders see it: decompressed (at most `cap` bytes; a

@@ -205,6 +205,10 @@ impl Decoder for MultiLineJson {
     fn malformed_rows(&self) -> u64 {
         self.inner.malformed_rows()
     }
+
+    fn first_malformed(&self) -> Option<String> {
+        landfall_core::Decoder::first_malformed(&self.inner)
+    }
 }
 
 /// A whole multi-line JSON text as NDJSON (schema inference), without a last record the

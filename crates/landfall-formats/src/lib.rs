@@ -43,6 +43,19 @@ pub struct DecodeOptions {
     pub text: TextFormat,
     /// JSON: a file is one document or an array of documents over many lines.
     pub json_multi_line: bool,
+    /// What a malformed record does (json, csv, text).
+    pub mode: ParseMode,
+}
+
+/// Parser modes of json, csv and text (Spark's `mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ParseMode {
+    /// Keep going: a value that does not fit is null and its row counted malformed; a record
+    /// that cannot be read is counted and the file's other records land.
+    #[default]
+    Permissive,
+    /// The first malformed record makes the file corrupt (`ignore_corrupt_files` decides).
+    FailFast,
 }
 
 impl Default for DecodeOptions {
@@ -52,6 +65,7 @@ impl Default for DecodeOptions {
             csv: CsvFormat::default(),
             text: TextFormat::default(),
             json_multi_line: false,
+            mode: ParseMode::Permissive,
         }
     }
 }
@@ -105,10 +119,76 @@ impl FileFormat {
     }
 }
 
+/// Fails the file at its first malformed record (`mode = "fail_fast"`).
+struct FailFast {
+    path: String,
+    inner: Box<dyn Decoder>,
+}
+
+impl FailFast {
+    fn check(&self) -> landfall_core::seams::SeamResult<()> {
+        let n = self.inner.malformed_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let at = self
+            .inner
+            .first_malformed()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        Err(FormatError::Unreadable {
+            path: self.path.clone(),
+            reason: format!("malformed record in fail_fast mode{at}"),
+        }
+        .into())
+    }
+}
+
+impl Decoder for FailFast {
+    fn push(
+        &mut self,
+        chunk: bytes::Bytes,
+    ) -> landfall_core::seams::SeamResult<Vec<arrow::array::RecordBatch>> {
+        let out = self.inner.push(chunk)?;
+        self.check()?;
+        Ok(out)
+    }
+
+    fn finish(&mut self) -> landfall_core::seams::SeamResult<Vec<arrow::array::RecordBatch>> {
+        let out = self.inner.finish()?;
+        self.check()?;
+        Ok(out)
+    }
+}
+
 /// A decoder for one file of `format`, producing batches of `schema` (the stream schema
 /// without path partition columns). `path`: the file as the user wrote the source (errors name
 /// it; binary_file's `path` column holds it); `file`: its listed metadata.
 pub fn decoder(
+    format: FileFormat,
+    path: &str,
+    file: &landfall_core::FileMeta,
+    schema: SchemaRef,
+    opts: &DecodeOptions,
+) -> Result<Box<dyn Decoder>, FormatError> {
+    let d = plain_decoder(format, path, file, schema, opts)?;
+    Ok(match opts.mode {
+        ParseMode::FailFast
+            if matches!(
+                format,
+                FileFormat::Json | FileFormat::Csv | FileFormat::Text
+            ) =>
+        {
+            Box::new(FailFast {
+                path: path.to_string(),
+                inner: d,
+            })
+        }
+        _ => d,
+    })
+}
+
+fn plain_decoder(
     format: FileFormat,
     path: &str,
     file: &landfall_core::FileMeta,

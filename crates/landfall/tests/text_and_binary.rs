@@ -124,3 +124,61 @@ sink.path = "{root}/table"
         "{big}"
     );
 }
+
+/// `mode = "fail_fast"`: a file with a malformed record is corrupt (it stops the stream, or is
+/// skipped with ignore_corrupt_files, naming the record's line); `permissive` ingests the
+/// file's good records and counts the bad one.
+#[test]
+fn fail_fast_mode_makes_a_file_with_a_malformed_record_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("in");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("good.json"), "{\"id\":1}\n{\"id\":2}\n").unwrap();
+    std::fs::write(
+        src.join("bad.json"),
+        "{\"id\":3}\n{\"id\":4,oops}\n{\"id\":5}\n",
+    )
+    .unwrap();
+    let cfg = |mode: &str, skip: bool, table: &str| {
+        config_in(
+            root,
+            &format!(
+                r#"
+[streams.s]
+source = "{{root}}/in"
+format = "json"
+schema = "id BIGINT"
+mode = "{mode}"
+ignore_corrupt_files = {skip}
+state_dir = "{{root}}/state-{table}"
+sink.path = "{{root}}/{table}"
+"#
+            ),
+        )
+    };
+    let o = landfall(&[
+        "run",
+        "--config",
+        cfg("fail_fast", false, "t1").to_str().unwrap(),
+        "--available-now",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("bad.json")
+            && text(&o).contains("malformed record in fail_fast mode: line 2"),
+        "{}",
+        text(&o)
+    );
+    let skip = cfg("fail_fast", true, "t2");
+    drain_stream(&skip, "s");
+    let v = verify("delta", &root.join("t2"), Some("s"));
+    assert_exactly(&ids(&v, "id"), &[1, 2]);
+    let rows = state_rows(&skip, "s");
+    assert_eq!(state_of(&rows, "bad.json")["state"], "skipped");
+    let permissive = cfg("permissive", false, "t3");
+    let o = drain_stream(&permissive, "s");
+    let v = verify("delta", &root.join("t3"), Some("s"));
+    assert_exactly(&ids(&v, "id"), &[1, 2, 3, 5]);
+    assert!(text(&o).contains("1 malformed row"), "{}", text(&o));
+}
