@@ -379,7 +379,16 @@ fn validate_stream(
     }
     let binary_max = ctx.ok(
         k("binary_file.max_file_size"),
-        landfall_core::size::parse_bytes(&s.binary_file.max_file_size),
+        landfall_core::size::parse_bytes(&s.binary_file.max_file_size).and_then(|n| {
+            if n > i32::MAX as u64 {
+                Err(
+                    "must be at most 2147483647 bytes (one Arrow binary value, as Spark's limit)"
+                        .into(),
+                )
+            } else {
+                Ok(n)
+            }
+        }),
     );
     let schema = match &s.schema {
         Some(ddl) => ctx

@@ -178,10 +178,11 @@ async fn read_file(
             ),
         }));
     }
-    // A compressed file may inflate a hundredfold: streamed from a sixteenth of the size.
+    // A compressed file may inflate a thousandfold or more: always streamed (its decoded
+    // rows flow to the writer as they come instead of being held for the whole file).
     let from = match landfall_formats::Codec::of(&meta.path) {
-        Some(_) => stream_files_from() / 16,
-        None => stream_files_from(),
+        Some(_) if job.format != FileFormat::BinaryFile => 0,
+        _ => stream_files_from(),
     };
     if meta.size >= from {
         return Ok(FileRead::Large(meta));

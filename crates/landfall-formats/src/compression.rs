@@ -60,6 +60,19 @@ impl Codec {
         })
     }
 
+    /// How many compressed bytes to inflate at a time so one step's output stays bounded by
+    /// the codec's worst ratio: about 16 MB for gzip, zlib and zip (1,032:1), a block for LZ4
+    /// and Snappy, about 16 MB for zstd and xz, and one block (at most about 50 MB from a run
+    /// of one byte) for bzip2, whose blocks decode whole.
+    pub fn piece(self) -> usize {
+        match self {
+            Codec::Gzip | Codec::Deflate | Codec::Zip | Codec::Lz4 | Codec::Snappy => 16 << 10,
+            Codec::Zstd => 512,
+            Codec::Xz => 2 << 10,
+            Codec::Bzip2 => 64,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Codec::Gzip => "gzip",
@@ -168,7 +181,7 @@ pub fn decompress_head(
 ) -> Result<Vec<u8>, FormatError> {
     let mut d = Decompressor::new(codec, path)?;
     let mut out = Vec::new();
-    for chunk in bytes.chunks(64 << 10) {
+    for chunk in bytes.chunks(codec.piece()) {
         out.extend(d.push(chunk)?);
         if out.len() >= cap {
             out.truncate(cap);
@@ -224,6 +237,8 @@ impl MultiBz {
 /// Zstandard through the streaming API, which tells when a frame is complete.
 struct ZstdStream {
     d: zstd::stream::raw::Decoder<'static>,
+    /// Output buffer, reused across pushes.
+    buf: Vec<u8>,
     /// The last call's hint: 0 when the input ended on a frame boundary.
     remaining: usize,
 }
@@ -232,6 +247,7 @@ impl ZstdStream {
     fn new() -> std::io::Result<Self> {
         Ok(ZstdStream {
             d: zstd::stream::raw::Decoder::new()?,
+            buf: vec![0u8; 128 << 10],
             remaining: 0,
         })
     }
@@ -239,9 +255,9 @@ impl ZstdStream {
     fn push(&mut self, mut input: &[u8]) -> std::io::Result<Vec<u8>> {
         use zstd::stream::raw::Operation;
         let mut out = Vec::new();
-        let mut buf = vec![0u8; 128 << 10];
+        let buf = &mut self.buf;
         while !input.is_empty() {
-            let status = self.d.run_on_buffers(input, &mut buf)?;
+            let status = self.d.run_on_buffers(input, buf)?;
             out.extend_from_slice(&buf[..status.bytes_written]);
             input = &input[status.bytes_read..];
             self.remaining = status.remaining;
@@ -255,7 +271,7 @@ impl ZstdStream {
         }
         // Flush what the decoder holds back.
         loop {
-            let status = self.d.run_on_buffers(&[], &mut buf)?;
+            let status = self.d.run_on_buffers(&[], buf)?;
             out.extend_from_slice(&buf[..status.bytes_written]);
             if status.bytes_written < buf.len() {
                 break;
@@ -398,6 +414,47 @@ mod tests {
                     r.map(|v| v.len()).unwrap_or(0)
                 );
             }
+        }
+    }
+
+    /// A decompression bomb (256 MB of zeros, a few hundred bytes to a few hundred KB
+    /// compressed) fed in the codec's pieces never yields more than about one block at once.
+    #[test]
+    fn bombs_come_out_a_bounded_piece_at_a_time() {
+        let zeros = vec![0u8; 256 << 20];
+        for codec in [Codec::Bzip2, Codec::Zstd, Codec::Xz, Codec::Gzip] {
+            let encoded = encode(codec, &zeros);
+            let mut d = Decompressor::new(codec, "bomb").unwrap();
+            let (mut total, mut largest) = (0usize, 0usize);
+            for piece in encoded.chunks(codec.piece()) {
+                let n = d.push(piece).unwrap().len();
+                total += n;
+                largest = largest.max(n);
+            }
+            total += d.finish().unwrap().len();
+            assert_eq!(total, zeros.len(), "{codec:?}");
+            assert!(
+                largest <= 64 << 20,
+                "{codec:?}: {largest} bytes from one piece"
+            );
+        }
+    }
+
+    /// A zip of two entries is refused, never read as its first one.
+    #[test]
+    fn a_second_zip_entry_is_an_error() {
+        let one = encode(Codec::Zip, b"{\"id\":1}\n");
+        // Two local entries before the central directory.
+        let entry_end = one
+            .windows(4)
+            .position(|w| w == [0x50, 0x4B, 0x01, 0x02])
+            .unwrap();
+        let mut two = one[..entry_end].to_vec();
+        two.extend_from_slice(&one[..entry_end]);
+        two.extend_from_slice(&one[entry_end..]);
+        for step in [7, 1 << 20] {
+            let r = decode(Codec::Zip, &two, step);
+            assert!(r.is_err(), "step {step}: {:?}", r.map(|v| v.len()));
         }
     }
 

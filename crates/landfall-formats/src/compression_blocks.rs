@@ -21,8 +21,9 @@ use std::io::{Error, ErrorKind, Result, Write};
 
 const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4D, 0x18];
 const SNAPPY_MAGIC: [u8; 10] = [0xff, 0x06, 0x00, 0x00, b's', b'N', b'a', b'P', b'p', b'Y'];
-/// A block larger than this is taken as corruption, not allocated.
-const MAX_BLOCK: usize = 64 << 20;
+/// A Hadoop block or chunk larger than this is taken as corruption, not allocated (Hadoop's
+/// codecs write 64 to 256 KB buffers).
+const MAX_BLOCK: usize = 16 << 20;
 
 fn bad(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidData, msg.into())
@@ -258,6 +259,15 @@ impl BlockStream {
                 }
                 let data = &body[4..];
                 if kind == 0x00 {
+                    // The framing format caps a chunk at 64 KB of data: a larger claim is
+                    // corruption, not an allocation.
+                    let n = snap::raw::decompress_len(data)
+                        .map_err(|e| bad(format!("Snappy chunk: {e}")))?;
+                    if n > 65536 {
+                        return Err(bad(format!(
+                            "Snappy chunk claims {n} bytes (at most 65536)"
+                        )));
+                    }
                     let block = snap::raw::Decoder::new()
                         .decompress_vec(data)
                         .map_err(|e| bad(format!("Snappy chunk: {e}")))?;
@@ -281,7 +291,7 @@ impl BlockStream {
         let n = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
         if self.hadoop_left == 0 {
             // A block's uncompressed length (0: an empty block).
-            if n > MAX_BLOCK * 4 {
+            if n > MAX_BLOCK {
                 return Err(bad(format!(
                     "block of {n} bytes: not a Hadoop {} stream",
                     self.kind_name()
@@ -298,11 +308,20 @@ impl BlockStream {
         }
         let data = &b[4..4 + n];
         let chunk = match self.kind {
-            Kind::Snappy => snap::raw::Decoder::new()
-                .decompress_vec(data)
-                .map_err(|e| bad(format!("Snappy block: {e}")))?,
-            Kind::Lz4 => lz4_flex::block::decompress(data, self.hadoop_left as usize)
-                .map_err(|e| bad(format!("LZ4 block: {e}")))?,
+            Kind::Snappy => {
+                let claimed = snap::raw::decompress_len(data)
+                    .map_err(|e| bad(format!("Snappy block: {e}")))?;
+                if claimed as u64 > self.hadoop_left {
+                    return Err(bad("a chunk decompresses past its block's length"));
+                }
+                snap::raw::Decoder::new()
+                    .decompress_vec(data)
+                    .map_err(|e| bad(format!("Snappy block: {e}")))?
+            }
+            Kind::Lz4 => {
+                lz4_flex::block::decompress(data, (self.hadoop_left as usize).min(MAX_BLOCK))
+                    .map_err(|e| bad(format!("LZ4 block: {e}")))?
+            }
         };
         if chunk.len() as u64 > self.hadoop_left {
             return Err(bad("a chunk decompresses past its block's length"));
@@ -424,6 +443,11 @@ impl ZipStream {
                 }
                 ZipState::Done => {
                     if let Some(i) = find(&self.buf, &[0x50, 0x4B, 0x05, 0x06]) {
+                        if find(&self.buf[..i], &[0x50, 0x4B, 0x03, 0x04]).is_some() {
+                            return Err(bad(
+                                "the zip archive holds more than one entry (one file per archive is read)",
+                            ));
+                        }
                         // The end record: 22 bytes and its comment.
                         self.buf.drain(..i);
                         if self.buf.len() >= 22 {

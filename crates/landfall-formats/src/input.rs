@@ -78,17 +78,16 @@ impl TextInput {
     }
 }
 
-/// Compressed input is inflated this much at a time, so one chunk's decompressed bytes stay
-/// bounded (gzip inflates at most about 1,000-fold).
-const INFLATE_PIECE: usize = 16 << 10;
-
 impl Decoder for TextInput {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
         if self.inflate.is_none() {
             return self.pass(chunk.to_vec());
         }
+        // Inflated a piece at a time, so one step's decompressed bytes stay bounded by the
+        // codec's worst ratio (`Codec::piece`).
+        let piece = self.inflate.as_ref().expect("checked").codec().piece();
         let mut out = Vec::new();
-        for piece in chunk.chunks(INFLATE_PIECE) {
+        for piece in chunk.chunks(piece) {
             let bytes = self.inflate.as_mut().expect("checked").push(piece)?;
             out.extend(self.pass(bytes)?);
         }

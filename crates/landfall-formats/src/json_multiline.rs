@@ -216,9 +216,14 @@ impl Decoder for MultiLineJson {
 pub fn to_ndjson(text: &[u8]) -> Vec<u8> {
     let mut s = Splitter::default();
     let out = s.push(text);
-    // What `finish` would pass on is a record cut short: inference leaves it out.
+    // What `finish` would pass on is a record cut short: inference leaves it out, and the
+    // records that are no objects (malformed when decoded) too.
     let _ = s.finish();
-    out
+    out.split_inclusive(|b| *b == b'\n')
+        .filter(|line| line.first() == Some(&b'{'))
+        .flatten()
+        .copied()
+        .collect()
 }
 
 #[cfg(test)]

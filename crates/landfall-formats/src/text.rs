@@ -24,6 +24,11 @@ pub struct TextFormat {
     pub line_sep: Option<Vec<u8>>,
 }
 
+/// The longest value a row may hold.
+const MAX_VALUE: usize = 1 << 30;
+/// A batch is flushed before its values pass this many bytes.
+const FLUSH_BYTES: usize = 256 << 20;
+
 pub struct TextDecoder {
     path: String,
     schema: SchemaRef,
@@ -69,6 +74,26 @@ impl TextDecoder {
     }
 
     fn row(&mut self, bytes: &[u8], out: &mut Vec<RecordBatch>) -> SeamResult<()> {
+        // One Arrow string array holds at most 2 GiB: a batch is flushed before it would
+        // pass 256 MB, and a single value over 1 GiB makes the file unreadable (not a panic).
+        if bytes.len() > MAX_VALUE {
+            return Err(FormatError::Unreadable {
+                path: self.path.clone(),
+                reason: format!(
+                    "a {} of {} bytes is longer than a value may be ({MAX_VALUE} bytes)",
+                    if self.format.whole_text {
+                        "file"
+                    } else {
+                        "line"
+                    },
+                    bytes.len()
+                ),
+            }
+            .into());
+        }
+        if self.in_rows > 0 && self.rows.values_slice().len() + bytes.len() > FLUSH_BYTES {
+            out.push(self.flush()?);
+        }
         match std::str::from_utf8(bytes) {
             Ok(s) => self.rows.append_value(s),
             Err(_) => {
