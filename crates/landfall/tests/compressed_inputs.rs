@@ -167,13 +167,7 @@ fn multi_line_json_documents_and_arrays() {
     };
     std::fs::write(src.join("one.json"), doc(0)).unwrap();
     std::fs::write(src.join("many.json"), array(1..40)).unwrap();
-    let gz = {
-        use std::io::Write;
-        let mut w = flate2::write::GzEncoder::new(Vec::new(), Default::default());
-        w.write_all(array(40..60).as_bytes()).unwrap();
-        w.finish().unwrap()
-    };
-    std::fs::write(src.join("more.json.gz"), gz).unwrap();
+    std::fs::write(src.join("more.json.gz"), gzip(array(40..60).as_bytes())).unwrap();
     let cut = array(60..70);
     let at = cut.find("\"id\": 65").unwrap();
     std::fs::write(src.join("cut.json"), &cut[..at]).unwrap();

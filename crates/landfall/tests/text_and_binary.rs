@@ -17,13 +17,6 @@ fn column(v: &Value, name: &str) -> Vec<String> {
     out
 }
 
-fn gzip(data: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut w = flate2::write::GzEncoder::new(Vec::new(), Default::default());
-    w.write_all(data).unwrap();
-    w.finish().unwrap()
-}
-
 #[test]
 fn text_lines_whole_files_and_custom_separators() {
     let dir = tempfile::tempdir().unwrap();

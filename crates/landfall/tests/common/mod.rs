@@ -472,3 +472,11 @@ pub fn kill_9_repeatedly(config: &Path, times: usize, min_ms: u64, spread_ms: u6
         daemon.wait().unwrap();
     }
 }
+
+/// `data` gzipped (flate2, an encoder independent of the decoder's write path).
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut w = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+    w.write_all(data).unwrap();
+    w.finish().unwrap()
+}
