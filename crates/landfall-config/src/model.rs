@@ -269,6 +269,11 @@ pub struct StreamConfig {
     pub full_listing_interval: Option<u32>,
     #[serde(default)]
     pub csv: CsvOptions,
+    /// File metadata columns, as Spark's `_metadata`: a struct column `_metadata` with these
+    /// fields (any of `file_path`, `file_name`, `file_size`, `file_modification_time`,
+    /// `file_block_start`, `file_block_length`). Fixed with the schema at the first start.
+    #[serde(default)]
+    pub metadata_columns: Vec<String>,
     /// What a malformed record does (json, csv, text): `permissive` (default: kept with nulls
     /// where values do not fit, counted) or `fail_fast` (the file is corrupt, and
     /// `ignore_corrupt_files` decides). `drop_malformed` is not built yet.

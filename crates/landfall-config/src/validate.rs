@@ -80,6 +80,8 @@ pub struct StreamSpec {
     pub json: JsonOptions,
     /// `mode = "fail_fast"`: a malformed record makes its file corrupt.
     pub fail_fast: bool,
+    /// `_metadata` fields to add (validated names).
+    pub metadata_columns: Vec<String>,
     pub text: TextOptions,
     /// `binary_file`: files larger are skipped (`too_large`).
     pub binary_max_size: u64,
@@ -350,6 +352,28 @@ fn validate_stream(
                 }
             ),
         );
+    }
+    const METADATA: [&str; 6] = [
+        "file_path",
+        "file_name",
+        "file_size",
+        "file_modification_time",
+        "file_block_start",
+        "file_block_length",
+    ];
+    let mut seen_meta = std::collections::HashSet::new();
+    for m in &s.metadata_columns {
+        if !METADATA.contains(&m.as_str()) {
+            ctx.err(
+                k("metadata_columns"),
+                format!(
+                    "`{m}` is not a file metadata field (one of: {})",
+                    METADATA.join(", ")
+                ),
+            );
+        } else if !seen_meta.insert(m) {
+            ctx.err(k("metadata_columns"), format!("`{m}` is listed twice"));
+        }
     }
     let fail_fast = match s.mode.as_str() {
         "permissive" => false,
@@ -649,6 +673,7 @@ fn validate_stream(
         csv: s.csv.clone(),
         json: s.json.clone(),
         fail_fast,
+        metadata_columns: s.metadata_columns.clone(),
         text: s.text.clone(),
         binary_max_size: binary_max?,
         discovery: discovery?,

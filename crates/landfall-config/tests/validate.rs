@@ -322,4 +322,14 @@ fn text_and_binary_file_options() {
     );
     let e = errors(&stream("format = \"text\"\ntext.line_sep = \"\""));
     assert_eq!(e, ["streams.t.text.line_sep: must not be empty"]);
+    let e = errors(&stream(
+        "format = \"json\"\nmetadata_columns = [\"file_path\", \"file_path\", \"path\"]",
+    ));
+    assert_eq!(
+        e,
+        [
+            "streams.t.metadata_columns: `file_path` is listed twice",
+            "streams.t.metadata_columns: `path` is not a file metadata field (one of: file_path, file_name, file_size, file_modification_time, file_block_start, file_block_length)"
+        ]
+    );
 }

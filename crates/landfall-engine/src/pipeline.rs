@@ -21,7 +21,7 @@ use futures::stream::BoxStream;
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileKey, FileMeta, SeamError, SkipReason};
 use landfall_discovery::{display_path, hive_partitions, relative_path};
-use landfall_formats::{DecodeOptions, FileFormat, with_constant_columns};
+use landfall_formats::{Constant, DecodeOptions, FileFormat, with_constant_columns};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use std::sync::Arc;
@@ -286,7 +286,7 @@ struct FileDecoder {
     /// The path as the user wrote the source, for errors.
     shown: String,
     decoder: Box<dyn landfall_core::Decoder>,
-    constants: Vec<(arrow_schema::FieldRef, Option<String>)>,
+    constants: Vec<(arrow_schema::FieldRef, Constant)>,
     rows: u64,
 }
 
@@ -302,18 +302,26 @@ impl FileDecoder {
             &job.options,
         )?;
         let hive = hive_partitions(relative_path(&job.prefix, &meta.path));
+        let shown = job.show(&meta.path);
         let constants = schema
             .path_columns
             .iter()
             .map(|f| {
-                (
-                    f.clone(),
-                    hive.iter()
-                        .find(|(k, _)| k == f.name())
-                        .and_then(|(_, v)| v.clone()),
-                )
+                let value = if f.name() == landfall_formats::METADATA_COLUMN {
+                    Constant::Row(
+                        landfall_formats::metadata_row(f, &shown, meta)
+                            .map_err(|e| SeamError::fatal(format!("{shown}: {e}")))?,
+                    )
+                } else {
+                    Constant::Text(
+                        hive.iter()
+                            .find(|(k, _)| k == f.name())
+                            .and_then(|(_, v)| v.clone()),
+                    )
+                };
+                Ok((f.clone(), value))
             })
-            .collect();
+            .collect::<SeamResult<_>>()?;
         Ok(FileDecoder {
             path: meta.path.clone(),
             shown: job.show(&meta.path),

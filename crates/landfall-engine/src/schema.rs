@@ -75,6 +75,32 @@ pub fn file_format(f: Format) -> Result<FileFormat, SeamError> {
     }
 }
 
+/// A stored schema must carry the file metadata the stream asks for: it is fixed with the
+/// schema at the first start (schema evolution is not built yet).
+fn check_metadata(spec: &StreamSpec, schema: &Schema) -> SeamResult<()> {
+    let want = (!spec.metadata_columns.is_empty())
+        .then(|| landfall_formats::metadata_field(&spec.metadata_columns));
+    let have = schema
+        .field_with_name(landfall_formats::METADATA_COLUMN)
+        .ok()
+        .cloned();
+    if want.as_ref().map(|f| f.data_type()) != have.as_ref().map(|f| f.data_type()) {
+        return Err(SeamError::fatal(format!(
+            "stream `{}`: metadata_columns ({}) differ from the stream's schema, fixed at its first start ({}); restore the setting, or start the stream over on a new table (`landfall reset`, a new sink.path): changing the table's columns needs schema evolution, which is not built yet",
+            spec.name,
+            if spec.metadata_columns.is_empty() {
+                "none".to_string()
+            } else {
+                spec.metadata_columns.join(", ")
+            },
+            have.map_or("none".to_string(), |f| landfall_core::ddl::schema_to_ddl(
+                &Schema::new(vec![f])
+            )),
+        )));
+    }
+    Ok(())
+}
+
 /// The text options of the stream.
 pub fn text_format(spec: &StreamSpec) -> landfall_formats::TextFormat {
     landfall_formats::TextFormat {
@@ -250,6 +276,7 @@ pub async fn resolve(
         };
         let stored: Stored = serde_json::from_str(&raw).map_err(|e| unreadable(e.to_string()))?;
         let schema = stored.schema().map_err(unreadable)?;
+        check_metadata(spec, &schema)?;
         return Ok(Some((build(v, &schema, &stored.path_columns), false)));
     }
     // text and binary_file have a fixed schema: as if given explicitly.
@@ -284,6 +311,20 @@ pub async fn resolve(
         if !fields.iter().any(|f| f.name() == c) {
             fields.push(Field::new(c, DataType::Utf8, true));
         }
+    }
+    // File metadata: one struct column, filled per file like the path columns.
+    let mut path_columns = path_columns;
+    if !spec.metadata_columns.is_empty() {
+        let meta = landfall_formats::metadata_field(&spec.metadata_columns);
+        if fields.iter().any(|f| f.name() == meta.name()) {
+            return Err(SeamError::fatal(format!(
+                "stream `{}`: the data has a column `{}`, the name of the file metadata column; drop metadata_columns or rename the column",
+                spec.name,
+                meta.name()
+            )));
+        }
+        path_columns.push(meta.name().clone());
+        fields.push(meta);
     }
     schema = Schema::new(fields);
     let json = serde_json::to_string(&Stored::new(&schema, path_columns.clone()))

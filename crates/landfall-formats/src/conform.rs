@@ -112,12 +112,21 @@ pub fn conform(
     })
 }
 
+/// The value of a column that is the same for every row of a file.
+#[derive(Debug, Clone)]
+pub enum Constant {
+    /// Text cast to the column's type (a Hive partition value; `None`: null).
+    Text(Option<String>),
+    /// A one-row array of the column's type (the `_metadata` struct).
+    Row(ArrayRef),
+}
+
 /// Append columns whose value is the same on every row (partition values parsed from the
-/// path), cast from their string form to the field's type.
+/// path, cast from their string form to the field's type; file metadata).
 pub fn with_constant_columns(
     path: &str,
     batch: RecordBatch,
-    columns: &[(FieldRef, Option<String>)],
+    columns: &[(FieldRef, Constant)],
     target: &SchemaRef,
 ) -> Result<RecordBatch, FormatError> {
     if columns.is_empty() {
@@ -126,8 +135,21 @@ pub fn with_constant_columns(
     let n = batch.num_rows();
     let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
     for (field, value) in columns {
-        let s: ArrayRef = Arc::new(StringArray::from(vec![value.clone(); n]));
-        cols.push(cast_column(path, field.name(), &s, field)?);
+        match value {
+            Constant::Text(value) => {
+                let s: ArrayRef = Arc::new(StringArray::from(vec![value.clone(); n]));
+                cols.push(cast_column(path, field.name(), &s, field)?);
+            }
+            Constant::Row(one) => {
+                let idx = arrow::array::UInt32Array::from(vec![0u32; n]);
+                cols.push(arrow::compute::take(one.as_ref(), &idx, None).map_err(|e| {
+                    FormatError::Unreadable {
+                        path: path.to_string(),
+                        reason: format!("column `{}`: {e}", field.name()),
+                    }
+                })?);
+            }
+        }
     }
     RecordBatch::try_new(target.clone(), cols).map_err(|e| FormatError::Unreadable {
         path: path.to_string(),

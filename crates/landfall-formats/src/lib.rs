@@ -18,17 +18,19 @@ mod input;
 mod json;
 mod json_multiline;
 mod json_permissive;
+mod metadata;
 mod parquet_file;
 mod text;
 
 pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
-pub use conform::{conform, with_constant_columns};
+pub use conform::{Constant, conform, with_constant_columns};
 pub use csv::CsvDecoder;
 pub use error::{FormatError, MalformedRecord};
 pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
 pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
+pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
 pub use text::{TextDecoder, TextFormat};
 

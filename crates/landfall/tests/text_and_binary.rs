@@ -175,3 +175,68 @@ sink.path = "{{root}}/{table}"
     assert_exactly(&ids(&v, "id"), &[1, 2, 3, 5]);
     assert!(text(&o).contains("1 malformed row"), "{}", text(&o));
 }
+
+/// `metadata_columns`: a `_metadata` struct with the file's path, name, size, modification
+/// time and block, the same on every row of a file; changing the list after the first start
+/// is refused with the reason (schema evolution is not built).
+#[test]
+fn file_metadata_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_rows(&root.join("in"), "a.json", 0..3);
+    write_rows(&root.join("in/sub"), "b.json", 3..5);
+    let cfg = |cols: &str| {
+        config_in(
+            root,
+            &format!(
+                r#"
+[streams.s]
+source = "{{root}}/in"
+format = "json"
+schema = "id BIGINT, name STRING"
+metadata_columns = [{cols}]
+sink.path = "{{root}}/table"
+"#
+            ),
+        )
+    };
+    let all = r#""file_path", "file_name", "file_size", "file_modification_time", "file_block_start", "file_block_length""#;
+    drain_stream(&cfg(all), "s");
+    let v = verify("delta", &root.join("table"), Some("s"));
+    let size_b = std::fs::metadata(root.join("in/sub/b.json")).unwrap().len();
+    for id in [3u64, 4] {
+        let row = row_by_id(&v, id);
+        let m: Value = serde_json::from_str(row["_metadata"].as_str().unwrap()).unwrap();
+        assert!(
+            m["file_path"].as_str().unwrap().ends_with("in/sub/b.json"),
+            "{m}"
+        );
+        assert_eq!(m["file_name"], "b.json");
+        assert_eq!(m["file_size"].as_u64(), Some(size_b), "{m}");
+        assert_eq!(m["file_block_start"].as_u64(), Some(0));
+        assert_eq!(m["file_block_length"].as_u64(), Some(size_b));
+        assert!(
+            m["file_modification_time"]
+                .as_str()
+                .unwrap()
+                .starts_with("20"),
+            "{m}"
+        );
+    }
+    let row = row_by_id(&v, 0);
+    let m: Value = serde_json::from_str(row["_metadata"].as_str().unwrap()).unwrap();
+    assert_eq!(m["file_name"], "a.json");
+    // Another list after the first start: refused, with the way out.
+    let o = landfall(&[
+        "run",
+        "--config",
+        cfg(r#""file_name""#).to_str().unwrap(),
+        "--available-now",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("metadata_columns (file_name) differ from the stream's schema"),
+        "{}",
+        text(&o)
+    );
+}
