@@ -353,14 +353,7 @@ fn validate_stream(
             ),
         );
     }
-    const METADATA: [&str; 6] = [
-        "file_path",
-        "file_name",
-        "file_size",
-        "file_modification_time",
-        "file_block_start",
-        "file_block_length",
-    ];
+    const METADATA: [&str; 6] = landfall_core::METADATA_FIELDS;
     let mut seen_meta = std::collections::HashSet::new();
     for m in &s.metadata_columns {
         if !METADATA.contains(&m.as_str()) {

@@ -222,3 +222,14 @@ impl FileRecord {
         }
     }
 }
+
+/// The file metadata fields a stream may add (`metadata_columns`, Spark's `_metadata`), in
+/// Spark's order.
+pub const METADATA_FIELDS: [&str; 6] = [
+    "file_path",
+    "file_name",
+    "file_size",
+    "file_modification_time",
+    "file_block_start",
+    "file_block_length",
+];

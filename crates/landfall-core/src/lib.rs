@@ -14,7 +14,7 @@ pub mod plan;
 pub mod seams;
 pub mod size;
 
-pub use file::{FileKey, FileMeta, FileRecord, FileState, SkipKind, SkipReason};
+pub use file::{FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKind, SkipReason};
 pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{

@@ -178,7 +178,7 @@ async fn supervise(
                         }
                     }))
                 };
-                let e = run(&spec, &c, &mut shutdown, &metrics, &mut backoff, drain).await;
+                let e = run(&spec, &c, &mut shutdown, &metrics, &up, &mut backoff, drain).await;
                 if let Some(l) = lister {
                     l.abort();
                 }
@@ -211,6 +211,7 @@ async fn run(
     c: &LocationConsumer,
     shutdown: &mut watch::Receiver<bool>,
     metrics: &Metrics,
+    up: &prometheus_client::metrics::gauge::Gauge,
     backoff: &mut Duration,
     drain: bool,
 ) -> Option<SeamError> {
@@ -219,10 +220,6 @@ async fn run(
     let mut idle = true;
     // The sequence mark last written (see `mark_path`).
     let mut marked = read_mark(spec).unwrap_or(0);
-    let up = metrics
-        .location_consumer_up
-        .get_or_create(&label(&spec.name, ""))
-        .clone();
     loop {
         if *shutdown.borrow() {
             return None;

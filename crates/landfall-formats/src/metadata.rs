@@ -18,15 +18,7 @@ use std::sync::Arc;
 /// The column's name.
 pub const METADATA_COLUMN: &str = "_metadata";
 
-/// The fields a stream may ask for, in Spark's order.
-pub const METADATA_FIELDS: [&str; 6] = [
-    "file_path",
-    "file_name",
-    "file_size",
-    "file_modification_time",
-    "file_block_start",
-    "file_block_length",
-];
+pub use landfall_core::METADATA_FIELDS;
 
 fn data_type(name: &str) -> DataType {
     match name {
