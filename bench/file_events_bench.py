@@ -24,7 +24,7 @@ import argparse, json, os, shutil, signal, subprocess, sys, tempfile, time
 import boto3
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from notify_bench import free_port, metrics, pct, series  # noqa: E402
+from notify_bench import committed_waiter, free_port, metrics, pct  # noqa: E402
 
 
 def requests(text):
@@ -112,20 +112,7 @@ sink.path = "{root}/{mode}-table-{i}"
                                          stderr=open(os.path.join(root, f"{mode}.log"), "w"),
                                          env={**os.environ, "LANDFALL_LOG": "warn"}, start_new_session=True)
     try:
-        def committed(mode):
-            try:
-                return series(metrics(ports[mode]), "landfall_files_committed_total")
-            except OSError:
-                return -1
-
-        def wait_committed(mode, n, limit=600):
-            t = time.monotonic()
-            while committed(mode) < n:
-                if daemons[mode].poll() is not None:
-                    sys.exit(f"{mode} daemon exited; see {root}/{mode}.log")
-                if time.monotonic() - t > limit:
-                    sys.exit(f"{mode}: {committed(mode)} of {n} files committed after {limit} s")
-                time.sleep(0.01)
+        wait_committed = committed_waiter(daemons, ports, root)
 
         # Every stream's first listing (empty prefixes) done: the metrics endpoint answers.
         for mode in modes:

@@ -57,6 +57,26 @@ def requests_by_op(text, stream):
     return out
 
 
+def committed_waiter(daemons, ports, root, **labels):
+    """`wait(mode, n)`: poll daemon `mode`'s `landfall_files_committed_total` (samples with
+    `labels`) every 10 ms until it reaches `n`; exit if the daemon dies or `limit` passes."""
+    def committed(mode):
+        try:
+            return series(metrics(ports[mode]), "landfall_files_committed_total", **labels)
+        except OSError:
+            return -1
+
+    def wait(mode, n, limit=600):
+        t = time.monotonic()
+        while committed(mode) < n:
+            if daemons[mode].poll() is not None:
+                sys.exit(f"{mode} daemon exited; see {root}/{mode}.log")
+            if time.monotonic() - t > limit:
+                sys.exit(f"{mode}: {committed(mode)} of {n} files committed after {limit} s")
+            time.sleep(0.01)
+    return wait
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -121,20 +141,7 @@ sink.path = "{root}/{mode}-table"
                                          stderr=open(os.path.join(root, f"{mode}.log"), "w"),
                                          env={**os.environ, "LANDFALL_LOG": "warn"}, start_new_session=True)
     try:
-        def committed(mode):
-            try:
-                return series(metrics(ports[mode]), "landfall_files_committed_total", stream="s")
-            except OSError:
-                return -1
-
-        def wait_committed(mode, n, limit=600):
-            t = time.monotonic()
-            while committed(mode) < n:
-                if daemons[mode].poll() is not None:
-                    sys.exit(f"{mode} daemon exited; see {root}/{mode}.log")
-                if time.monotonic() - t > limit:
-                    sys.exit(f"{mode}: {committed(mode)} of {n} files committed after {limit} s")
-                time.sleep(0.01)
+        wait_committed = committed_waiter(daemons, ports, root, stream="s")
 
         for mode in buckets:
             wait_committed(mode, a.existing)

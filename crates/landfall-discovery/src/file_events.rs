@@ -89,14 +89,7 @@ fn fnv(parts: &[&str]) -> String {
 
 /// The tag of a cached event: its path and etag (without quotes), or version.
 fn tag_of(e: &landfall_state::CachedEvent) -> String {
-    let etag = e
-        .event
-        .etag
-        .as_deref()
-        .map(|t| t.trim_start_matches("W/").trim_matches('"'))
-        .or(e.event.version.as_deref())
-        .unwrap_or("");
-    fnv(&[&e.event.path, etag])
+    fnv(&[&e.event.path, e.event.version_tag()])
 }
 
 pub struct FileEventsDiscovery {

@@ -158,6 +158,18 @@ impl EventLocation {
         self.ready.send_replace(true);
     }
 
+    /// Keep the consumer's failure in the cache, for `landfall locations` (best effort).
+    pub fn record_error(&self, e: &SeamError) {
+        let json = serde_json::to_string(&ConsumerError {
+            error: e.message.clone(),
+            at: Utc::now(),
+        })
+        .expect("error serialises");
+        if let Err(err) = self.cache.set_meta(CONSUMER_ERROR_META, &json) {
+            tracing::warn!(location = %self.name, error = %err, "could not record the consumer's error");
+        }
+    }
+
     /// Wait until the consumer is set up, at most `limit`. False: it is not.
     pub async fn ready_within(&self, limit: Duration) -> bool {
         let mut rx = self.ready.subscribe();
@@ -326,18 +338,6 @@ impl LocationConsumer {
         .await?;
         self.location.round_done(messages.is_empty(), now);
         Ok(out)
-    }
-
-    /// Keep the consumer's failure in the cache, for `landfall locations`.
-    pub fn record_error(&self, e: &SeamError) {
-        let json = serde_json::to_string(&ConsumerError {
-            error: e.message.clone(),
-            at: Utc::now(),
-        })
-        .expect("error serialises");
-        if let Err(err) = self.location.cache.set_meta(CONSUMER_ERROR_META, &json) {
-            tracing::warn!(location = %self.name(), error = %err, "could not record the consumer's error");
-        }
     }
 
     /// The cache entry of an object-created event, or `None` when it is no file of the

@@ -278,8 +278,7 @@ impl Removal {
 
 /// Etags compare without quotes and weak markers: stores and events disagree on quoting.
 pub(crate) fn same_etag(a: Option<&str>, b: Option<&str>) -> bool {
-    let bare = |t: &str| t.trim_start_matches("W/").trim_matches('"').to_string();
-    a.map(bare) == b.map(bare)
+    a.map(landfall_state::bare_etag) == b.map(landfall_state::bare_etag)
 }
 
 /// Parse a round's messages and keep the events about `source`; what is left out is counted

@@ -146,7 +146,7 @@ async fn supervise(
         if *shutdown.borrow() {
             break;
         }
-        let (consumer, err) = match build(&spec, drain, &metrics).await {
+        let err = match build(&spec, drain, &metrics).await {
             Ok(c) => {
                 let c = Arc::new(c);
                 // Streams take snapshot positions once the location is ready: outdate stale
@@ -182,16 +182,15 @@ async fn supervise(
                 if let Some(l) = lister {
                     l.abort();
                 }
-                (Some(c), e)
+                e
             }
-            Err(e) => (None, Some(e)),
+            Err(e) => Some(e),
         };
         up.set(0);
         let Some(e) = err else { break };
         failed(&spec.name, &e, backoff, &metrics);
-        match &consumer {
-            Some(c) => c.record_error(&e),
-            None => record_error(&spec, &e),
+        if let Ok(l) = open(&spec) {
+            l.record_error(&e);
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
@@ -306,17 +305,6 @@ async fn build(
         listing,
         spec.listing_interval,
     ))
-}
-
-fn record_error(spec: &LocationSpec, e: &SeamError) {
-    let json = serde_json::to_string(&ConsumerError {
-        error: e.message.clone(),
-        at: chrono::Utc::now(),
-    })
-    .expect("error serialises");
-    if let Ok(l) = open(spec) {
-        let _ = l.cache.set_meta(CONSUMER_ERROR_META, &json);
-    }
 }
 
 /// A consumer round: logged and counted together.

@@ -69,6 +69,15 @@ impl Notes for dyn StateStore + '_ {
     }
 }
 
+impl<K: landfall_state::Kv> Notes for landfall_state::Ledger<K> {
+    fn note(&self, name: &str) -> SeamResult<Option<String>> {
+        self.meta(name)
+    }
+    fn set_note(&self, name: &str, value: &str) -> SeamResult<()> {
+        self.set_meta(name, value)
+    }
+}
+
 impl<K: landfall_state::Kv> Notes for landfall_state::EventCache<K> {
     fn note(&self, name: &str) -> SeamResult<Option<String>> {
         Ok(self.meta(name)?)

@@ -75,16 +75,25 @@ fn event_key(seq: u64) -> Vec<u8> {
 fn identity_prefix(path: &str) -> Vec<u8> {
     format!("k/{path}\0").into_bytes()
 }
-/// Etags compare without their quotes: stores and events disagree on quoting.
+/// An etag without its quotes and weak marker: stores and events disagree on quoting.
+pub fn bare_etag(etag: &str) -> &str {
+    etag.trim_start_matches("W/").trim_matches('"')
+}
+
+impl NewEvent {
+    /// What tells this version of the object apart: its bare etag, else its version.
+    pub fn version_tag(&self) -> &str {
+        self.etag
+            .as_deref()
+            .map(bare_etag)
+            .or(self.version.as_deref())
+            .unwrap_or("")
+    }
+}
+
 fn identity_key(e: &NewEvent) -> Vec<u8> {
-    let tag = e
-        .etag
-        .as_deref()
-        .map(|t| t.trim_start_matches("W/").trim_matches('"'))
-        .or(e.version.as_deref())
-        .unwrap_or("");
     let mut k = identity_prefix(&e.path);
-    k.extend_from_slice(tag.as_bytes());
+    k.extend_from_slice(e.version_tag().as_bytes());
     k
 }
 

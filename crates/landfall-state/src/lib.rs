@@ -15,7 +15,7 @@ mod ledger;
 mod rocks;
 
 pub use error::StateError;
-pub use event_cache::{CacheStats, CachedEvent, EventCache, NewEvent, seq_after};
+pub use event_cache::{CacheStats, CachedEvent, EventCache, NewEvent, bare_etag, seq_after};
 pub use kv::{Kv, KvOp, MemoryKv};
 pub use ledger::{LEDGER_FORMAT, Ledger};
 pub use rocks::RocksKv;

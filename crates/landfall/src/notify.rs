@@ -11,7 +11,6 @@
 use crate::admin::LOCKED;
 use clap::ValueEnum;
 use landfall_config::{LocationSpec, StreamSpec};
-use landfall_core::StateStore;
 use landfall_engine::notify_setup::{self, Notes, QueueOwner};
 use std::process::ExitCode;
 
@@ -25,49 +24,65 @@ pub enum Action {
     Teardown,
 }
 
-/// `landfall notifications <action> <stream>`: the resources of a notification stream.
+/// `landfall notifications <action> <stream>`: the resources of a notification stream,
+/// recorded in its ledger.
 pub fn run(spec: &StreamSpec, action: Action) -> ExitCode {
-    let Some(owner) = QueueOwner::of_stream(spec) else {
-        eprintln!(
-            "error: stream `{}` does not read a queue of its own (discovery is not \"notifications\"); it has no notification resources",
-            spec.name
-        );
-        return ExitCode::from(2);
-    };
-    if action == Action::Setup && notify_setup::setup_request(&owner).is_none() {
-        return setup_unowned(&owner);
-    }
-    let opened = if action == Action::List {
-        landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
-    } else {
-        landfall_state::open_rocks(&spec.name, &spec.state_dir)
-    };
-    match opened {
-        Ok(ledger) => run_owner(&owner, &ledger as &dyn StateStore, action),
-        Err(e) => opening_failed(&owner, e),
-    }
+    let not_owner = format!(
+        "stream `{}` does not read a queue of its own (discovery is not \"notifications\"); it has no notification resources",
+        spec.name
+    );
+    run_for(
+        QueueOwner::of_stream(spec),
+        &not_owner,
+        action,
+        |read_only| {
+            if read_only {
+                landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
+            } else {
+                landfall_state::open_rocks(&spec.name, &spec.state_dir)
+            }
+        },
+    )
 }
 
 /// `landfall notifications <action> --location <name>`: the resources of a file-events
-/// location.
+/// location, recorded in its event cache.
 pub fn run_location(spec: &LocationSpec, action: Action) -> ExitCode {
-    let Some(owner) = QueueOwner::of_location(spec) else {
-        eprintln!(
-            "error: location `{}` has file_events = false; it has no notification resources",
-            spec.name
-        );
+    let not_owner = format!(
+        "location `{}` has file_events = false; it has no notification resources",
+        spec.name
+    );
+    run_for(
+        QueueOwner::of_location(spec),
+        &not_owner,
+        action,
+        |read_only| {
+            if read_only {
+                landfall_state::open_event_cache_read_only(&spec.name, &spec.state_dir)
+            } else {
+                landfall_state::open_event_cache(&spec.name, &spec.state_dir)
+            }
+        },
+    )
+}
+
+/// Run `action` for `owner` (`None`: the owner reads no queue of its own, `not_owner` says so)
+/// with its notes opened by `open` (read-only for `list`).
+fn run_for<N: Notes>(
+    owner: Option<QueueOwner>,
+    not_owner: &str,
+    action: Action,
+    open: impl FnOnce(bool) -> Result<N, landfall_state::StateError>,
+) -> ExitCode {
+    let Some(owner) = owner else {
+        eprintln!("error: {not_owner}");
         return ExitCode::from(2);
     };
     if action == Action::Setup && notify_setup::setup_request(&owner).is_none() {
         return setup_unowned(&owner);
     }
-    let opened = if action == Action::List {
-        landfall_state::open_event_cache_read_only(&spec.name, &spec.state_dir)
-    } else {
-        landfall_state::open_event_cache(&spec.name, &spec.state_dir)
-    };
-    match opened {
-        Ok(cache) => run_owner(&owner, &cache, action),
+    match open(action == Action::List) {
+        Ok(notes) => run_owner(&owner, &notes, action),
         Err(e) => opening_failed(&owner, e),
     }
 }
