@@ -241,6 +241,15 @@ pub trait Decoder: Send {
     fn first_malformed(&self) -> Option<String> {
         None
     }
+    /// Rows decoded so far with a value in the rescued-data column.
+    fn rescued_rows(&self) -> u64 {
+        0
+    }
+    /// Columns the file holds and the schema lacks, as a tree of only the new parts (a new
+    /// nested field `a.b` is `a STRUCT<b ...>`), when the decoder was asked to look for them.
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        Vec::new()
+    }
 }
 
 /// What a commit call did.

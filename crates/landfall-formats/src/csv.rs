@@ -1,6 +1,9 @@
 //! CSV, decoded incrementally. With a header (the default) each file is read by its own header:
 //! columns are matched to the stream schema by name (exact, then ignoring case), columns the
-//! schema lacks are dropped and columns the file lacks are null. Without a header, columns are
+//! schema lacks are dropped and columns the file lacks are null. With a rescued column
+//! ([`crate::rescue`]) names are matched exactly, and unmatched columns and values that do not
+//! convert go to the rescued column instead (not malformed); unmatched columns are reported as
+//! new (string) columns when the policy asks. Without a header, columns are
 //! taken by position. Records are split by [`crate::csv_tokenize`] (arrow-csv's dialect).
 //!
 //! Decoding is permissive (the only mode for now): a file never fails for its content.
@@ -21,11 +24,13 @@
 use crate::conform::cast_permissive;
 use crate::csv_tokenize::{Records, Tokenizer};
 use crate::error::{FormatError, MalformedRecord, Tally};
+use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, rescued_array};
 use crate::{CsvFormat, DecodeOptions};
 use arrow::array::{ArrayRef, RecordBatch, StringArray, StringBuilder, new_null_array};
 use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 use landfall_core::seams::SeamResult;
+use serde_json::Value;
 use std::sync::Arc;
 
 pub struct CsvDecoder {
@@ -39,6 +44,9 @@ pub struct CsvDecoder {
     /// How records map to the schema: known from the start without a header.
     layout: Option<Layout>,
     tally: Tally,
+    policy: SchemaPolicy,
+    new_columns: NewColumns,
+    rescued_rows: u64,
 }
 
 /// How the records of one file map to the schema.
@@ -47,6 +55,8 @@ struct Layout {
     width: usize,
     /// For each schema field, the record field it is read from.
     sources: Vec<Option<usize>>,
+    /// Header columns no schema column reads (rescued when the policy has a rescued column).
+    extras: Vec<(usize, String)>,
 }
 
 /// Malformed rows of one batch, and the reason for the earliest.
@@ -66,9 +76,17 @@ impl Bad {
 
 impl CsvDecoder {
     pub fn new(path: &str, schema: SchemaRef, opts: &DecodeOptions) -> Self {
-        let layout = (!opts.csv.header).then(|| Layout {
-            width: schema.fields().len(),
-            sources: (0..schema.fields().len()).map(Some).collect(),
+        let layout = (!opts.csv.header).then(|| {
+            let data: Vec<usize> = (0..schema.fields().len())
+                .filter(|&i| Some(schema.field(i).name()) != opts.policy.rescued_column.as_ref())
+                .collect();
+            Layout {
+                width: data.len(),
+                sources: (0..schema.fields().len())
+                    .map(|i| data.iter().position(|&d| d == i))
+                    .collect(),
+                extras: Vec::new(),
+            }
         });
         CsvDecoder {
             path: path.to_string(),
@@ -79,6 +97,9 @@ impl CsvDecoder {
             records: Records::default(),
             layout,
             tally: Tally::default(),
+            policy: opts.policy.clone(),
+            new_columns: NewColumns::default(),
+            rescued_rows: 0,
         }
     }
 
@@ -88,7 +109,7 @@ impl CsvDecoder {
     }
 
     /// The layout a header gives: its names matched to the schema as [`crate::conform`] does.
-    fn layout_of(&self, header: Vec<Vec<u8>>) -> Result<Layout, FormatError> {
+    fn layout_of(&mut self, header: Vec<Vec<u8>>) -> Result<Layout, FormatError> {
         let mut seen = std::collections::HashSet::new();
         let names: Vec<String> = header
             .iter()
@@ -102,12 +123,22 @@ impl CsvDecoder {
                 }
             })
             .collect();
+        let rescuing = self.policy.rescued_column.is_some();
         let mut sources = Vec::with_capacity(self.schema.fields().len());
         for field in self.schema.fields() {
+            if Some(field.name()) == self.policy.rescued_column.as_ref() {
+                sources.push(None);
+                continue;
+            }
+            // With a rescued column a name that differs only in case is not this column's.
             let src = names.iter().position(|n| n == field.name()).or_else(|| {
-                names
-                    .iter()
-                    .position(|n| n.eq_ignore_ascii_case(field.name()))
+                (!rescuing)
+                    .then(|| {
+                        names
+                            .iter()
+                            .position(|n| n.eq_ignore_ascii_case(field.name()))
+                    })
+                    .flatten()
             });
             if src.is_none() && !field.is_nullable() {
                 return Err(FormatError::Column {
@@ -118,9 +149,27 @@ impl CsvDecoder {
             }
             sources.push(src);
         }
+        let mut extras = Vec::new();
+        if self.policy.watches_unknown() {
+            for (j, n) in names.iter().enumerate() {
+                if sources.contains(&Some(j)) {
+                    continue;
+                }
+                let case_only = self
+                    .schema
+                    .fields()
+                    .iter()
+                    .any(|f| f.name().eq_ignore_ascii_case(n));
+                if self.policy.detect_new_columns && !case_only {
+                    self.new_columns.note(&[n.as_str()], DataType::Utf8);
+                }
+                extras.push((j, n.clone()));
+            }
+        }
         Ok(Layout {
             width: names.len(),
             sources,
+            extras,
         })
     }
 
@@ -179,6 +228,29 @@ impl CsvDecoder {
                 bad.note(r, || format!("expected {width} fields, found {k}"));
             }
         }
+        let rescue_at = self
+            .policy
+            .rescued_column
+            .as_ref()
+            .and_then(|c| self.schema.index_of(c).ok());
+        let mut rescued: Vec<RescuedRow> = match rescue_at {
+            Some(_) => (0..n).map(|_| RescuedRow::default()).collect(),
+            None => Vec::new(),
+        };
+        if rescue_at.is_some() {
+            for (j, name) in &layout.extras {
+                for (r, row) in rescued.iter_mut().enumerate() {
+                    if let Some(v) = self.records.field(r, *j)
+                        && !self.is_null(v, true)
+                    {
+                        row.put(
+                            name.clone(),
+                            Value::String(String::from_utf8_lossy(v).into_owned()),
+                        );
+                    }
+                }
+            }
+        }
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(layout.sources.len());
         for (field, src) in self.schema.fields().iter().zip(&layout.sources) {
             let Some(j) = *src else {
@@ -189,6 +261,14 @@ impl CsvDecoder {
             let strings: ArrayRef = Arc::new(strings);
             let (col, lost) = cast_permissive(&self.path, field.name(), &strings, field)?;
             for r in lost {
+                if rescue_at.is_some() {
+                    let v = strings
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .map_or("", |s| s.value(r));
+                    rescued[r].put(field.name().clone(), Value::String(v.to_string()));
+                    continue;
+                }
                 bad.note(r, || {
                     let v = strings
                         .as_any()
@@ -202,6 +282,12 @@ impl CsvDecoder {
                 });
             }
             cols.push(col);
+        }
+        if let Some(at) = rescue_at {
+            let texts: Vec<Option<String>> =
+                rescued.into_iter().map(|r| r.finish(&self.path)).collect();
+            self.rescued_rows += texts.iter().filter(|t| t.is_some()).count() as u64;
+            cols[at] = rescued_array(texts);
         }
         let batch = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| {
             FormatError::Unreadable {
@@ -262,6 +348,14 @@ impl landfall_core::Decoder for CsvDecoder {
             });
         }
         Ok(out)
+    }
+
+    fn rescued_rows(&self) -> u64 {
+        self.rescued_rows
+    }
+
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        self.new_columns.fields().to_vec()
     }
 
     fn malformed_rows(&self) -> u64 {

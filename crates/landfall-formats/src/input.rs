@@ -117,6 +117,14 @@ impl Decoder for TextInput {
     fn first_malformed(&self) -> Option<String> {
         self.inner.first_malformed()
     }
+
+    fn rescued_rows(&self) -> u64 {
+        self.inner.rescued_rows()
+    }
+
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        self.inner.new_columns()
+    }
 }
 
 /// A text file's sampled head as the decoders see it: decompressed (at most `cap` bytes; a

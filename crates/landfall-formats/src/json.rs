@@ -1,6 +1,8 @@
 //! Newline-delimited JSON, decoded incrementally with arrow-json. Primitive values are coerced
 //! to strings where the schema asks for strings (Auto Loader's default of string columns).
-//! Keys the schema lacks are ignored here (rescued data comes with schema evolution).
+//! Keys the schema lacks are ignored, unless a [`SchemaPolicy`] asks to rescue them or report
+//! them as new columns: the decoder is then strict, and records with such keys take the slow
+//! path ([`crate::rescue`]).
 //!
 //! Decoding is permissive (the only mode for now): a file never fails for its content.
 //!
@@ -22,6 +24,7 @@
 use crate::conform::conform;
 use crate::error::{FormatError, MalformedRecord, Tally};
 use crate::json_permissive::{Bounds, End, Fixer, Position, build, salvage};
+use crate::rescue::SchemaPolicy;
 use arrow::array::RecordBatch;
 use arrow_json::reader::Decoder as JsonInner;
 use arrow_schema::SchemaRef;
@@ -43,14 +46,16 @@ pub struct JsonDecoder {
     skip_line: bool,
     fixer: Option<Fixer>,
     tally: Tally,
+    policy: SchemaPolicy,
 }
 
 impl JsonDecoder {
     pub fn new(path: &str, schema: SchemaRef, batch_size: usize) -> Result<Self, FormatError> {
-        let inner = build(schema.clone(), batch_size).map_err(|e| FormatError::Unreadable {
-            path: path.to_string(),
-            reason: e.to_string(),
-        })?;
+        let inner =
+            build(schema.clone(), batch_size, false).map_err(|e| FormatError::Unreadable {
+                path: path.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(JsonDecoder {
             path: path.to_string(),
             schema,
@@ -62,7 +67,16 @@ impl JsonDecoder {
             skip_line: false,
             fixer: None,
             tally: Tally::default(),
+            policy: SchemaPolicy::default(),
         })
+    }
+
+    /// Rescue values and report new columns as `policy` asks ([`crate::rescue`]). Records
+    /// with keys the schema lacks then take the slow path.
+    pub fn with_policy(mut self, policy: SchemaPolicy) -> Result<Self, FormatError> {
+        self.policy = policy;
+        self.fresh_inner()?;
+        Ok(self)
     }
 
     /// The first record that did not fit: where it starts and why.
@@ -81,7 +95,12 @@ impl JsonDecoder {
     }
 
     fn fresh_inner(&mut self) -> Result<(), FormatError> {
-        self.inner = build(self.schema.clone(), self.batch_size).map_err(|e| self.malformed(e))?;
+        self.inner = build(
+            self.schema.clone(),
+            self.batch_size,
+            self.policy.watches_unknown(),
+        )
+        .map_err(|e| self.malformed(e))?;
         Ok(())
     }
 
@@ -131,9 +150,9 @@ impl JsonDecoder {
         out: &mut Vec<RecordBatch>,
     ) -> Result<Bytes, FormatError> {
         debug_assert!(self.pending.is_empty() && self.carry.is_empty());
-        let fixer = self
-            .fixer
-            .get_or_insert_with(|| Fixer::new(self.schema.clone()));
+        let fixer = self.fixer.get_or_insert_with(|| {
+            Fixer::new(self.schema.clone(), self.policy.clone(), &self.path)
+        });
         let s = salvage(fixer, &self.path, &buf, self.at, bounds);
         self.tally.absorb(s.tally);
         self.fresh_inner()?;
@@ -276,6 +295,17 @@ impl landfall_core::Decoder for JsonDecoder {
 
     fn malformed_rows(&self) -> u64 {
         self.tally.rows
+    }
+
+    fn rescued_rows(&self) -> u64 {
+        self.fixer.as_ref().map_or(0, |f| f.rescued_rows)
+    }
+
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        self.fixer
+            .as_ref()
+            .map(|f| f.new_columns.fields().to_vec())
+            .unwrap_or_default()
     }
 
     fn first_malformed(&self) -> Option<String> {

@@ -209,6 +209,14 @@ impl Decoder for MultiLineJson {
     fn first_malformed(&self) -> Option<String> {
         landfall_core::Decoder::first_malformed(&self.inner)
     }
+
+    fn rescued_rows(&self) -> u64 {
+        landfall_core::Decoder::rescued_rows(&self.inner)
+    }
+
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        landfall_core::Decoder::new_columns(&self.inner)
+    }
 }
 
 /// A whole multi-line JSON text as NDJSON (schema inference), without a last record the

@@ -16,6 +16,7 @@
 //! re-implementation of its conversion rules.
 
 use crate::error::{MalformedRecord, Tally};
+use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, json_value_type};
 use arrow_json::reader::{Decoder as JsonInner, ReaderBuilder};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 use serde_json::value::RawValue;
@@ -23,10 +24,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A decoder as the fast path builds it: strings accept any primitive (Auto Loader's default).
-pub(crate) fn build(schema: SchemaRef, batch_size: usize) -> Result<JsonInner, ArrowError> {
+/// `strict`: a key the schema lacks is an error (the record then takes the slow path, which
+/// rescues it or reports a new column).
+pub(crate) fn build(
+    schema: SchemaRef,
+    batch_size: usize,
+    strict: bool,
+) -> Result<JsonInner, ArrowError> {
     ReaderBuilder::new(schema)
         .with_batch_size(batch_size)
         .with_coerce_primitive(true)
+        .with_strict_mode(strict)
         .build_decoder()
 }
 
@@ -88,6 +96,8 @@ pub(crate) fn salvage(
 ) -> Salvaged {
     let mut text = Vec::new();
     let mut tally = Tally::default();
+    // Records that did not fit as they were: arrow-json rejected the buffer at one of them.
+    let mut deviated = 0u64;
     let mut pos = 0;
     let mut line = at.line;
     let mut end = End::Done;
@@ -96,7 +106,7 @@ pub(crate) fn salvage(
             line += u64::from(buf[pos] == b'\n');
             pos += 1;
         }
-        if pos >= buf.len() || (pos >= bounds.stop_at && (!bounds.until_bad || tally.rows > 0)) {
+        if pos >= buf.len() || (pos >= bounds.stop_at && (!bounds.until_bad || deviated > 0)) {
             break;
         }
         let start = pos;
@@ -114,12 +124,16 @@ pub(crate) fn salvage(
                 match fixer.fix_record(raw) {
                     Fixed::Fits => text.extend_from_slice(raw.get().as_bytes()),
                     Fixed::Rewritten { text: t, misfit } => {
+                        deviated += 1;
                         text.extend_from_slice(t.as_bytes());
                         if let Some(reason) = misfit {
                             tally.note(|| here(reason));
                         }
                     }
-                    Fixed::Rejected(reason) => tally.note(|| here(reason)),
+                    Fixed::Rejected(reason) => {
+                        deviated += 1;
+                        tally.note(|| here(reason));
+                    }
                 }
                 text.push(b'\n');
                 line += newlines(&buf[start..stop]);
@@ -135,6 +149,7 @@ pub(crate) fn salvage(
                 } else {
                     format!("not JSON: {e}")
                 };
+                deviated += 1;
                 tally.note(|| here(reason));
                 // Resynchronise on the next line: the broken record ends there at the latest.
                 match buf[start..].iter().position(|&b| b == b'\n') {
@@ -181,40 +196,112 @@ pub(crate) enum Fixed {
 /// Fits records and values to the schema, asking arrow-json which values fit.
 pub(crate) struct Fixer {
     schema: SchemaRef,
+    /// The schema's columns but the rescued one: what records are fitted to.
+    data_fields: Fields,
+    policy: SchemaPolicy,
+    /// The file, as rescued objects name it.
+    file: String,
     record: Option<JsonInner>,
     /// One single-column decoder per leaf type, reused until it fails.
     probes: HashMap<DataType, JsonInner>,
+    pub new_columns: NewColumns,
+    pub rescued_rows: u64,
+}
+
+/// Where a value sits: its dotted path for messages and rescued keys, and its segments for
+/// new columns (`None` inside a list: new fields of list elements are rescued, not added).
+#[derive(Clone)]
+struct At {
+    path: String,
+    segs: Option<Vec<String>>,
+}
+
+impl At {
+    fn child(&self, name: &str) -> At {
+        At {
+            path: if self.path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}.{name}", self.path)
+            },
+            segs: self.segs.as_ref().map(|s| {
+                let mut s = s.clone();
+                s.push(name.to_string());
+                s
+            }),
+        }
+    }
+
+    fn item(&self, i: usize) -> At {
+        At {
+            path: format!("{}[{i}]", self.path),
+            segs: None,
+        }
+    }
 }
 
 impl Fixer {
-    pub fn new(schema: SchemaRef) -> Self {
+    pub fn new(schema: SchemaRef, policy: SchemaPolicy, file: &str) -> Self {
+        let data_fields: Fields = schema
+            .fields()
+            .iter()
+            .filter(|f| Some(f.name()) != policy.rescued_column.as_ref())
+            .cloned()
+            .collect();
         Fixer {
             schema,
+            data_fields,
+            policy,
+            file: file.to_string(),
             record: None,
             probes: HashMap::new(),
+            new_columns: NewColumns::default(),
+            rescued_rows: 0,
         }
     }
 
     pub fn fix_record(&mut self, raw: &RawValue) -> Fixed {
         let schema = self.schema.clone();
-        if Self::fits(&mut self.record, &schema, raw.get()) {
+        let strict = self.policy.watches_unknown();
+        if Self::fits(&mut self.record, &schema, raw.get(), strict) {
             return Fixed::Fits;
         }
         if !raw.get().starts_with('{') {
             return Fixed::Rejected("a record must be a JSON object".into());
         }
         let mut misfit = None;
-        match self.fix_object(raw, schema.fields(), "", &mut misfit) {
-            Some(text) => Fixed::Rewritten { text, misfit },
+        let mut rescued = RescuedRow::default();
+        let top = At {
+            path: String::new(),
+            segs: Some(Vec::new()),
+        };
+        let fields = self.data_fields.clone();
+        match self.fix_object(raw, &fields, &top, &mut misfit, &mut rescued) {
+            Some(mut text) => {
+                if let Some(col) = &self.policy.rescued_column
+                    && let Some(r) = rescued.finish(&self.file)
+                {
+                    self.rescued_rows += 1;
+                    text.pop();
+                    if text.len() > 1 {
+                        text.push(',');
+                    }
+                    text.push_str(&serde_json::to_string(col).expect("a string serialises"));
+                    text.push(':');
+                    text.push_str(&serde_json::to_string(&r).expect("a string serialises"));
+                    text.push('}');
+                }
+                Fixed::Rewritten { text, misfit }
+            }
             None => Fixed::Rejected(misfit.unwrap_or_else(|| "does not fit the schema".into())),
         }
     }
 
     /// Whether `text` decodes with `slot`'s decoder (built for `schema` when missing). A
     /// decoder that failed is dropped: its state after an error is unspecified.
-    fn fits(slot: &mut Option<JsonInner>, schema: &SchemaRef, text: &str) -> bool {
+    fn fits(slot: &mut Option<JsonInner>, schema: &SchemaRef, text: &str, strict: bool) -> bool {
         if slot.is_none() {
-            *slot = build(schema.clone(), 1).ok();
+            *slot = build(schema.clone(), 1, strict).ok();
         }
         let Some(d) = slot.as_mut() else {
             return false;
@@ -231,7 +318,7 @@ impl Fixer {
     fn probe(&mut self, ty: &DataType, text: &str) -> bool {
         let mut slot = self.probes.remove(ty);
         let schema = Arc::new(Schema::new(vec![Field::new("v", ty.clone(), true)]));
-        let ok = Self::fits(&mut slot, &schema, &format!("{{\"v\":{text}}}"));
+        let ok = Self::fits(&mut slot, &schema, &format!("{{\"v\":{text}}}"), false);
         if let Some(d) = slot {
             self.probes.insert(ty.clone(), d);
         }
@@ -239,26 +326,46 @@ impl Fixer {
     }
 
     /// The object rewritten to `fields`, or `None` when it cannot be (a NOT NULL member).
+    /// Members `fields` lacks are rescued and noted as new columns, as the policy asks.
     fn fix_object(
         &mut self,
         raw: &RawValue,
         fields: &Fields,
-        path: &str,
+        at: &At,
         misfit: &mut Option<String>,
+        rescued: &mut RescuedRow,
     ) -> Option<String> {
         // The last of duplicate keys wins, as in arrow-json.
         let members: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get()).ok()?;
+        if self.policy.watches_unknown() {
+            for (k, v) in &members {
+                if fields.iter().any(|f| f.name() == k) {
+                    continue;
+                }
+                let here = at.child(k);
+                let value: serde_json::Value =
+                    serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null);
+                let case_only = fields.iter().any(|f| f.name().eq_ignore_ascii_case(k));
+                if self.policy.detect_new_columns
+                    && !case_only
+                    && let Some(segs) = &here.segs
+                {
+                    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+                    self.new_columns
+                        .note(&segs, json_value_type(&value, self.policy.infer_types));
+                }
+                if self.policy.rescued_column.is_some() {
+                    rescued.put(here.path, value);
+                }
+            }
+        }
         let mut out = String::from("{");
         for f in fields {
             let Some(v) = members.get(f.name()) else {
                 continue;
             };
-            let name = if path.is_empty() {
-                f.name().clone()
-            } else {
-                format!("{path}.{}", f.name())
-            };
-            let value = self.fix_value(v, f, &name, misfit);
+            let here = at.child(f.name());
+            let value = self.fix_value(v, f, &here, misfit, rescued);
             if value.is_none() && !f.is_nullable() {
                 return None;
             }
@@ -273,24 +380,27 @@ impl Fixer {
         Some(out)
     }
 
-    /// The value rewritten to fit `field`, or `None` for null (noting the first misfit).
+    /// The value rewritten to fit `field`, or `None` for null (noting the first misfit, or
+    /// rescuing the value when the policy has a rescued column).
     fn fix_value(
         &mut self,
         raw: &RawValue,
         field: &Field,
-        path: &str,
+        at: &At,
         misfit: &mut Option<String>,
+        rescued: &mut RescuedRow,
     ) -> Option<String> {
         let text = raw.get().trim();
         if text == "null" {
             return Some(text.to_string());
         }
+        let path = at.path.as_str();
         let fixed = match field.data_type() {
             DataType::Struct(children) if text.starts_with('{') => {
-                self.fix_object(raw, children, path, misfit)
+                self.fix_object(raw, children, at, misfit, rescued)
             }
             DataType::List(child) | DataType::LargeList(child) if text.starts_with('[') => {
-                self.fix_list(raw, child, path, misfit)
+                self.fix_list(raw, child, at, misfit, rescued)
             }
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
                 if text.starts_with('{') || text.starts_with('[') =>
@@ -299,6 +409,14 @@ impl Fixer {
             }
             ty => self.probe(ty, text).then(|| text.to_string()),
         };
+        if fixed.is_none() && self.policy.rescued_column.is_some() && field.is_nullable() {
+            // Kept whole in the rescued column; the column is null in this row.
+            rescued.put(
+                path.to_string(),
+                serde_json::from_str(text).unwrap_or(serde_json::Value::Null),
+            );
+            return Some("null".into());
+        }
         if fixed.is_none() && misfit.is_none() {
             *misfit = Some(format!(
                 "column `{path}`: {} does not fit {}",
@@ -313,13 +431,14 @@ impl Fixer {
         &mut self,
         raw: &RawValue,
         child: &Field,
-        path: &str,
+        at: &At,
         misfit: &mut Option<String>,
+        rescued: &mut RescuedRow,
     ) -> Option<String> {
         let items: Vec<&RawValue> = serde_json::from_str(raw.get()).ok()?;
         let mut out = String::from("[");
         for (i, item) in items.iter().enumerate() {
-            let value = self.fix_value(item, child, &format!("{path}[{i}]"), misfit);
+            let value = self.fix_value(item, child, &at.item(i), misfit, rescued);
             if value.is_none() && !child.is_nullable() {
                 return None;
             }

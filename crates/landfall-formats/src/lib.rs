@@ -20,11 +20,12 @@ mod json_multiline;
 mod json_permissive;
 mod metadata;
 mod parquet_file;
+mod rescue;
 mod text;
 
 pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
-pub use conform::{Constant, conform, with_constant_columns};
+pub use conform::{Conformer, Constant, conform, with_constant_columns};
 pub use csv::CsvDecoder;
 pub use error::{FormatError, MalformedRecord};
 pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
@@ -32,6 +33,7 @@ pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
 pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
+pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
 pub use text::{TextDecoder, TextFormat};
 
 use arrow_schema::SchemaRef;
@@ -47,6 +49,8 @@ pub struct DecodeOptions {
     pub json_multi_line: bool,
     /// What a malformed record does (json, csv, text).
     pub mode: ParseMode,
+    /// Rescued data and new-column detection (json, csv, parquet).
+    pub policy: SchemaPolicy,
 }
 
 /// Parser modes of json, csv and text (Spark's `mode`).
@@ -68,6 +72,7 @@ impl Default for DecodeOptions {
             text: TextFormat::default(),
             json_multi_line: false,
             mode: ParseMode::Permissive,
+            policy: SchemaPolicy::default(),
         }
     }
 }
@@ -161,6 +166,13 @@ impl Decoder for FailFast {
         self.check()?;
         Ok(out)
     }
+    fn rescued_rows(&self) -> u64 {
+        self.inner.rescued_rows()
+    }
+
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        self.inner.new_columns()
+    }
 }
 
 /// A decoder for one file of `format`, producing batches of `schema` (the stream schema
@@ -209,7 +221,8 @@ fn plain_decoder(
         )?),
         FileFormat::BinaryFile => Box::new(BinaryFileDecoder::new(path, file.modified, schema)?),
         FileFormat::Json => {
-            let json = json::JsonDecoder::new(path, schema, opts.batch_size)?;
+            let json = json::JsonDecoder::new(path, schema, opts.batch_size)?
+                .with_policy(opts.policy.clone())?;
             let inner: Box<dyn Decoder> = if opts.json_multi_line {
                 Box::new(json_multiline::MultiLineJson::new(json))
             } else {
@@ -225,6 +238,7 @@ fn plain_decoder(
             path,
             schema,
             opts.batch_size,
+            opts.policy.clone(),
         )),
     })
 }

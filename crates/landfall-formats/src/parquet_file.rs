@@ -5,8 +5,9 @@
 //! [`AsyncFileReader`] (ranged reads): the footer first, then one row group at a time, so
 //! memory follows the largest row group, not the file.
 
-use crate::conform::conform;
+use crate::conform::Conformer;
 use crate::error::FormatError;
+use crate::rescue::SchemaPolicy;
 use arrow::array::RecordBatch;
 use arrow_schema::SchemaRef;
 use bytes::{Bytes, BytesMut};
@@ -15,21 +16,22 @@ use landfall_core::seams::SeamResult;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::async_reader::AsyncFileReader;
+use std::sync::{Arc, Mutex};
 
 pub struct ParquetDecoder {
     path: String,
-    schema: SchemaRef,
     batch_size: usize,
     buf: BytesMut,
+    conformer: Conformer,
 }
 
 impl ParquetDecoder {
-    pub fn new(path: &str, schema: SchemaRef, batch_size: usize) -> Self {
+    pub fn new(path: &str, schema: SchemaRef, batch_size: usize, policy: SchemaPolicy) -> Self {
         ParquetDecoder {
             path: path.to_string(),
-            schema,
             batch_size,
             buf: BytesMut::new(),
+            conformer: Conformer::new(path, schema, policy),
         }
     }
 }
@@ -60,14 +62,23 @@ where
 }
 
 /// Read a Parquet file row group by row group, in batches of `batch_size` rows conformed to
-/// `schema`. An error of the reader (the object changed, the network) ends the stream as an
-/// `Unreadable` error; the caller's reader may record what it was.
+/// `schema` under `policy`. An error of the reader (the object changed, the network) ends the
+/// stream as an `Unreadable` error; the caller's reader may record what it was. The
+/// conformer counts rescued rows and new columns as the stream goes.
+#[allow(clippy::type_complexity)]
 pub async fn parquet_batches<R>(
     path: &str,
     reader: R,
     schema: SchemaRef,
     batch_size: usize,
-) -> Result<BoxStream<'static, Result<RecordBatch, FormatError>>, FormatError>
+    policy: SchemaPolicy,
+) -> Result<
+    (
+        BoxStream<'static, Result<RecordBatch, FormatError>>,
+        Arc<Mutex<Conformer>>,
+    ),
+    FormatError,
+>
 where
     R: AsyncFileReader + Unpin + Send + 'static,
 {
@@ -77,13 +88,16 @@ where
         .with_batch_size(batch_size)
         .build()
         .map_err(|e| unreadable(path, &e))?;
+    let conformer = Arc::new(Mutex::new(Conformer::new(path, schema, policy)));
+    let shared = conformer.clone();
     let path = path.to_string();
-    Ok(stream
+    let batches = stream
         .map(move |b| match b {
-            Ok(b) => conform(&path, b, &schema),
+            Ok(b) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
             Err(e) => Err(unreadable(&path, &e)),
         })
-        .boxed())
+        .boxed();
+    Ok((batches, conformer))
 }
 
 impl landfall_core::Decoder for ParquetDecoder {
@@ -103,8 +117,16 @@ impl landfall_core::Decoder for ParquetDecoder {
         let mut out = Vec::new();
         for b in reader {
             let b = b.map_err(|e| unreadable(&e))?;
-            out.push(conform(&self.path, b, &self.schema)?);
+            out.push(self.conformer.conform(b)?);
         }
         Ok(out)
+    }
+
+    fn rescued_rows(&self) -> u64 {
+        self.conformer.rescued_rows
+    }
+
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        self.conformer.new_columns.fields().to_vec()
     }
 }

@@ -1,0 +1,348 @@
+//! Values the schema has no place for: the rescued-data column, and the new columns schema
+//! evolution adds.
+//!
+//! A decoder given a [`SchemaPolicy`] with a rescued column (a nullable string column of its
+//! schema) never drops a value silently. Per row, the rescued column holds a JSON object of
+//! every value that did not fit, keyed by its column path (`a.b` for a nested field), plus
+//! `_file_path`, the file the row came from:
+//!
+//! - a column the schema lacks (at any depth);
+//! - a column whose name differs from the schema's only in case (`ID` for `id`): it is not
+//!   matched to the schema's column, as in Spark with a rescued column;
+//! - a value that does not fit its column's type (`"abc"` for an INT column); the column is
+//!   null in that row. A rescued value does not make the row malformed.
+//!
+//! Without a rescued column such values behave as before: unknown columns are ignored (mode
+//! `none`), case-only matches are read into their column, misfit values are null and their
+//! rows counted malformed.
+//!
+//! With `detect_new_columns`, decoders also report the columns the schema lacks
+//! ([`NewColumns`]), typed as inference would type them, so the engine can evolve the schema.
+//! Case-only matches are never new columns (Delta column names are case-insensitive).
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Fields, Schema};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The key of the source file in a rescued object.
+pub const RESCUED_FILE_KEY: &str = "_file_path";
+
+/// What a decoder does with values its schema has no place for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaPolicy {
+    /// The rescued-data column: a nullable string column of the decoder's schema.
+    pub rescued_column: Option<String>,
+    /// Report the columns the schema lacks ([`landfall_core::Decoder::new_columns`]).
+    pub detect_new_columns: bool,
+    /// Type new columns as `infer_column_types` would (else strings, nested structure kept).
+    pub infer_types: bool,
+}
+
+impl SchemaPolicy {
+    /// Whether unknown columns must be looked for at all (else decoders may ignore them).
+    pub fn watches_unknown(&self) -> bool {
+        self.rescued_column.is_some() || self.detect_new_columns
+    }
+}
+
+/// The rescued values of one row, by column path.
+#[derive(Debug, Default)]
+pub(crate) struct RescuedRow {
+    values: BTreeMap<String, Value>,
+}
+
+impl RescuedRow {
+    pub fn put(&mut self, path: String, value: Value) {
+        self.values.insert(path, value);
+    }
+
+    /// The rescued column's text: the values and the file's path, or `None` when nothing was
+    /// rescued.
+    pub fn finish(self, file: &str) -> Option<String> {
+        if self.values.is_empty() {
+            return None;
+        }
+        let mut m: Map<String, Value> = self.values.into_iter().collect();
+        m.insert(RESCUED_FILE_KEY.into(), Value::String(file.to_string()));
+        Some(Value::Object(m).to_string())
+    }
+}
+
+/// Columns seen in a file that its schema lacks, as a tree of fields: a new nested field
+/// `a.b` is `a STRUCT<b ...>` here, holding only the new parts.
+#[derive(Debug, Default, Clone)]
+pub struct NewColumns {
+    fields: Vec<Field>,
+}
+
+impl NewColumns {
+    /// Note a new column at `path` (parents first) of type `ty`; a column noted twice keeps
+    /// the wider of its types.
+    pub fn note(&mut self, path: &[&str], ty: DataType) {
+        note_in(&mut self.fields, path, ty);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Columns as [`landfall_core::Decoder::new_columns`] reports them.
+    pub fn from_fields(fields: &[Field]) -> Self {
+        let mut n = NewColumns::default();
+        for f in fields {
+            absorb_field(&mut n.fields, f, &mut Vec::new());
+        }
+        n
+    }
+
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    pub fn absorb(&mut self, other: &NewColumns) {
+        for f in &other.fields {
+            absorb_field(&mut self.fields, f, &mut Vec::new());
+        }
+    }
+
+    /// Dotted paths of the new columns (for messages).
+    pub fn paths(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for f in &self.fields {
+            leaf_paths(f, "", &mut out);
+        }
+        out
+    }
+}
+
+fn note_in(fields: &mut Vec<Field>, path: &[&str], ty: DataType) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let at = fields.iter().position(|f| f.name() == first);
+    if rest.is_empty() {
+        let ty = match at {
+            Some(i) => crate::infer::merge_widen(fields[i].data_type(), &ty),
+            None => ty,
+        };
+        let f = Field::new(*first, ty, true);
+        match at {
+            Some(i) => fields[i] = f,
+            None => fields.push(f),
+        }
+        return;
+    }
+    let i = match at {
+        Some(i) => i,
+        None => {
+            fields.push(Field::new(*first, DataType::Struct(Fields::empty()), true));
+            fields.len() - 1
+        }
+    };
+    let mut children: Vec<Field> = match fields[i].data_type() {
+        DataType::Struct(c) => c.iter().map(|f| f.as_ref().clone()).collect(),
+        // A leaf noted earlier under this name: keep it (the wider struct goes to the rescue).
+        _ => return,
+    };
+    note_in(&mut children, rest, ty);
+    fields[i] = Field::new(*first, DataType::Struct(children.into()), true);
+}
+
+fn absorb_field(into: &mut Vec<Field>, f: &Field, parents: &mut Vec<String>) {
+    match f.data_type() {
+        DataType::Struct(children) if !children.is_empty() => {
+            parents.push(f.name().clone());
+            for c in children {
+                absorb_field(into, c, parents);
+            }
+            parents.pop();
+        }
+        ty => {
+            let mut path: Vec<&str> = parents.iter().map(String::as_str).collect();
+            path.push(f.name());
+            note_in(into, &path, ty.clone());
+        }
+    }
+}
+
+fn leaf_paths(f: &Field, prefix: &str, out: &mut Vec<String>) {
+    let path = if prefix.is_empty() {
+        f.name().clone()
+    } else {
+        format!("{prefix}.{}", f.name())
+    };
+    match f.data_type() {
+        DataType::Struct(c) if !c.is_empty() => {
+            for child in c {
+                leaf_paths(child, &path, out);
+            }
+        }
+        _ => out.push(path),
+    }
+}
+
+/// `schema` with the `new` columns appended: top-level ones at the end (before nothing:
+/// callers place path columns themselves), new nested fields at the end of their struct.
+/// Existing columns keep their types; a new column whose name matches an existing one but for
+/// case is left out (it stays rescued).
+pub fn append_new_columns(schema: &Fields, new: &NewColumns) -> Fields {
+    let mut out: Vec<Field> = schema.iter().map(|f| f.as_ref().clone()).collect();
+    append_into(&mut out, new.fields());
+    out.into()
+}
+
+fn append_into(out: &mut Vec<Field>, new: &[Field]) {
+    for n in new {
+        match out.iter().position(|f| f.name() == n.name()) {
+            Some(i) => {
+                if let (DataType::Struct(have), DataType::Struct(add)) =
+                    (out[i].data_type(), n.data_type())
+                {
+                    let mut children: Vec<Field> =
+                        have.iter().map(|f| f.as_ref().clone()).collect();
+                    let add: Vec<Field> = add.iter().map(|f| f.as_ref().clone()).collect();
+                    append_into(&mut children, &add);
+                    out[i] = out[i]
+                        .clone()
+                        .with_data_type(DataType::Struct(children.into()));
+                }
+            }
+            None if out.iter().any(|f| f.name().eq_ignore_ascii_case(n.name())) => {}
+            None if matches!(n.data_type(), DataType::Struct(c) if c.is_empty()) => {}
+            None => out.push(n.clone()),
+        }
+    }
+}
+
+/// The type inference gives a JSON value: strings unless `infer_types` (structure kept); a
+/// value seen only as null is a string.
+pub(crate) fn json_value_type(value: &Value, infer_types: bool) -> DataType {
+    let mut record = Map::new();
+    record.insert("v".into(), value.clone());
+    let inferred = arrow_json::reader::infer_json_schema_from_iterator(std::iter::once(Ok(
+        Value::Object(record),
+    )))
+    .ok()
+    .and_then(|s| s.field_with_name("v").ok().map(|f| f.data_type().clone()))
+    .unwrap_or(DataType::Utf8);
+    let ty = if infer_types {
+        inferred
+    } else {
+        crate::infer::stringify_leaves(&inferred)
+    };
+    no_null_leaves(&ty)
+}
+
+fn no_null_leaves(ty: &DataType) -> DataType {
+    match ty {
+        DataType::Null => DataType::Utf8,
+        DataType::Struct(fs) => DataType::Struct(
+            fs.iter()
+                .map(|f| {
+                    f.as_ref()
+                        .clone()
+                        .with_data_type(no_null_leaves(f.data_type()))
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        DataType::List(f) => DataType::List(Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(no_null_leaves(f.data_type())),
+        )),
+        other => other.clone(),
+    }
+}
+
+/// Each row of `columns` (named by `names`) as a JSON value per column, through arrow-json's
+/// writer: what Parquet and CSV values look like in the rescued column.
+pub(crate) fn rows_as_json(
+    names: &[String],
+    columns: &[ArrayRef],
+) -> Result<Vec<Map<String, Value>>, arrow_schema::ArrowError> {
+    let n = columns.first().map_or(0, |c| c.len());
+    if columns.is_empty() || n == 0 {
+        return Ok(vec![Map::new(); n]);
+    }
+    let fields: Vec<Field> = names
+        .iter()
+        .zip(columns)
+        .map(|(name, c)| Field::new(name, c.data_type().clone(), true))
+        .collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.to_vec())?;
+    let mut w = arrow_json::ArrayWriter::new(Vec::new());
+    w.write(&batch)?;
+    w.finish()?;
+    let text = w.into_inner();
+    let rows: Vec<Map<String, Value>> = serde_json::from_slice(&text)
+        .map_err(|e| arrow_schema::ArrowError::JsonError(e.to_string()))?;
+    // arrow-json leaves out null values: rows are objects of the non-null ones.
+    Ok(rows)
+}
+
+/// A string column of `rows` rescued texts (`None`: null).
+pub(crate) fn rescued_array(rows: Vec<Option<String>>) -> ArrayRef {
+    Arc::new(StringArray::from(rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_columns_append_at_the_end_and_nested_into_their_struct() {
+        let schema: Fields = vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new(
+                "user",
+                DataType::Struct(vec![Field::new("name", DataType::Utf8, true)].into()),
+                true,
+            ),
+        ]
+        .into();
+        let mut new = NewColumns::default();
+        new.note(&["user", "age"], DataType::Int64);
+        new.note(&["score"], DataType::Int64);
+        new.note(&["score"], DataType::Float64);
+        new.note(&["ID"], DataType::Utf8);
+        assert_eq!(new.paths(), ["user.age", "score", "ID"]);
+        let out = append_new_columns(&schema, &new);
+        let s = Schema::new(out);
+        assert_eq!(
+            landfall_core::ddl::schema_to_ddl(&s),
+            "id BIGINT, user STRUCT<name: STRING, age: BIGINT>, score DOUBLE"
+        );
+    }
+
+    #[test]
+    fn rescued_rows_name_the_file_and_only_exist_with_values() {
+        let mut r = RescuedRow::default();
+        r.put("a.b".into(), Value::from(3));
+        let text = r.finish("s3://b/x.json").unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["a.b"], 3);
+        assert_eq!(v[RESCUED_FILE_KEY], "s3://b/x.json");
+        assert!(RescuedRow::default().finish("f").is_none());
+    }
+
+    #[test]
+    fn value_types_follow_infer_column_types() {
+        let v: Value = serde_json::from_str(r#"{"x": [1, 2], "y": null}"#).unwrap();
+        assert_eq!(
+            landfall_core::ddl::type_to_ddl(&json_value_type(&v, true)),
+            "STRUCT<x: ARRAY<BIGINT>, y: STRING>"
+        );
+        assert_eq!(
+            landfall_core::ddl::type_to_ddl(&json_value_type(&v, false)),
+            "STRUCT<x: ARRAY<STRING>, y: STRING>"
+        );
+        assert_eq!(json_value_type(&Value::Null, true), DataType::Utf8);
+    }
+}
+
+#[cfg(test)]
+#[path = "rescue_tests.rs"]
+mod decoder_tests;

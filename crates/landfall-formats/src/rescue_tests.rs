@@ -1,0 +1,262 @@
+//! The rescue policy through the real decoders: no value is lost, new columns are reported,
+//! and results do not depend on where chunks are cut.
+
+use crate::{DecodeOptions, FileFormat, SchemaPolicy, decoder};
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::concat_batches;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use landfall_core::{Decoder, FileMeta};
+use serde_json::Value;
+use std::sync::Arc;
+
+fn target() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("_rescued_data", DataType::Utf8, true),
+    ]))
+}
+
+fn policy(rescue: bool, detect: bool) -> SchemaPolicy {
+    SchemaPolicy {
+        rescued_column: rescue.then(|| "_rescued_data".to_string()),
+        detect_new_columns: detect,
+        infer_types: true,
+    }
+}
+
+fn meta(path: &str) -> FileMeta {
+    FileMeta {
+        path: path.into(),
+        size: 0,
+        modified: chrono::Utc::now(),
+        etag: None,
+        version: None,
+    }
+}
+
+/// Decode `input` cut into two chunks at `cut`: (one batch, decoder).
+fn run(
+    format: FileFormat,
+    path: &str,
+    schema: SchemaRef,
+    policy: SchemaPolicy,
+    input: &[u8],
+    cut: usize,
+) -> (RecordBatch, Box<dyn Decoder>) {
+    let opts = DecodeOptions {
+        batch_size: 2,
+        policy,
+        ..Default::default()
+    };
+    let mut d = decoder(format, path, &meta(path), schema.clone(), &opts).unwrap();
+    let batches = crate::decode_in_two(d.as_mut(), input, cut);
+    (concat_batches(&schema, &batches).unwrap(), d)
+}
+
+fn rescued(b: &RecordBatch, row: usize) -> Option<Value> {
+    let col = b
+        .column_by_name("_rescued_data")
+        .unwrap()
+        .as_string::<i32>();
+    col.is_valid(row)
+        .then(|| serde_json::from_str(col.value(row)).unwrap())
+}
+
+fn ids(b: &RecordBatch) -> Vec<Option<i64>> {
+    let col = b
+        .column_by_name("id")
+        .unwrap()
+        .as_primitive::<arrow::datatypes::Int64Type>();
+    (0..b.num_rows())
+        .map(|r| col.is_valid(r).then(|| col.value(r)))
+        .collect()
+}
+
+const JSON: &str = concat!(
+    "{\"id\":1,\"name\":\"a\"}\n",
+    "{\"id\":\"x\",\"name\":\"b\",\"extra\":5,\"Name\":\"c\"}\n",
+    "{\"id\":3,\"nested\":{\"a\":1.5}}\n",
+    "{\"id\":4,\"name\":\"d\"}\n",
+);
+
+#[test]
+fn json_rescues_unknown_case_only_and_misfit_values_at_any_cut() {
+    for cut in 0..=JSON.len() {
+        let (b, d) = run(
+            FileFormat::Json,
+            "t.json",
+            target(),
+            policy(true, true),
+            JSON.as_bytes(),
+            cut,
+        );
+        assert_eq!(ids(&b), [Some(1), None, Some(3), Some(4)], "cut {cut}");
+        assert_eq!(rescued(&b, 0), None);
+        let r = rescued(&b, 1).unwrap();
+        assert_eq!(r["id"], "x");
+        assert_eq!(r["extra"], 5);
+        assert_eq!(r["Name"], "c", "a case-only match is rescued");
+        assert_eq!(r["_file_path"], "t.json");
+        assert_eq!(rescued(&b, 2).unwrap()["nested"]["a"], 1.5);
+        assert_eq!(rescued(&b, 3), None);
+        assert_eq!(d.malformed_rows(), 0, "rescued values are not malformed");
+        assert_eq!(d.rescued_rows(), 2);
+        let new = crate::NewColumns::from_fields(&d.new_columns());
+        assert_eq!(new.paths(), ["extra", "nested.a"], "cut {cut}");
+    }
+}
+
+#[test]
+fn json_without_rescue_counts_misfits_and_ignores_unknown_keys() {
+    let schema = Arc::new(Schema::new(target().fields()[..2].to_vec()));
+    let (b, d) = run(
+        FileFormat::Json,
+        "t.json",
+        schema,
+        SchemaPolicy::default(),
+        JSON.as_bytes(),
+        7,
+    );
+    assert_eq!(ids(&b), [Some(1), None, Some(3), Some(4)]);
+    assert_eq!(d.malformed_rows(), 1);
+    assert!(d.new_columns().is_empty());
+}
+
+#[test]
+fn json_detection_alone_reports_new_columns_and_keeps_rows() {
+    let schema = Arc::new(Schema::new(target().fields()[..2].to_vec()));
+    let (b, d) = run(
+        FileFormat::Json,
+        "t.json",
+        schema,
+        policy(false, true),
+        JSON.as_bytes(),
+        30,
+    );
+    assert_eq!(b.num_rows(), 4);
+    let new = crate::NewColumns::from_fields(&d.new_columns());
+    assert_eq!(new.paths(), ["extra", "nested.a"]);
+    assert_eq!(
+        landfall_core::ddl::type_to_ddl(new.fields()[1].data_type()),
+        "STRUCT<a: DOUBLE>"
+    );
+}
+
+const CSV: &str = "id,name,extra,NAME\n1,a,,z\nx,b,5,\n";
+
+#[test]
+fn csv_rescues_unmatched_columns_and_misfit_values_at_any_cut() {
+    for cut in 0..=CSV.len() {
+        let (b, d) = run(
+            FileFormat::Csv,
+            "t.csv",
+            target(),
+            policy(true, true),
+            CSV.as_bytes(),
+            cut,
+        );
+        assert_eq!(ids(&b), [Some(1), None], "cut {cut}");
+        let r0 = rescued(&b, 0).unwrap();
+        assert_eq!(r0["NAME"], "z");
+        assert!(
+            r0.get("extra").is_none(),
+            "an empty value is null, not rescued"
+        );
+        let r1 = rescued(&b, 1).unwrap();
+        assert_eq!(r1["id"], "x");
+        assert_eq!(r1["extra"], "5");
+        assert_eq!(r1["_file_path"], "t.csv");
+        assert_eq!(d.malformed_rows(), 0);
+        assert_eq!(d.rescued_rows(), 2);
+        let new = crate::NewColumns::from_fields(&d.new_columns());
+        assert_eq!(
+            new.paths(),
+            ["extra"],
+            "NAME differs from name only in case"
+        );
+    }
+}
+
+#[test]
+fn parquet_rescues_extra_columns_and_values_that_do_not_cast() {
+    let src = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("score", DataType::Float64, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        src.clone(),
+        vec![
+            Arc::new(arrow::array::StringArray::from(vec![Some("1"), Some("x")])),
+            Arc::new(arrow::array::StringArray::from(vec![Some("a"), None])),
+            Arc::new(arrow::array::Float64Array::from(vec![Some(0.5), None])),
+        ],
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, src, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let (b, d) = run(
+        FileFormat::Parquet,
+        "t.parquet",
+        target(),
+        policy(true, true),
+        &buf,
+        buf.len() / 2,
+    );
+    assert_eq!(ids(&b), [Some(1), None]);
+    let r0 = rescued(&b, 0).unwrap();
+    assert_eq!(r0["score"], 0.5);
+    assert!(r0.get("id").is_none());
+    let r1 = rescued(&b, 1).unwrap();
+    assert_eq!(r1["id"], "x");
+    assert!(
+        r1.get("score").is_none(),
+        "a null value is nothing to rescue"
+    );
+    assert_eq!(d.rescued_rows(), 2);
+    let new = crate::NewColumns::from_fields(&d.new_columns());
+    assert_eq!(new.paths(), ["score"]);
+    assert_eq!(new.fields()[0].data_type(), &DataType::Float64);
+}
+
+/// Random bytes and truncations never panic under the rescue policy, and every row either
+/// decodes or is counted.
+#[test]
+fn random_input_under_the_rescue_policy_never_panics() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..300 {
+        let base = if round % 2 == 0 { JSON } else { CSV };
+        let mut input = base.as_bytes().to_vec();
+        let flips = (next() % 6) as usize;
+        for _ in 0..flips {
+            let i = (next() as usize) % input.len();
+            input[i] = (next() % 256) as u8;
+        }
+        input.truncate((next() as usize) % (input.len() + 1));
+        let format = if round % 2 == 0 {
+            FileFormat::Json
+        } else {
+            FileFormat::Csv
+        };
+        let opts = DecodeOptions {
+            batch_size: 2,
+            policy: policy(true, true),
+            ..Default::default()
+        };
+        let mut d = decoder(format, "r", &meta("r"), target(), &opts).unwrap();
+        let cut = (next() as usize) % (input.len() + 1);
+        let _ = d.push(Bytes::copy_from_slice(&input[..cut]));
+        let _ = d.push(Bytes::copy_from_slice(&input[cut..]));
+        let _ = d.finish();
+    }
+}
