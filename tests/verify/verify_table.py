@@ -10,7 +10,9 @@ protocol and one metaData at version 0, no add of a live path, no remove of a de
 one txn per appId per commit with strictly increasing versions, and with --stream every commit
 after version 0 that adds files carries exactly one txn for that stream). A log whose early
 commits were cleaned is replayed from its single-part checkpoint. The live Parquet files are
-read with DuckDB, and their physical column types must match the Delta schema in the log.
+read with DuckDB, and their physical column types must match the Delta schema in the log (a
+file may lack a nullable column: one added by schema evolution after it was written reads as
+null).
 Partition values from the log are typed by that schema. The table is then read again with the
 `deltalake` package and both row multisets are compared as typed Python values (a DOUBLE 1.0 is
 not a STRING "1.0", timestamps compare as instants, decimals as Decimal).
@@ -569,6 +571,7 @@ def replay_delta_log(root, stream=None, allow_other_writers=False):
 def check_physical_types(con, root, st, fields):
     """Every live file's physical columns (as DuckDB reads them) match the Delta schema."""
     parts = set(st.partition_cols())
+    nullable = {f["name"]: f.get("nullable", True) for f in st.schema()["fields"]}
     for p in sorted(st.live):
         lp = local_path(root, p)
         if not os.path.exists(lp):
@@ -585,8 +588,10 @@ def check_physical_types(con, root, st, fields):
             if not duck_type_matches(fields[c], ty):
                 fail(f"{p}: column {c} is {ty} in the Parquet file but {type_name(fields[c])} in the Delta schema")
         for c, dt in fields.items():
-            if c not in parts and c not in got:
-                fail(f"{p} lacks column {c} ({type_name(dt)}) of the Delta schema")
+            # A column added to the schema after the file was written reads as null (Delta's
+            # schema evolution); only a NOT NULL column must be in every file.
+            if c not in parts and c not in got and not nullable.get(c, True):
+                fail(f"{p} lacks NOT NULL column {c} ({type_name(dt)}) of the Delta schema")
 
 
 def stat_value(v, dt, col, p, which):

@@ -139,6 +139,37 @@ pub struct StoreConfig {
     pub options: BTreeMap<String, String>,
 }
 
+/// Auto Loader's `schemaEvolutionMode`, snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvolutionMode {
+    AddNewColumns,
+    AddNewColumnsWithTypeWidening,
+    Rescue,
+    FailOnNewColumns,
+    None,
+}
+
+impl EvolutionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvolutionMode::AddNewColumns => "add_new_columns",
+            EvolutionMode::AddNewColumnsWithTypeWidening => "add_new_columns_with_type_widening",
+            EvolutionMode::Rescue => "rescue",
+            EvolutionMode::FailOnNewColumns => "fail_on_new_columns",
+            EvolutionMode::None => "none",
+        }
+    }
+
+    /// Whether the schema (and the table) may gain columns.
+    pub fn adds_columns(self) -> bool {
+        matches!(
+            self,
+            EvolutionMode::AddNewColumns | EvolutionMode::AddNewColumnsWithTypeWidening
+        )
+    }
+}
+
 /// Input file format. json, csv, parquet, text and binary_file decode today; avro, orc and xml
 /// are recognised so the error says "not supported yet" instead of "unknown".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -209,6 +240,22 @@ pub struct StreamConfig {
     /// default).
     #[serde(default)]
     pub infer_column_types: bool,
+    /// Auto Loader's `schemaHints`: SQL DDL fixing the types of some columns while the rest
+    /// are inferred (`"id BIGINT, user.dob DATE, tags ARRAY<STRING>"`; dotted names reach into
+    /// structs). A hinted column the sample lacks is added. A value that does not fit its hint
+    /// goes to the rescued-data column, never cast to null silently.
+    pub schema_hints: Option<String>,
+    /// What a column the schema lacks does: `add_new_columns` (default without `schema`: the
+    /// schema and the table gain the column, and the batch is read again on the new schema),
+    /// `rescue` (the schema never changes; such values go to the rescued-data column),
+    /// `fail_on_new_columns` (the stream stops, naming the columns and the file) or `none`
+    /// (default with `schema`: ignored, unless a rescued-data column keeps them).
+    /// `add_new_columns_with_type_widening` is not built yet.
+    pub schema_evolution_mode: Option<EvolutionMode>,
+    /// The rescued-data column's name. Default `_rescued_data` when the schema is inferred (or
+    /// with `schema_evolution_mode = "rescue"`); none with an explicit `schema` unless set here.
+    /// `""` turns it off. Fixed with the schema at the first start.
+    pub rescued_data_column: Option<String>,
     /// Files sampled for inference (default 1000).
     #[serde(default = "default_sample_files")]
     pub schema_sample_files: usize,

@@ -55,6 +55,12 @@ pub struct StreamSpec {
     pub source_options: StoreOptions,
     pub format: Format,
     pub schema: Option<SchemaRef>,
+    /// `schema_hints`, parsed.
+    pub schema_hints: Vec<landfall_core::ddl::Hint>,
+    /// `schema_evolution_mode`, its default resolved.
+    pub evolution: crate::EvolutionMode,
+    /// The rescued-data column the stream asks for (default resolved; `None`: off).
+    pub rescued_column: Option<String>,
     pub infer_column_types: bool,
     pub sample_files: usize,
     pub sample_bytes: u64,
@@ -421,6 +427,72 @@ fn validate_stream(
     if s.schema_sample_files == 0 {
         ctx.err(k("schema_sample_files"), "must be at least 1");
     }
+    let explicit = s.schema.is_some() || fixed;
+    let evolution = s.schema_evolution_mode.unwrap_or(if explicit {
+        crate::EvolutionMode::None
+    } else {
+        crate::EvolutionMode::AddNewColumns
+    });
+    if evolution == crate::EvolutionMode::AddNewColumnsWithTypeWidening {
+        ctx.err(
+            k("schema_evolution_mode"),
+            "`add_new_columns_with_type_widening` is not supported yet (add_new_columns, rescue, fail_on_new_columns, none)",
+        );
+    }
+    if fixed && evolution != crate::EvolutionMode::None {
+        ctx.err(
+            k("schema_evolution_mode"),
+            format!(
+                "format `{}` has a fixed schema; it cannot evolve",
+                s.format.as_str()
+            ),
+        );
+    }
+    let rescued_column = match s.rescued_data_column.as_deref() {
+        Some("") => None,
+        Some(name) => Some(name.to_string()),
+        None if !explicit || evolution == crate::EvolutionMode::Rescue => {
+            Some("_rescued_data".to_string())
+        }
+        None => None,
+    };
+    if fixed && rescued_column.is_some() {
+        ctx.err(
+            k("rescued_data_column"),
+            format!(
+                "format `{}` has a fixed schema; every value fits it",
+                s.format.as_str()
+            ),
+        );
+    }
+    if let (Some(Some(schema)), Some(r)) = (&schema, &rescued_column)
+        && let Some(f) = schema
+            .fields()
+            .iter()
+            .find(|f| f.name().eq_ignore_ascii_case(r))
+    {
+        ctx.err(
+            k("rescued_data_column"),
+            format!(
+                "`{r}` is also the name of the schema's column `{}`; name the rescued-data column otherwise",
+                f.name()
+            ),
+        );
+    }
+    let schema_hints = match &s.schema_hints {
+        Some(_) if explicit => {
+            ctx.err(
+                k("schema_hints"),
+                "hints shape an inferred schema; with an explicit `schema` (or a fixed one) write the types there",
+            );
+            None
+        }
+        Some(h) => ctx.ok(
+            k("schema_hints"),
+            landfall_core::ddl::parse_hints(h).map_err(|e| e.to_string()),
+        ),
+        None => Some(Vec::new()),
+    };
     let sample_bytes = ctx.ok(
         k("schema_sample_bytes"),
         landfall_core::size::parse_bytes(&s.schema_sample_bytes),
@@ -631,6 +703,9 @@ fn validate_stream(
         source,
         format: s.format,
         schema: schema?,
+        schema_hints: schema_hints?,
+        evolution,
+        rescued_column: rescued_column.filter(|_| !fixed),
         infer_column_types: s.infer_column_types,
         sample_files: s.schema_sample_files,
         sample_bytes: sample_bytes?,

@@ -75,7 +75,7 @@ fn tokenize(s: &str) -> Result<Vec<(usize, Tok)>, DdlError> {
                 pos,
                 Tok::Ident(chars[start..i].iter().map(|x| x.1).collect()),
             ));
-        } else if "<>(),:".contains(c) {
+        } else if "<>(),:.".contains(c) {
             out.push((pos, Tok::Sym(c)));
             i += 1;
         } else {
@@ -290,6 +290,66 @@ pub fn parse_schema(ddl: &str) -> Result<Schema, DdlError> {
         p.expect_sym(',')?;
     }
     Ok(Schema::new(fields))
+}
+
+/// A schema hint: a column path (`a.b` names field `b` of struct column `a`) and its type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hint {
+    pub path: Vec<String>,
+    pub field: Field,
+}
+
+/// Parse Auto Loader's `schemaHints`: a DDL column list whose names may be dotted paths into
+/// structs (`"id BIGINT, user.dob DATE, tags ARRAY<STRING>"`).
+pub fn parse_hints(ddl: &str) -> Result<Vec<Hint>, DdlError> {
+    let mut p = Parser {
+        toks: tokenize(ddl)?,
+        i: 0,
+        end: ddl.len(),
+    };
+    let mut hints: Vec<Hint> = Vec::new();
+    if p.peek().is_none() {
+        return p.err("the hints are empty");
+    }
+    loop {
+        let pos = p.pos();
+        let mut path = vec![p.ident("a column name")?];
+        while p.eat_sym('.') {
+            path.push(p.ident("a field name")?);
+        }
+        let leaf = path.last().expect("one name").clone();
+        let ty = p.data_type()?;
+        let nullable = if p.keyword("NOT") {
+            if !p.keyword("NULL") {
+                return p.err("expected NULL after NOT");
+            }
+            false
+        } else {
+            true
+        };
+        let lower: Vec<String> = path.iter().map(|n| n.to_ascii_lowercase()).collect();
+        if hints.iter().any(|h| {
+            h.path
+                .iter()
+                .map(|n| n.to_ascii_lowercase())
+                .collect::<Vec<_>>()
+                == lower
+        }) {
+            return Err(DdlError {
+                pos,
+                msg: format!("column `{}` is hinted twice", path.join(".")),
+            });
+        }
+        hints.push(Hint {
+            path,
+            field: Field::new(leaf, ty, nullable),
+        });
+        if p.peek().is_none() {
+            break;
+        }
+        p.expect_sym(',')?;
+    }
+    Ok(hints)
 }
 
 /// Render an Arrow type with Spark's names (the inverse of [`parse_schema`] for the types it knows).

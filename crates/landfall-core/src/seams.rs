@@ -284,6 +284,10 @@ pub trait Committer: Send + Sync {
     fn location(&self) -> String;
     /// Create the table if it does not exist, or check that `schema` can be written to it.
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;
+    /// `prepare` for a schema that may have grown: nullable columns (and nested struct fields)
+    /// the table lacks are allowed, and the next commit adds them to the table's schema
+    /// atomically with its data (Delta: a metaData action in the batch's commit).
+    async fn evolve(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;
     /// The highest batch id of this stream the table holds.
     async fn last_committed(&self) -> SeamResult<Option<u64>>;
     /// The table version whose commit holds batch `batch_id` of this stream (the commit's own

@@ -30,6 +30,7 @@ pub struct StreamCounters {
     pub files_skipped: Counter,
     /// Rows kept with null values where their values did not fit the schema.
     pub rows_malformed: Counter,
+    pub rows_rescued: Counter,
     /// Listed objects passed over without tracking (zero-byte objects), per listing round.
     pub objects_passed_over: Counter,
 }
@@ -49,11 +50,9 @@ impl StreamCounters {
             orphan_files_removed: m.orphan_files_removed.get_or_create(&l).clone(),
             restarts: m.stream_restarts.get_or_create(&l).clone(),
             files_skipped: Counter::default(),
-            rows_malformed: {
-                // Present (at 0) from the start, so dashboards and alerts see the series.
-                let _ = m.rows_rescued.get_or_create(&l);
-                m.rows_malformed.get_or_create(&l).clone()
-            },
+            // Present (at 0) from the start, so dashboards and alerts see the series.
+            rows_rescued: m.rows_rescued.get_or_create(&l).clone(),
+            rows_malformed: m.rows_malformed.get_or_create(&l).clone(),
             objects_passed_over: Counter::default(),
         }
     }
@@ -366,8 +365,12 @@ impl StreamEvents {
         tracing::debug!(stream = %self.stream, batch_id = plan.batch_id, files = plan.files.len(), bytes = plan.total_bytes(), "batch planned");
     }
 
-    pub fn file_decoded(&self, batch_id: u64, path: &str, rows: u64, malformed: u64) {
+    pub fn file_decoded(&self, batch_id: u64, path: &str, rows: u64, malformed: u64, rescued: u64) {
         add(&self.counters.rows_malformed, malformed);
+        add(&self.counters.rows_rescued, rescued);
+        if rescued > 0 {
+            tracing::info!(stream = %self.stream, batch_id, path, rows, rescued, "file decoded; some values went to the rescued-data column");
+        }
         if malformed > 0 {
             tracing::warn!(stream = %self.stream, batch_id, path, rows, malformed, "file decoded; some rows did not fit the schema (their misfit values are null)");
         } else {
@@ -592,6 +595,22 @@ impl StreamEvents {
             version as i64,
         );
         tracing::info!(stream = %self.stream, schema_version = version, inferred, schema = ddl, "stream schema");
+    }
+
+    /// The schema gained columns met in `file`; the batch is read again on it.
+    pub fn schema_evolved(
+        &self,
+        batch_id: u64,
+        version: u32,
+        added: &[String],
+        file: &str,
+        ddl: &str,
+    ) {
+        set(
+            &self.metrics.schema_version.get_or_create(&self.label()),
+            version as i64,
+        );
+        tracing::warn!(stream = %self.stream, batch_id, schema_version = version, new_columns = %added.join(", "), file, schema = ddl, "schema evolved: new columns added; the batch is read again on the new schema");
     }
 
     pub fn stream_stopped(&self, error: &str) {

@@ -210,7 +210,7 @@ impl Metrics {
             rows_rescued: counter(
                 &mut r,
                 "landfall_rows_rescued",
-                "Rows with values in the rescued-data column (always 0 until that column exists)",
+                "Rows with values in the rescued-data column",
             ),
             bytes_committed: counter(
                 &mut r,

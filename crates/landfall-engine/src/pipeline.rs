@@ -61,6 +61,10 @@ pub enum Decoded {
         path: String,
         rows: u64,
         malformed: u64,
+        /// Rows with a value in the rescued-data column.
+        rescued: u64,
+        /// Columns the file holds and the schema lacks (when the policy looks for them).
+        new_columns: Vec<arrow_schema::Field>,
     },
     /// A file could not be read as listed. `partial`: some of its rows were already sent (a
     /// large file that failed midway), so this attempt cannot commit without them.
@@ -254,14 +258,16 @@ async fn stream_parquet(
             .unwrap_or_else(|| FileError::corrupt(&shown)(e.into()))
     };
     let mut file = FileDecoder::new(job, meta).map_err(FileError::corrupt(&shown))?;
-    let mut batches = landfall_formats::parquet_batches(
+    let (mut batches, conformer) = landfall_formats::parquet_batches(
         &shown,
         reader,
         job.schema.decoded.clone(),
         job.options.batch_size,
+        job.options.policy.clone(),
     )
     .await
     .map_err(fail)?;
+    file.conformer = Some(conformer);
     loop {
         let batch = match batches.next().await {
             Some(b) => Some(b.map_err(fail)?),
@@ -288,6 +294,8 @@ struct FileDecoder {
     decoder: Box<dyn landfall_core::Decoder>,
     constants: Vec<(arrow_schema::FieldRef, Constant)>,
     rows: u64,
+    /// A Parquet file read by ranges: its batches are conformed here, not by `decoder`.
+    conformer: Option<std::sync::Arc<std::sync::Mutex<landfall_formats::Conformer>>>,
 }
 
 impl FileDecoder {
@@ -328,6 +336,7 @@ impl FileDecoder {
             decoder,
             constants,
             rows: 0,
+            conformer: None,
         })
     }
 
@@ -370,10 +379,19 @@ impl FileDecoder {
             );
         }
         if done {
+            let (rescued, new_columns) = match &self.conformer {
+                Some(c) => {
+                    let c = c.lock().unwrap_or_else(|e| e.into_inner());
+                    (c.rescued_rows, c.new_columns.fields().to_vec())
+                }
+                None => (self.decoder.rescued_rows(), self.decoder.new_columns()),
+            };
             out.push(Decoded::FileDone {
                 path: self.path.clone(),
                 rows: self.rows,
                 malformed: self.decoder.malformed_rows(),
+                rescued,
+                new_columns,
             });
         }
         Ok(out)

@@ -1,11 +1,16 @@
-//! The stream schema: explicit (DDL) or inferred once from a sample of files, stored in the
-//! state as version 1 and reused on every restart (never re-inferred). Hive partition columns
-//! from paths are part of it: listed in `partition_columns`, or, when inferring, every `k=v`
-//! level seen in the sampled paths.
+//! The stream schema: explicit (DDL) or inferred once from a sample of files (shaped by
+//! `schema_hints`), stored in the state as version 0 and reused on every restart (never
+//! re-inferred). Hive partition columns from paths are part of it: listed in
+//! `partition_columns`, or, when inferring, every `k=v` level seen in the sampled paths. The
+//! rescued-data column, when the stream has one, is the last decoded column.
+//!
+//! Schema evolution ([`evolve`]) stores version N+1 with its reason and the file that caused
+//! it; `landfall schema <stream>` prints the history ([`history`]). Streams created before
+//! versions were numbered from 0 start at 1; nothing depends on the first number.
 
 use crate::pinned::{FileError, PinnedReader};
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
-use landfall_config::{Format, StreamSpec};
+use landfall_config::{EvolutionMode, Format, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileMeta, SeamError, StateStore};
 use landfall_discovery::{hive_partitions, relative_path};
@@ -25,6 +30,10 @@ pub struct StreamSchema {
     pub decoded: SchemaRef,
     /// Columns filled from Hive `k=v` path levels, appended after the decoded ones.
     pub path_columns: Vec<FieldRef>,
+    /// The rescued-data column (a decoded string column), when the schema has one.
+    pub rescued_column: Option<String>,
+    /// The schema gained columns since the first version: the table may still lack them.
+    pub evolved: bool,
 }
 
 /// A schema version as the ledger keeps it: the Arrow schema (exact, but its JSON form belongs
@@ -37,14 +46,34 @@ struct Stored {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ddl: Option<String>,
     path_columns: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rescued_column: Option<String>,
+    /// Why this version exists (`inferred from 12 files`, `new columns: a, b`).
+    #[serde(default)]
+    reason: String,
+    /// The file that caused it, for evolved versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Stored {
-    fn new(schema: &Schema, path_columns: Vec<String>) -> Self {
+    fn new(
+        schema: &Schema,
+        path_columns: Vec<String>,
+        rescued_column: Option<String>,
+        reason: String,
+        file: Option<String>,
+    ) -> Self {
         Stored {
             schema: serde_json::to_value(schema).ok(),
             ddl: Some(landfall_core::ddl::schema_to_ddl(schema)),
             path_columns,
+            rescued_column,
+            reason,
+            file,
+            created_at: Some(chrono::Utc::now()),
         }
     }
 
@@ -124,7 +153,12 @@ pub fn csv_format(spec: &StreamSpec) -> CsvFormat {
 
 /// The stream schema from its stored form, normalised to the types Delta stores and reads
 /// back (so the table created from it is accepted by it on every restart).
-fn build(version: u32, schema: &Schema, path_column_names: &[String]) -> StreamSchema {
+fn build(
+    version: u32,
+    schema: &Schema,
+    path_column_names: &[String],
+    rescued_column: Option<String>,
+) -> StreamSchema {
     let schema = landfall_core::delta_types::delta_normalize(schema);
     let path_columns: Vec<FieldRef> = path_column_names
         .iter()
@@ -145,6 +179,8 @@ fn build(version: u32, schema: &Schema, path_column_names: &[String]) -> StreamS
         table: Arc::new(Schema::new(table_fields)),
         decoded: Arc::new(decoded),
         path_columns,
+        rescued_column,
+        evolved: false,
     }
 }
 
@@ -262,22 +298,19 @@ pub async fn resolve(
     candidates: &[FileMeta],
 ) -> SeamResult<Option<(StreamSchema, bool)>> {
     if let Some(v) = state.latest_schema_version()? {
-        let raw = state.schema(v)?.ok_or_else(|| {
-            SeamError::fatal(format!(
-                "stream `{}`: schema version {v} vanished",
-                spec.name
-            ))
-        })?;
-        let unreadable = |e: String| {
-            SeamError::fatal(format!(
-                "stream `{}`: stored schema version {v} is unreadable: {e}",
-                spec.name
-            ))
-        };
-        let stored: Stored = serde_json::from_str(&raw).map_err(|e| unreadable(e.to_string()))?;
-        let schema = stored.schema().map_err(unreadable)?;
+        let (stored, schema) = load(spec, state, v)?;
         check_metadata(spec, &schema)?;
-        return Ok(Some((build(v, &schema, &stored.path_columns), false)));
+        let rescued = stored.rescued_column.clone();
+        if let Some(want) = &spec.rescued_column
+            && rescued.as_ref() != Some(want)
+        {
+            tracing::warn!(stream = %spec.name, rescued_data_column = %want,
+                have = rescued.as_deref().unwrap_or("none"),
+                "rescued_data_column differs from the stream's schema, fixed at its first start; the schema's is used");
+        }
+        let mut built = build(v, &schema, &stored.path_columns, rescued);
+        built.evolved = stored.file.is_some();
+        return Ok(Some((built, false)));
     }
     // text and binary_file have a fixed schema: as if given explicitly.
     let fixed = file_format(spec.format)?.fixed_schema();
@@ -288,7 +321,8 @@ pub async fn resolve(
             if candidates.is_empty() {
                 return Ok(None);
             }
-            (infer_from_sample(spec, store, candidates).await?, true)
+            let inferred = infer_from_sample(spec, store, candidates).await?;
+            (apply_hints(&spec.name, inferred, &spec.schema_hints)?, true)
         }
     };
     let path_columns: Vec<String> = match &spec.partition_columns {
@@ -307,6 +341,18 @@ pub async fn resolve(
         None => Vec::new(),
     };
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    // The rescued-data column: the last decoded column.
+    let rescued = spec.rescued_column.clone();
+    if let Some(r) = &rescued {
+        if let Some(f) = fields.iter().find(|f| f.name().eq_ignore_ascii_case(r)) {
+            return Err(SeamError::fatal(format!(
+                "stream `{}`: the data has a column `{}`, the name of the rescued-data column; set rescued_data_column to another name",
+                spec.name,
+                f.name()
+            )));
+        }
+        fields.push(Field::new(r, DataType::Utf8, true));
+    }
     for c in &path_columns {
         if !fields.iter().any(|f| f.name() == c) {
             fields.push(Field::new(c, DataType::Utf8, true));
@@ -327,8 +373,225 @@ pub async fn resolve(
         fields.push(meta);
     }
     schema = Schema::new(fields);
-    let json = serde_json::to_string(&Stored::new(&schema, path_columns.clone()))
-        .expect("schema serialises");
-    state.put_schema(1, &json)?;
-    Ok(Some((build(1, &schema, &path_columns), inferred)))
+    let reason = if inferred {
+        format!(
+            "inferred from a sample of {} file(s)",
+            candidates.len().min(spec.sample_files)
+        )
+    } else if spec.schema.is_some() {
+        "the stream's schema".to_string()
+    } else {
+        format!("the fixed schema of {}", spec.format.as_str())
+    };
+    let json = serde_json::to_string(&Stored::new(
+        &schema,
+        path_columns.clone(),
+        rescued.clone(),
+        reason,
+        None,
+    ))
+    .expect("schema serialises");
+    state.put_schema(0, &json)?;
+    Ok(Some((build(0, &schema, &path_columns, rescued), inferred)))
+}
+
+/// Stored version `v`: its record and its schema.
+fn load(spec: &StreamSpec, state: &dyn StateStore, v: u32) -> SeamResult<(Stored, Schema)> {
+    let raw = state.schema(v)?.ok_or_else(|| {
+        SeamError::fatal(format!(
+            "stream `{}`: schema version {v} vanished",
+            spec.name
+        ))
+    })?;
+    let unreadable = |e: String| {
+        SeamError::fatal(format!(
+            "stream `{}`: stored schema version {v} is unreadable: {e}",
+            spec.name
+        ))
+    };
+    let stored: Stored = serde_json::from_str(&raw).map_err(|e| unreadable(e.to_string()))?;
+    let schema = stored.schema().map_err(unreadable)?;
+    Ok((stored, schema))
+}
+
+/// `schema_hints` applied to an inferred schema: each hinted column (or nested field) takes
+/// the hint's type; one the sample lacks is added (its parents too, as structs).
+pub fn apply_hints(
+    stream: &str,
+    schema: Schema,
+    hints: &[landfall_core::ddl::Hint],
+) -> SeamResult<Schema> {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for h in hints {
+        hint_into(&mut fields, &h.path, &h.field).map_err(|reason| {
+            SeamError::fatal(format!(
+                "stream `{stream}`: schema_hints `{}`: {reason}",
+                h.path.join(".")
+            ))
+        })?;
+    }
+    Ok(Schema::new(fields))
+}
+
+fn hint_into(fields: &mut Vec<Field>, path: &[String], hint: &Field) -> Result<(), String> {
+    let (first, rest) = path.split_first().expect("a hint names a column");
+    let at = fields.iter().position(|f| f.name() == first).or_else(|| {
+        fields
+            .iter()
+            .position(|f| f.name().eq_ignore_ascii_case(first))
+    });
+    if rest.is_empty() {
+        let f = hint
+            .clone()
+            .with_name(at.map_or(first.clone(), |i| fields[i].name().clone()));
+        match at {
+            Some(i) => fields[i] = f,
+            None => fields.push(f),
+        }
+        return Ok(());
+    }
+    let i = match at {
+        Some(i) => i,
+        None => {
+            fields.push(Field::new(
+                first,
+                DataType::Struct(Default::default()),
+                true,
+            ));
+            fields.len() - 1
+        }
+    };
+    let mut children: Vec<Field> = match fields[i].data_type() {
+        DataType::Struct(c) => c.iter().map(|f| f.as_ref().clone()).collect(),
+        other => {
+            return Err(format!(
+                "`{}` is {}, not a struct",
+                fields[i].name(),
+                landfall_core::ddl::type_to_ddl(other)
+            ));
+        }
+    };
+    hint_into(&mut children, rest, hint)?;
+    fields[i] = fields[i]
+        .clone()
+        .with_data_type(DataType::Struct(children.into()));
+    Ok(())
+}
+
+/// What the decoders do with values the schema has no place for, under the stream's
+/// evolution mode.
+pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::SchemaPolicy {
+    landfall_formats::SchemaPolicy {
+        rescued_column: schema.rescued_column.clone(),
+        detect_new_columns: matches!(
+            spec.evolution,
+            EvolutionMode::AddNewColumns
+                | EvolutionMode::AddNewColumnsWithTypeWidening
+                | EvolutionMode::FailOnNewColumns
+        ),
+        infer_types: spec.infer_column_types || spec.format == Format::Parquet,
+    }
+}
+
+/// `current` with the `new` columns appended (after the decoded ones; columns named like a
+/// path or metadata column are left to the rescue), or `None` when nothing would change.
+pub fn grown_schema(current: &StreamSchema, new: &landfall_formats::NewColumns) -> Option<Schema> {
+    let taken: Vec<String> = current
+        .path_columns
+        .iter()
+        .map(|f| f.name().to_ascii_lowercase())
+        .collect();
+    let grown = landfall_formats::append_new_columns(current.decoded.fields(), new);
+    let decoded: Vec<FieldRef> = grown
+        .iter()
+        .filter(|f| {
+            current.decoded.field_with_name(f.name()).is_ok()
+                || !taken.contains(&f.name().to_ascii_lowercase())
+        })
+        .cloned()
+        .collect();
+    if decoded[..] == current.decoded.fields()[..] {
+        return None;
+    }
+    let mut fields = decoded;
+    fields.extend(current.path_columns.iter().cloned());
+    Some(Schema::new(fields))
+}
+
+/// Store the next schema version, [`grown_schema`]; `file`: the first file that held the new
+/// columns, as the user wrote the source. `None` when nothing would change.
+pub fn evolve(
+    state: &dyn StateStore,
+    current: &StreamSchema,
+    new: &landfall_formats::NewColumns,
+    file: &str,
+) -> SeamResult<Option<StreamSchema>> {
+    let Some(schema) = grown_schema(current, new) else {
+        return Ok(None);
+    };
+    let added: Vec<String> = new.paths();
+    let version = current.version + 1;
+    let path_names: Vec<String> = current
+        .path_columns
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let json = serde_json::to_string(&Stored::new(
+        &schema,
+        path_names.clone(),
+        current.rescued_column.clone(),
+        format!("new columns: {}", added.join(", ")),
+        Some(file.to_string()),
+    ))
+    .expect("schema serialises");
+    state.put_schema(version, &json)?;
+    let mut next = build(
+        version,
+        &schema,
+        &path_names,
+        current.rescued_column.clone(),
+    );
+    next.evolved = true;
+    Ok(Some(next))
+}
+
+/// One stored schema version, as `landfall schema` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SchemaVersion {
+    pub version: u32,
+    pub schema: String,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rescued_column: Option<String>,
+}
+
+/// Every stored schema version, oldest first.
+pub fn history(spec: &StreamSpec, state: &dyn StateStore) -> SeamResult<Vec<SchemaVersion>> {
+    let Some(latest) = state.latest_schema_version()? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for v in 0..=latest {
+        if state.schema(v)?.is_none() {
+            continue;
+        }
+        let (stored, schema) = load(spec, state, v)?;
+        out.push(SchemaVersion {
+            version: v,
+            schema: landfall_core::ddl::schema_to_ddl(&schema),
+            reason: if stored.reason.is_empty() {
+                "the stream's first schema".into()
+            } else {
+                stored.reason
+            },
+            file: stored.file,
+            created_at: stored.created_at,
+            rescued_column: stored.rescued_column,
+        });
+    }
+    Ok(out)
 }

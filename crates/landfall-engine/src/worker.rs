@@ -12,14 +12,14 @@ use crate::progress::PhaseDurations;
 use crate::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
 use chrono::Utc;
-use landfall_config::{StreamSpec, Trigger};
+use landfall_config::{EvolutionMode, StreamSpec, Trigger};
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{
     BatchPlan, CommitReceipt, Committer, Discovery, FileKey, FileMeta, FileState, SeamError,
     SkipKind, SkipReason, StateStore,
 };
 use landfall_discovery::SourceDiscovery;
-use landfall_formats::DecodeOptions;
+use landfall_formats::{DecodeOptions, NewColumns};
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -456,9 +456,17 @@ impl StreamWorker {
                 )));
             }
         }
-        self.committer
-            .prepare(s.table.clone(), &self.spec.sink.partition_by)
-            .await?;
+        if self.spec.evolution.adds_columns() || s.evolved {
+            // The table may lack columns of an evolved schema (a stop between storing the
+            // version and the commit that adds them): the next commit adds them.
+            self.committer
+                .evolve(s.table.clone(), &self.spec.sink.partition_by)
+                .await?;
+        } else {
+            self.committer
+                .prepare(s.table.clone(), &self.spec.sink.partition_by)
+                .await?;
+        }
         crate::recovery::check_table(
             &self.spec,
             self.state.as_ref(),
@@ -554,7 +562,11 @@ impl StreamWorker {
                     backlog = true;
                     self.events.batch_planned(&plan);
                     failpoint::hit("after_plan");
-                    self.run_batch(plan).await?;
+                    // A batch that met new columns is read again on the grown schema: same
+                    // plan, same batch id, a new attempt.
+                    while let BatchEnd::Evolve { new, file } = self.run_batch(plan.clone()).await? {
+                        self.evolve_schema(plan.batch_id, &new, &file).await?;
+                    }
                 }
                 None if self.available_now => return Ok(RunEnd::Drained),
                 None => {
@@ -652,9 +664,70 @@ impl StreamWorker {
         ))
     }
 
+    /// Store the grown schema and prepare the table for it (the next commit adds the columns).
+    async fn evolve_schema(
+        &mut self,
+        batch_id: u64,
+        new: &NewColumns,
+        file: &str,
+    ) -> SeamResult<()> {
+        let current = self
+            .schema
+            .as_ref()
+            .expect("schema resolved before planning");
+        let Some(next) = schema::evolve(self.state.as_ref(), current, new, file)? else {
+            return Err(SeamError::fatal(format!(
+                "stream `{}`: batch {batch_id}: new columns {} cannot be added to the schema",
+                self.spec.name,
+                new.paths().join(", ")
+            )));
+        };
+        self.events.schema_evolved(
+            batch_id,
+            next.version,
+            &new.paths(),
+            file,
+            &landfall_core::ddl::schema_to_ddl(&next.table),
+        );
+        self.committer
+            .evolve(next.table.clone(), &self.spec.sink.partition_by)
+            .await?;
+        self.schema = Some(next);
+        Ok(())
+    }
+
+    /// The stop message of `fail_on_new_columns`.
+    fn new_columns_error(&self, batch_id: u64, file: &str, new: &NewColumns) -> SeamError {
+        SeamError::fatal(format!(
+            "stream `{s}`: batch {batch_id}: {file} has columns the schema lacks: {cols} (schema_evolution_mode = \"fail_on_new_columns\"). The stream stopped; set schema_evolution_mode = \"add_new_columns\" (the table gains them) or \"rescue\" (they go to the rescued-data column), or run `landfall skip {s} {file}`, then start it again",
+            s = self.spec.name,
+            cols = new.paths().join(", "),
+        ))
+    }
+
+    /// Remove the data files this attempt wrote (nothing was committed); the ledger lists
+    /// them, so recovery would remove them too.
+    async fn discard_attempt(&self, batch_id: u64, earlier_staged: &[String]) -> SeamResult<()> {
+        let mine = self
+            .state
+            .batch(batch_id)?
+            .map(|p| p.staged)
+            .unwrap_or_default();
+        let fresh: Vec<String> = mine
+            .into_iter()
+            .filter(|p| !earlier_staged.contains(p))
+            .collect();
+        if let Err(cleanup) = self.committer.remove_files(&fresh).await {
+            tracing::warn!(stream = %self.spec.name, batch_id, error = %cleanup.message, "could not remove the failed attempt's data files yet");
+        }
+        Ok(())
+    }
+
     /// Steps 3 to 5 for one recorded plan. Files skipped earlier (by an earlier attempt, or by
-    /// hand) are not read: the batch commits without them.
-    async fn run_batch(&self, plan: BatchPlan) -> SeamResult<()> {
+    /// hand) are not read: the batch commits without them. A batch that met new columns
+    /// under `add_new_columns` reads on without writing (to learn every new column of the
+    /// batch), discards the attempt and asks for the schema to grow ([`BatchEnd::Evolve`]).
+    async fn run_batch(&self, plan: BatchPlan) -> SeamResult<BatchEnd> {
         let started = Instant::now();
         let plan = self.state.start_attempt(plan.batch_id)?;
         let earlier_staged = plan.staged.clone();
@@ -681,6 +754,8 @@ impl StreamWorker {
         let hook: StagedHook = Arc::new(move |path: &str| state.record_staged(batch_id, path));
         let mut writer = self.committer.writer(batch_id, plan.attempts, hook).await?;
         let mut rows = 0u64;
+        // New columns met under add_new_columns, and the first file holding them.
+        let mut evolution: Option<(NewColumns, String)> = None;
         // Time the writer spent writing; the rest of the read loop is waiting for rows.
         let mut writing = Duration::ZERO;
         let reading = Instant::now();
@@ -698,6 +773,10 @@ impl StreamWorker {
                     } else {
                         landfall_formats::ParseMode::Permissive
                     },
+                    policy: schema::policy(
+                        &self.spec,
+                        self.schema.as_ref().expect("schema resolved before planning"),
+                    ),
                     ..Default::default()
                 },
                 max_file_size: (self.spec.format == landfall_config::Format::BinaryFile)
@@ -717,13 +796,32 @@ impl StreamWorker {
             let mut files_done = 0usize;
             while let Some(item) = decoded.recv().await {
                 match item? {
+                    // Rows decoded on a schema about to grow are read again after it did.
+                    Decoded::Rows(..) if evolution.is_some() => {}
                     Decoded::Rows(values, part) => {
                         let t = Instant::now();
                         writer.write(&values, part).await?;
                         writing += t.elapsed();
                     }
-                    Decoded::FileDone { path, rows: n, malformed } => {
-                        self.events.file_decoded(batch_id, &self.shown(&path), n, malformed);
+                    Decoded::FileDone { path, rows: n, malformed, rescued, new_columns } => {
+                        let shown = self.shown(&path);
+                        self.events.file_decoded(batch_id, &shown, n, malformed, rescued);
+                        let found = NewColumns::from_fields(&new_columns);
+                        let current = self.schema.as_ref().expect("schema resolved");
+                        if !found.is_empty() && schema::grown_schema(current, &found).is_some() {
+                            match self.spec.evolution {
+                                EvolutionMode::FailOnNewColumns => {
+                                    return Err(self.new_columns_error(batch_id, &shown, &found));
+                                }
+                                m if m.adds_columns() => {
+                                    let (all, _) = evolution.get_or_insert_with(|| {
+                                        (NewColumns::default(), shown.clone())
+                                    });
+                                    all.absorb(&found);
+                                }
+                                _ => {}
+                            }
+                        }
                         timings.files += 1;
                         timings.bytes += sizes.get(&path).copied().unwrap_or(0);
                         rows += n;
@@ -767,25 +865,18 @@ impl StreamWorker {
         .await;
         let read_loop = reading.elapsed();
         let staged = match written {
+            Ok(_) if evolution.is_some() => {
+                self.discard_attempt(batch_id, &earlier_staged).await?;
+                let (new, file) = evolution.expect("checked");
+                return Ok(BatchEnd::Evolve { new, file });
+            }
             Ok(s) => s,
             Err(e) => {
                 self.events.batch_failed(batch_id, &e);
                 // Nothing was committed: this attempt's files can go now (recovery would
-                // remove them too, from the ledger's list).
-                let mine = self
-                    .state
-                    .batch(batch_id)?
-                    .map(|p| p.staged)
-                    .unwrap_or_default();
-                let fresh: Vec<String> = mine
-                    .into_iter()
-                    .filter(|p| !earlier_staged.contains(p))
-                    .collect();
-                if let Err(cleanup) = self.committer.remove_files(&fresh).await {
-                    // The batch's own error is what the user must see; the files stay listed
-                    // in the ledger and recovery removes them.
-                    tracing::warn!(stream = %self.spec.name, batch_id, error = %cleanup.message, "could not remove the failed attempt's data files yet");
-                }
+                // remove them too, from the ledger's list). The batch's own error is what the
+                // user must see.
+                self.discard_attempt(batch_id, &earlier_staged).await?;
                 return Err(e);
             }
         };
@@ -815,7 +906,7 @@ impl StreamWorker {
             self.events
                 .batch_recovered(batch_id, Some(committed.version));
             self.state.prune_batch(batch_id, KEEP_PLANS)?;
-            return Ok(());
+            return Ok(BatchEnd::Committed);
         }
         let receipt = CommitReceipt {
             table_version: committed.version,
@@ -863,8 +954,18 @@ impl StreamWorker {
             self.state.counts().ok().as_ref(),
             &self.committer.location(),
         );
-        Ok(())
+        Ok(BatchEnd::Committed)
     }
+}
+
+/// How one attempt of a batch ended.
+enum BatchEnd {
+    Committed,
+    /// The batch met columns the schema lacks (`add_new_columns`): grow it and read again.
+    Evolve {
+        new: NewColumns,
+        file: String,
+    },
 }
 
 /// Sleep for `d` unless shutdown comes first. True when shutting down.

@@ -22,14 +22,14 @@
 //! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
 use crate::delta_protocol::{Writability, check_writable};
-use crate::delta_schema::{ConformingWriter, check_fits};
+use crate::delta_schema::{ConformingWriter, check_fits, check_fits_growing, merge_new_fields};
 use crate::error::SinkError;
 use crate::writer::TableLayout;
 use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
 use deltalake::kernel::engine::arrow_conversion::{TryFromArrow, TryIntoArrow};
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, StructType, Transaction};
+use deltalake::kernel::{Action, Add, MetadataExt, StructType, Transaction};
 use deltalake::protocol::{DeltaOperation, OutputMode, SaveMode};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use landfall_core::delta_types::delta_normalize;
@@ -169,13 +169,18 @@ impl DeltaCommitter {
         table: &DeltaTable,
         schema: &Schema,
         partition_by: &[String],
+        grow: bool,
     ) -> Result<(), SinkError> {
         let incompatible = |reason: String| SinkError::Incompatible {
             location: self.uri.clone(),
             reason,
         };
         let table_schema = self.table_schema(table)?;
-        check_fits(schema, &table_schema).map_err(incompatible)?;
+        if grow {
+            check_fits_growing(schema, &table_schema).map_err(incompatible)?;
+        } else {
+            check_fits(schema, &table_schema).map_err(incompatible)?;
+        }
         let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
         let metadata = snapshot.metadata();
         if metadata.partition_columns()[..] != partition_by[..] {
@@ -186,6 +191,64 @@ impl DeltaCommitter {
             )));
         }
         Ok(())
+    }
+
+    /// `prepare`, or with `grow` `evolve`: nullable columns the table lacks are allowed, and
+    /// the next commit adds them.
+    async fn prepare_with(
+        &self,
+        schema: SchemaRef,
+        partition_by: &[String],
+        grow: bool,
+    ) -> SeamResult<()> {
+        // Idempotent: the engine may already have normalised it.
+        let schema = Arc::new(delta_normalize(&schema));
+        let mut guard = self.refreshed().await?;
+        let table = match guard.take() {
+            Some(t) => t,
+            None => self.create(&schema, partition_by).await?,
+        };
+        self.writability(&table)?;
+        let checked = self.check_compatible(&table, &schema, partition_by, grow);
+        *guard = Some(table);
+        checked?;
+        *self.schema.lock().expect("schema lock") = Some(schema.clone());
+        self.layout.set(schema, partition_by);
+        Ok(())
+    }
+
+    /// A metaData action adding the stream's columns the table lacks, if it lacks any.
+    fn schema_growth(
+        &self,
+        table: &DeltaTable,
+        batch_id: u64,
+    ) -> Result<Option<Action>, SinkError> {
+        let Some(stream) = self.schema.lock().expect("schema lock").clone() else {
+            return Ok(None);
+        };
+        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
+        let metadata = snapshot.metadata();
+        let incompatible = |reason: String| SinkError::Incompatible {
+            location: self.uri.clone(),
+            reason,
+        };
+        let have = metadata
+            .parse_schema()
+            .map_err(|e| incompatible(e.to_string()))?;
+        let want = StructType::try_from_arrow(stream.as_ref())
+            .map_err(|e| incompatible(format!("cannot be stored in Delta: {e}")))?;
+        let Some(merged) = merge_new_fields(&have, &want) else {
+            return Ok(None);
+        };
+        let grown = metadata
+            .clone()
+            .with_schema(&merged)
+            .map_err(|e| SinkError::Commit {
+                location: self.uri.clone(),
+                batch_id,
+                reason: format!("new table schema: {e}"),
+            })?;
+        Ok(Some(Action::Metadata(grown)))
     }
 
     fn writability(&self, table: &DeltaTable) -> Result<Writability, SinkError> {
@@ -272,19 +335,11 @@ impl Committer for DeltaCommitter {
     }
 
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
-        // Idempotent: the engine may already have normalised it.
-        let schema = Arc::new(delta_normalize(&schema));
-        let mut guard = self.refreshed().await?;
-        let table = match guard.take() {
-            Some(t) => t,
-            None => self.create(&schema, partition_by).await?,
-        };
-        self.writability(&table)?;
-        self.check_compatible(&table, &schema, partition_by)?;
-        *guard = Some(table);
-        *self.schema.lock().expect("schema lock") = Some(schema.clone());
-        self.layout.set(schema, partition_by);
-        Ok(())
+        self.prepare_with(schema, partition_by, false).await
+    }
+
+    async fn evolve(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
+        self.prepare_with(schema, partition_by, true).await
     }
 
     async fn last_committed(&self) -> SeamResult<Option<u64>> {
@@ -362,7 +417,11 @@ impl Committer for DeltaCommitter {
         // Features may have been enabled since prepare; refuse before committing.
         let writability = self.writability(table)?;
         let now = chrono::Utc::now().timestamp_millis();
-        let actions: Vec<Action> = files.iter().map(|f| Self::add_action(f, now)).collect();
+        let mut actions: Vec<Action> = files.iter().map(|f| Self::add_action(f, now)).collect();
+        // Columns the stream's schema gained: the table schema grows in the batch's own commit.
+        if let Some(grown) = self.schema_growth(table, batch_id)? {
+            actions.insert(0, grown);
+        }
         let props = CommitProperties::default()
             .with_application_transaction(Transaction::new_with_last_update(
                 &self.stream,

@@ -18,13 +18,59 @@ use crate::error::SinkError;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use deltalake::kernel::{DataType as KernelType, StructField, StructType};
 use landfall_core::ddl::type_to_ddl;
 use landfall_core::seams::SeamResult;
 use landfall_core::{BatchWriter, StagedFile};
 
 /// Why `stream` (normalised) does not fit `table`, if it does not.
 pub(crate) fn check_fits(stream: &Schema, table: &Schema) -> Result<(), String> {
-    fits_fields("", stream.fields(), table.fields())
+    fits_fields("", stream.fields(), table.fields(), false)
+}
+
+/// [`check_fits`] for a stream whose schema evolves: a stream column (or nested struct field)
+/// the table lacks is fine when nullable; the next commit adds it ([`merge_new_fields`]).
+pub(crate) fn check_fits_growing(stream: &Schema, table: &Schema) -> Result<(), String> {
+    fits_fields("", stream.fields(), table.fields(), true)
+}
+
+/// The table schema with the stream's columns it lacks appended (new nested struct fields at
+/// the end of their struct), or `None` when it lacks none. Names match ignoring case, as in
+/// Delta.
+pub(crate) fn merge_new_fields(table: &StructType, stream: &StructType) -> Option<StructType> {
+    let (fields, grown) = merge_struct(table, stream);
+    if !grown {
+        return None;
+    }
+    StructType::try_new(fields).ok()
+}
+
+fn merge_struct(table: &StructType, stream: &StructType) -> (Vec<StructField>, bool) {
+    let mut grown = false;
+    let mut out: Vec<StructField> = table.fields().cloned().collect();
+    for s in stream.fields() {
+        match out
+            .iter_mut()
+            .find(|t| t.name.eq_ignore_ascii_case(&s.name))
+        {
+            Some(t) => {
+                if let (KernelType::Struct(tt), KernelType::Struct(st)) =
+                    (&t.data_type, &s.data_type)
+                {
+                    let (children, g) = merge_struct(tt, st);
+                    if g && let Ok(st) = StructType::try_new(children) {
+                        t.data_type = KernelType::Struct(Box::new(st));
+                        grown = true;
+                    }
+                }
+            }
+            None => {
+                out.push(s.clone());
+                grown = true;
+            }
+        }
+    }
+    (out, grown)
 }
 
 fn join(prefix: &str, name: &str) -> String {
@@ -35,13 +81,16 @@ fn join(prefix: &str, name: &str) -> String {
     }
 }
 
-fn fits_fields(prefix: &str, stream: &Fields, table: &Fields) -> Result<(), String> {
+fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: bool) -> Result<(), String> {
     for s in stream {
         let path = join(prefix, s.name());
         let Some((_, t)) = table.find(s.name()) else {
+            if grow && s.is_nullable() {
+                continue;
+            }
             return Err(format!("column `{path}` is not in the table"));
         };
-        fits_field(&path, s, t)?;
+        fits_field(&path, s, t, grow)?;
     }
     for t in table {
         if stream.find(t.name()).is_none() && !t.is_nullable() {
@@ -54,13 +103,13 @@ fn fits_fields(prefix: &str, stream: &Fields, table: &Fields) -> Result<(), Stri
     Ok(())
 }
 
-fn fits_field(path: &str, s: &Field, t: &Field) -> Result<(), String> {
+fn fits_field(path: &str, s: &Field, t: &Field, grow: bool) -> Result<(), String> {
     if s.is_nullable() && !t.is_nullable() {
         return Err(format!(
             "column `{path}` may be null in the stream but is NOT NULL in the table"
         ));
     }
-    fits_type(path, s.data_type(), t.data_type())
+    fits_type(path, s.data_type(), t.data_type(), grow)
 }
 
 fn map_key_value(entries: &Field) -> Option<(&Field, &Field)> {
@@ -70,19 +119,21 @@ fn map_key_value(entries: &Field) -> Option<(&Field, &Field)> {
     }
 }
 
-fn fits_type(path: &str, s: &DataType, t: &DataType) -> Result<(), String> {
+fn fits_type(path: &str, s: &DataType, t: &DataType, grow: bool) -> Result<(), String> {
     match (s, t) {
-        (DataType::List(se), DataType::List(te)) => fits_field(&format!("{path}.element"), se, te),
+        (DataType::List(se), DataType::List(te)) => {
+            fits_field(&format!("{path}.element"), se, te, grow)
+        }
         (DataType::Map(se, _), DataType::Map(te, _)) => {
             match (map_key_value(se), map_key_value(te)) {
                 (Some((sk, sv)), Some((tk, tv))) => {
-                    fits_type(&format!("{path}.key"), sk.data_type(), tk.data_type())?;
-                    fits_field(&format!("{path}.value"), sv, tv)
+                    fits_type(&format!("{path}.key"), sk.data_type(), tk.data_type(), grow)?;
+                    fits_field(&format!("{path}.value"), sv, tv, grow)
                 }
                 _ => Err(format!("column `{path}` is not a well-formed map")),
             }
         }
-        (DataType::Struct(sf), DataType::Struct(tf)) => fits_fields(path, sf, tf),
+        (DataType::Struct(sf), DataType::Struct(tf)) => fits_fields(path, sf, tf, grow),
         (a, b) if a == b => Ok(()),
         (a, b) => Err(format!(
             "column `{path}` is {} in the table but {} in the stream",

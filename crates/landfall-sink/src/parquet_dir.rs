@@ -222,6 +222,13 @@ impl Committer for ParquetDirCommitter {
         Ok(())
     }
 
+    /// Later data files carry the new columns; readers merge files by name (DuckDB's
+    /// `union_by_name`, Spark's `mergeSchema`).
+    async fn evolve(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
+        self.layout.set(schema, partition_by);
+        Ok(())
+    }
+
     async fn last_committed(&self) -> SeamResult<Option<u64>> {
         let prefix = Path::from(self.manifest_dir());
         let metas: Vec<_> = self

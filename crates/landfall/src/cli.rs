@@ -84,6 +84,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
     },
+    /// The stream's schema versions (0, 1, ...), each with its reason and the file that
+    /// caused it.
+    Schema {
+        stream: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
     /// Mark one file skipped (the stream must be stopped): a batch that stopped on it runs
     /// again without it at the next start.
     Skip {
@@ -321,6 +330,14 @@ pub fn main() -> ExitCode {
         }
         Command::Streams { config, format } => match load(&config) {
             Ok(cfg) => report::print_streams(&cfg, format),
+            Err(code) => code,
+        },
+        Command::Schema {
+            stream,
+            config,
+            format,
+        } => match stream_spec(&config, &stream) {
+            Ok(spec) => report::print_schema(&spec, format),
             Err(code) => code,
         },
         Command::Locations { config, format } => match load(&config) {

@@ -113,6 +113,54 @@ fn file_row(spec: &StreamSpec, r: &FileRecord) -> Vec<String> {
     ]
 }
 
+/// `landfall schema <stream>`: every schema version, oldest first, with its reason and the
+/// file that caused it.
+pub fn print_schema(spec: &StreamSpec, format: OutputFormat) -> ExitCode {
+    let ledger = match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: stream `{}`: {e}", spec.name);
+            return ExitCode::FAILURE;
+        }
+    };
+    let versions = match landfall_engine::schema::history(spec, &ledger) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            return ExitCode::FAILURE;
+        }
+    };
+    if format == OutputFormat::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&versions).expect("versions serialise")
+        );
+        return ExitCode::SUCCESS;
+    }
+    if versions.is_empty() {
+        println!(
+            "stream `{}` has no schema yet (it is inferred when the first files arrive)",
+            spec.name
+        );
+        return ExitCode::SUCCESS;
+    }
+    let header = ["version", "created_at", "reason", "file", "schema"];
+    let rows: Vec<Vec<String>> = versions
+        .iter()
+        .map(|v| {
+            vec![
+                v.version.to_string(),
+                ts(v.created_at),
+                v.reason.clone(),
+                v.file.clone().unwrap_or_default(),
+                v.schema.clone(),
+            ]
+        })
+        .collect();
+    print_rows(&header, &rows, format);
+    ExitCode::SUCCESS
+}
+
 pub fn print_state(spec: &StreamSpec, filter: Option<FileState>, format: OutputFormat) -> ExitCode {
     let ledger = match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir) {
         Ok(l) => l,

@@ -1,0 +1,300 @@
+//! Schema evolution modes end to end into Delta, checked by the independent reader: files 1-2
+//! are ingested first, then files 3-5 arrive in one batch, where file 3 brings a new column
+//! and file 4 a value that does not fit its column. Each mode's schema versions, table schema,
+//! rows, rescued values and stream status are asserted.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn write(dir: &Path, name: &str, body: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), body).unwrap();
+}
+
+/// Files 1-2: the columns every file has.
+fn first_files(src: &Path) {
+    write(
+        src,
+        "f1.json",
+        "{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n",
+    );
+    write(src, "f2.json", "{\"id\":3,\"name\":\"c\"}\n");
+}
+
+/// Files 3-5: file 3 adds `extra` (and a key differing from `name` only in case), file 4
+/// has an id that is no BIGINT.
+fn later_files(src: &Path) {
+    write(
+        src,
+        "f3.json",
+        "{\"id\":4,\"name\":\"d\",\"extra\":10,\"NAME\":\"shout\"}\n",
+    );
+    write(
+        src,
+        "f4.json",
+        "{\"id\":\"five\",\"name\":\"e\",\"extra\":11}\n",
+    );
+    write(src, "f5.json", "{\"id\":6,\"name\":\"f\"}\n");
+}
+
+fn rows(v: &Value) -> Vec<Value> {
+    let mut rows = v["data"].as_array().unwrap().clone();
+    rows.sort_by_key(|r| r["name"].as_str().unwrap_or("").to_string());
+    rows
+}
+
+fn rescued(row: &Value) -> Option<Value> {
+    row["_rescued_data"]
+        .as_str()
+        .map(|s| serde_json::from_str(s).unwrap())
+}
+
+fn schema_history(cfg: &Path, stream: &str) -> Vec<Value> {
+    let o = landfall(&[
+        "schema",
+        stream,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Every commit of the table, as the actions of each log entry.
+fn commits(table: &Path) -> Vec<Vec<Value>> {
+    (0..=delta_version(table))
+        .map(|v| {
+            std::fs::read_to_string(table.join(format!("_delta_log/{v:020}.json")))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+fn streams(root: &Path, body: &str) -> std::path::PathBuf {
+    config_in(root, body)
+}
+
+#[test]
+fn add_new_columns_grows_the_table_in_the_batch_commit_and_reads_the_batch_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    first_files(&src);
+    let cfg = streams(
+        root,
+        r#"
+[streams.evo]
+source = "{root}/src"
+format = "json"
+infer_column_types = true
+sink.path = "{root}/evo_table"
+"#,
+    );
+    drain_stream(&cfg, "evo");
+    later_files(&src);
+    drain_stream(&cfg, "evo");
+
+    let history = schema_history(&cfg, "evo");
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(history[0]["version"], 0);
+    assert_eq!(
+        history[0]["schema"],
+        "id BIGINT, name STRING, _rescued_data STRING"
+    );
+    assert_eq!(history[1]["version"], 1);
+    assert_eq!(history[1]["reason"], "new columns: extra");
+    assert!(
+        history[1]["file"].as_str().unwrap().ends_with("f3.json"),
+        "{history:?}"
+    );
+    assert_eq!(
+        history[1]["schema"],
+        "id BIGINT, name STRING, _rescued_data STRING, extra BIGINT"
+    );
+
+    let v = verify("delta", &root.join("evo_table"), Some("evo"));
+    assert_eq!(v["schema"]["extra"], "long", "{}", v["schema"]);
+    let r = rows(&v);
+    assert_eq!(
+        r.len(),
+        6,
+        "no row lost or doubled by reading the batch again"
+    );
+    let by_name = |n: &str| r.iter().find(|x| x["name"] == n).unwrap().clone();
+    assert!(by_name("a")["extra"].is_null());
+    assert_eq!(by_name("d")["extra"], "10");
+    assert_eq!(by_name("e")["extra"], "11");
+    assert!(by_name("f")["extra"].is_null());
+    // NAME differs from name only in case: rescued, not a new column.
+    let d = rescued(&by_name("d")).unwrap();
+    assert_eq!(d["NAME"], "shout");
+    assert!(d["_file_path"].as_str().unwrap().ends_with("f3.json"));
+    // "five" is no BIGINT: rescued, the column null.
+    let e = by_name("e");
+    assert!(e["id"].is_null());
+    assert_eq!(rescued(&e).unwrap()["id"], "five");
+    assert!(rescued(&by_name("a")).is_none());
+
+    // The batch of files 3-5 is one commit carrying the new schema with its adds and txn.
+    let log = commits(&root.join("evo_table"));
+    let grown: Vec<&Vec<Value>> = log[1..]
+        .iter()
+        .filter(|c| c.iter().any(|a| a.get("metaData").is_some()))
+        .collect();
+    assert_eq!(grown.len(), 1, "one commit changes the schema");
+    let c = grown[0];
+    assert!(c.iter().any(|a| a.get("add").is_some()));
+    assert!(c.iter().any(|a| a.get("txn").is_some()));
+    let meta = c.iter().find_map(|a| a.get("metaData")).unwrap();
+    let schema: Value = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "name", "_rescued_data", "extra"]);
+    // The first table id and creation time are kept.
+    let first = log[0].iter().find_map(|a| a.get("metaData")).unwrap();
+    assert_eq!(meta["id"], first["id"]);
+
+    // A restart reuses version 1 and re-infers nothing.
+    drain_stream(&cfg, "evo");
+    assert_eq!(schema_history(&cfg, "evo").len(), 2);
+    let o = landfall(&["streams", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn rescue_keeps_the_schema_and_fail_on_new_columns_stops_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    first_files(&src);
+    let cfg = streams(
+        root,
+        r#"
+[streams.resc]
+source = "{root}/src"
+format = "json"
+infer_column_types = true
+schema_evolution_mode = "rescue"
+sink.path = "{root}/resc_table"
+
+[streams.strict]
+source = "{root}/src"
+format = "json"
+infer_column_types = true
+schema_evolution_mode = "fail_on_new_columns"
+sink.path = "{root}/strict_table"
+
+[streams.fixed]
+source = "{root}/src"
+format = "json"
+schema = "id BIGINT, name STRING"
+sink.path = "{root}/fixed_table"
+"#,
+    );
+    for s in ["resc", "strict", "fixed"] {
+        drain_stream(&cfg, s);
+    }
+    later_files(&src);
+    drain_stream(&cfg, "resc");
+    drain_stream(&cfg, "fixed");
+
+    // rescue: one schema version; the new column's values are in the rescued column.
+    assert_eq!(schema_history(&cfg, "resc").len(), 1);
+    let v = verify("delta", &root.join("resc_table"), Some("resc"));
+    assert!(v["schema"].get("extra").is_none(), "{}", v["schema"]);
+    let r = rows(&v);
+    assert_eq!(r.len(), 6);
+    let d = rescued(r.iter().find(|x| x["name"] == "d").unwrap()).unwrap();
+    assert_eq!(d["extra"], 10);
+    assert_eq!(d["NAME"], "shout");
+    let e = rescued(r.iter().find(|x| x["name"] == "e").unwrap()).unwrap();
+    assert_eq!(e["extra"], 11);
+    assert_eq!(e["id"], "five");
+
+    // none with an explicit schema: no rescued column, the new column ignored, the misfit
+    // value null and its row counted malformed.
+    let v = verify("delta", &root.join("fixed_table"), Some("fixed"));
+    assert!(v["schema"].get("_rescued_data").is_none());
+    assert!(v["schema"].get("extra").is_none());
+    assert_eq!(rows(&v).len(), 6);
+
+    // fail_on_new_columns: the run fails naming the column and the file; nothing of the
+    // batch lands; the schema is unchanged.
+    let before = delta_version(&root.join("strict_table"));
+    let o = landfall(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--available-now",
+        "--stream",
+        "strict",
+    ]);
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("has columns the schema lacks: extra") && out.contains("f3.json"),
+        "{out}"
+    );
+    assert_eq!(delta_version(&root.join("strict_table")), before);
+    assert_eq!(schema_history(&cfg, "strict").len(), 1);
+    let o = landfall(&["streams", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        text(&o).contains("fail_on_new_columns"),
+        "the status says why: {}",
+        text(&o)
+    );
+}
+
+#[test]
+fn schema_hints_fix_named_columns_and_rescue_what_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    write(
+        &src,
+        "a.json",
+        concat!(
+            "{\"id\":\"1\",\"user\":{\"age\":\"30\",\"nick\":\"x\"},\"score\":1.5}\n",
+            "{\"id\":\"2\",\"user\":{\"age\":\"old\"},\"score\":2}\n",
+        ),
+    );
+    let cfg = streams(
+        root,
+        r#"
+[streams.hinted]
+source = "{root}/src"
+format = "json"
+schema_hints = "id INT, user.age INT, added DATE"
+sink.path = "{root}/hinted_table"
+"#,
+    );
+    drain_stream(&cfg, "hinted");
+    let history = schema_history(&cfg, "hinted");
+    assert_eq!(
+        history[0]["schema"],
+        "id INT, score STRING, user STRUCT<age: INT, nick: STRING>, added DATE, _rescued_data STRING"
+    );
+    let v = verify("delta", &root.join("hinted_table"), Some("hinted"));
+    let mut r = v["data"].as_array().unwrap().clone();
+    r.sort_by_key(|x| x["id"].as_str().unwrap().to_string());
+    assert_eq!(r[0]["id"], "1");
+    assert!(r[0]["_rescued_data"].is_null(), "{}", r[0]);
+    // "old" does not fit the INT hint: rescued under its path, never a silent null.
+    let rescued = rescued(&r[1]).unwrap();
+    assert_eq!(rescued["user.age"], "old");
+}
