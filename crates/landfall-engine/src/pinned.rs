@@ -342,9 +342,15 @@ mod tests {
 
         // Unchanged: every row, in three row groups.
         let (reader, failure) = PinnedReader::new(store.clone(), &meta).unwrap();
-        let mut batches = landfall_formats::parquet_batches("a", reader, schema.clone(), 1000)
-            .await
-            .unwrap();
+        let (mut batches, _) = landfall_formats::parquet_batches(
+            "a",
+            reader,
+            schema.clone(),
+            1000,
+            Default::default(),
+        )
+        .await
+        .unwrap();
         let mut rows = 0;
         while let Some(b) = batches.next().await {
             rows += b.unwrap().num_rows();
@@ -355,9 +361,10 @@ mod tests {
         // Rewritten after the first row group was read: the next read is refused as changed,
         // so no row of the new version joins rows of the old one.
         let (reader, failure) = PinnedReader::new(store.clone(), &meta).unwrap();
-        let mut batches = landfall_formats::parquet_batches("a", reader, schema, 1000)
-            .await
-            .unwrap();
+        let (mut batches, _) =
+            landfall_formats::parquet_batches("a", reader, schema, 1000, Default::default())
+                .await
+                .unwrap();
         assert_eq!(batches.next().await.unwrap().unwrap().num_rows(), 1000);
         listed(&store, "in/a.parquet", body).await;
         assert!(batches.next().await.unwrap().is_err());
@@ -376,7 +383,7 @@ mod tests {
         store.delete(&Path::from("in/b.parquet")).await.unwrap();
         let (reader, failure) = PinnedReader::new(store, &meta).unwrap();
         assert!(
-            landfall_formats::parquet_batches("b", reader, schema, 1000)
+            landfall_formats::parquet_batches("b", reader, schema, 1000, Default::default())
                 .await
                 .is_err()
         );

@@ -490,6 +490,11 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
                 | EvolutionMode::FailOnNewColumns
         ),
         infer_types: spec.infer_column_types || spec.format == Format::Parquet,
+        path_columns: schema
+            .path_columns
+            .iter()
+            .map(|f| f.name().clone())
+            .collect(),
     }
 }
 

@@ -248,7 +248,8 @@ impl Conformer {
         let mut extra_names = Vec::new();
         let mut extra_cols = Vec::new();
         for (j, f) in src.fields().iter().enumerate() {
-            if used[j] || Some(f.name()) == rescue.as_ref() {
+            // A file's own rescued-data column is an unknown column like any other.
+            if used[j] || self.policy.is_path_column(f.name()) {
                 continue;
             }
             let case_only = self

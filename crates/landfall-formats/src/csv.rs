@@ -152,7 +152,7 @@ impl CsvDecoder {
         let mut extras = Vec::new();
         if self.policy.watches_unknown() {
             for (j, n) in names.iter().enumerate() {
-                if sources.contains(&Some(j)) {
+                if sources.contains(&Some(j)) || self.policy.is_path_column(n) {
                     continue;
                 }
                 let case_only = self

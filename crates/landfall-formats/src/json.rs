@@ -24,12 +24,14 @@
 use crate::conform::conform;
 use crate::error::{FormatError, MalformedRecord, Tally};
 use crate::json_permissive::{Bounds, End, Fixer, Position, build, salvage};
-use crate::rescue::SchemaPolicy;
+use crate::rescue::{INTERNAL_RESCUED, SchemaPolicy};
 use arrow::array::RecordBatch;
 use arrow_json::reader::Decoder as JsonInner;
 use arrow_schema::SchemaRef;
+use arrow_schema::{DataType, Field, Schema};
 use bytes::{Bytes, BytesMut};
 use landfall_core::seams::SeamResult;
+use std::sync::Arc;
 
 pub struct JsonDecoder {
     path: String,
@@ -47,6 +49,11 @@ pub struct JsonDecoder {
     fixer: Option<Fixer>,
     tally: Tally,
     policy: SchemaPolicy,
+    /// The rescued column's own name (the policy holds the internal one).
+    rescued_name: Option<String>,
+    /// What arrow-json decodes: `schema` with the rescued column under an internal name, plus
+    /// the path columns (known keys, dropped from the output).
+    decode_schema: SchemaRef,
 }
 
 impl JsonDecoder {
@@ -58,7 +65,7 @@ impl JsonDecoder {
             })?;
         Ok(JsonDecoder {
             path: path.to_string(),
-            schema,
+            schema: schema.clone(),
             batch_size,
             inner,
             pending: Vec::new(),
@@ -68,15 +75,68 @@ impl JsonDecoder {
             fixer: None,
             tally: Tally::default(),
             policy: SchemaPolicy::default(),
+            rescued_name: None,
+            decode_schema: schema,
         })
     }
 
     /// Rescue values and report new columns as `policy` asks ([`crate::rescue`]). Records
     /// with keys the schema lacks then take the slow path.
     pub fn with_policy(mut self, policy: SchemaPolicy) -> Result<Self, FormatError> {
-        self.policy = policy;
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| {
+                if Some(f.name()) == policy.rescued_column.as_ref() {
+                    f.as_ref().clone().with_name(INTERNAL_RESCUED)
+                } else {
+                    f.as_ref().clone()
+                }
+            })
+            .collect();
+        for p in &policy.path_columns {
+            if !fields.iter().any(|f| f.name().eq_ignore_ascii_case(p)) {
+                fields.push(Field::new(p, DataType::Utf8, true));
+            }
+        }
+        self.decode_schema = Arc::new(Schema::new(fields));
+        if let Some(r) = &policy.rescued_column {
+            self.rescued_name = Some(r.clone());
+            self.policy = SchemaPolicy {
+                rescued_column: Some(INTERNAL_RESCUED.to_string()),
+                ..policy
+            };
+        } else {
+            self.policy = policy;
+        }
         self.fresh_inner()?;
         Ok(self)
+    }
+
+    /// A batch of `decode_schema` as the stream's `schema`: the rescued column under its own
+    /// name, path columns dropped.
+    fn output(&self, b: RecordBatch) -> Result<RecordBatch, FormatError> {
+        let b = match &self.rescued_name {
+            Some(name) => {
+                let fields: Vec<Field> = b
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        if f.name() == INTERNAL_RESCUED {
+                            f.as_ref().clone().with_name(name)
+                        } else {
+                            f.as_ref().clone()
+                        }
+                    })
+                    .collect();
+                RecordBatch::try_new(Arc::new(Schema::new(fields)), b.columns().to_vec())
+                    .map_err(|e| self.malformed(e))?
+            }
+            None => b,
+        };
+        conform(&self.path, b, &self.schema)
     }
 
     /// The first record that did not fit: where it starts and why.
@@ -96,7 +156,7 @@ impl JsonDecoder {
 
     fn fresh_inner(&mut self) -> Result<(), FormatError> {
         self.inner = build(
-            self.schema.clone(),
+            self.decode_schema.clone(),
             self.batch_size,
             self.policy.watches_unknown(),
         )
@@ -132,7 +192,7 @@ impl JsonDecoder {
             Ok(batch) => {
                 self.settle();
                 if let Some(b) = batch {
-                    out.push(conform(&self.path, b, &self.schema)?);
+                    out.push(self.output(b)?);
                 }
                 Ok(true)
             }
@@ -151,7 +211,7 @@ impl JsonDecoder {
     ) -> Result<Bytes, FormatError> {
         debug_assert!(self.pending.is_empty() && self.carry.is_empty());
         let fixer = self.fixer.get_or_insert_with(|| {
-            Fixer::new(self.schema.clone(), self.policy.clone(), &self.path)
+            Fixer::new(self.decode_schema.clone(), self.policy.clone(), &self.path)
         });
         let s = salvage(fixer, &self.path, &buf, self.at, bounds);
         self.tally.absorb(s.tally);
@@ -180,7 +240,7 @@ impl JsonDecoder {
             let used = self.inner.decode(text).map_err(|e| self.malformed(e))?;
             text = &text[used..];
             if let Some(b) = self.inner.flush().map_err(|e| self.malformed(e))? {
-                out.push(conform(&self.path, b, &self.schema)?);
+                out.push(self.output(b)?);
             }
             if text.is_empty() {
                 return Ok(());

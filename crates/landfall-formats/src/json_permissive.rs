@@ -343,19 +343,19 @@ impl Fixer {
                     continue;
                 }
                 let here = at.child(k);
-                let value: serde_json::Value =
-                    serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null);
                 let case_only = fields.iter().any(|f| f.name().eq_ignore_ascii_case(k));
                 if self.policy.detect_new_columns
                     && !case_only
                     && let Some(segs) = &here.segs
                 {
+                    let value: serde_json::Value =
+                        serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null);
                     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
                     self.new_columns
                         .note(&segs, json_value_type(&value, self.policy.infer_types));
                 }
                 if self.policy.rescued_column.is_some() {
-                    rescued.put(here.path, value);
+                    rescued.put_raw(here.path, v.get());
                 }
             }
         }
@@ -411,10 +411,7 @@ impl Fixer {
         };
         if fixed.is_none() && self.policy.rescued_column.is_some() && field.is_nullable() {
             // Kept whole in the rescued column; the column is null in this row.
-            rescued.put(
-                path.to_string(),
-                serde_json::from_str(text).unwrap_or(serde_json::Value::Null),
-            );
+            rescued.put_raw(path.to_string(), text);
             return Some("null".into());
         }
         if fixed.is_none() && misfit.is_none() {

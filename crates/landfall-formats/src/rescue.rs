@@ -38,35 +38,71 @@ pub struct SchemaPolicy {
     pub detect_new_columns: bool,
     /// Type new columns as `infer_column_types` would (else strings, nested structure kept).
     pub infer_types: bool,
+    /// Columns filled from elsewhere (Hive partition values, `_metadata`): a file's column of
+    /// that name is dropped, neither rescued nor new (the path's value wins, as in Spark).
+    pub path_columns: Vec<String>,
 }
 
+/// The rescued column's name inside the JSON decoder: no JSON key can collide with it, so a
+/// record's own `_rescued_data` key is an unknown key like any other (rescued, not trusted).
+pub(crate) const INTERNAL_RESCUED: &str = "\u{1}landfall_rescued";
+
 impl SchemaPolicy {
+    /// Whether `name` is a column filled from the path.
+    pub fn is_path_column(&self, name: &str) -> bool {
+        self.path_columns
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(name))
+    }
+
     /// Whether unknown columns must be looked for at all (else decoders may ignore them).
     pub fn watches_unknown(&self) -> bool {
         self.rescued_column.is_some() || self.detect_new_columns
     }
 }
 
-/// The rescued values of one row, by column path.
+/// The rescued values of one row, by column path, as JSON text: a JSON input's values are kept
+/// as written (a 30-digit number keeps its digits).
 #[derive(Debug, Default)]
 pub(crate) struct RescuedRow {
-    values: BTreeMap<String, Value>,
+    values: BTreeMap<String, String>,
 }
 
 impl RescuedRow {
     pub fn put(&mut self, path: String, value: Value) {
-        self.values.insert(path, value);
+        self.values.insert(path, value.to_string());
+    }
+
+    /// Keep `json`, a JSON value's text as read.
+    pub fn put_raw(&mut self, path: String, json: &str) {
+        self.values
+            .insert(path, crate::json_permissive::minify(json.trim()));
     }
 
     /// The rescued column's text: the values and the file's path, or `None` when nothing was
-    /// rescued.
-    pub fn finish(self, file: &str) -> Option<String> {
+    /// rescued. A data value keyed `_file_path` keeps its key; the file's path is then under
+    /// `_file_path_`, with as many underscores as it takes.
+    pub fn finish(mut self, file: &str) -> Option<String> {
         if self.values.is_empty() {
             return None;
         }
-        let mut m: Map<String, Value> = self.values.into_iter().collect();
-        m.insert(RESCUED_FILE_KEY.into(), Value::String(file.to_string()));
-        Some(Value::Object(m).to_string())
+        let mut key = RESCUED_FILE_KEY.to_string();
+        while self.values.contains_key(&key) {
+            key.push('_');
+        }
+        self.values
+            .insert(key, Value::String(file.to_string()).to_string());
+        let mut out = String::from("{");
+        for (i, (k, v)) in self.values.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&Value::String(k.clone()).to_string());
+            out.push(':');
+            out.push_str(v);
+        }
+        out.push('}');
+        Some(out)
     }
 }
 

@@ -23,6 +23,7 @@ fn policy(rescue: bool, detect: bool) -> SchemaPolicy {
         rescued_column: rescue.then(|| "_rescued_data".to_string()),
         detect_new_columns: detect,
         infer_types: true,
+        path_columns: vec!["day".into()],
     }
 }
 
@@ -106,6 +107,44 @@ fn json_rescues_unknown_case_only_and_misfit_values_at_any_cut() {
         let new = crate::NewColumns::from_fields(&d.new_columns());
         assert_eq!(new.paths(), ["extra", "nested.a"], "cut {cut}");
     }
+}
+
+#[test]
+fn json_keys_named_like_the_rescued_column_or_a_path_column_are_not_trusted_or_rescued() {
+    let input = concat!(
+        "{\"id\":1,\"_rescued_data\":\"forged\",\"day\":\"2024-01-01\"}\n",
+        "{\"id\":2,\"day\":\"x\",\"_file_path\":\"mine\"}\n",
+        "{\"id\":12345678901234567890123}\n",
+    );
+    let (b, d) = run(
+        FileFormat::Json,
+        "t.json",
+        target(),
+        policy(true, true),
+        input.as_bytes(),
+        11,
+    );
+    assert_eq!(b.num_rows(), 3);
+    let r0 = rescued(&b, 0).unwrap();
+    assert_eq!(
+        r0["_rescued_data"], "forged",
+        "an incoming key is data, rescued"
+    );
+    assert!(r0.get("day").is_none(), "a path column's key is the path's");
+    let r1 = rescued(&b, 1).unwrap();
+    assert_eq!(r1["_file_path"], "mine", "a data key keeps its name");
+    assert_eq!(r1["_file_path_"], "t.json", "the file moves aside");
+    assert!(r1.get("day").is_none());
+    let col = b
+        .column_by_name("_rescued_data")
+        .unwrap()
+        .as_string::<i32>();
+    assert!(
+        col.value(2).contains("12345678901234567890123"),
+        "digits kept as written: {}",
+        col.value(2)
+    );
+    assert!(!d.new_columns().iter().any(|f| f.name() == "day"));
 }
 
 #[test]

@@ -98,7 +98,7 @@ sink.path = "{{root}}/remote_table"
     assert_eq!(m("landfall_files_outstanding{stream=\"ev\"}"), 0.0);
     assert_eq!(m("landfall_stream_up{stream=\"ev\"}"), 1.0);
     assert_eq!(m("landfall_table_version{stream=\"ev\"}"), 1.0);
-    assert_eq!(m("landfall_schema_version{stream=\"ev\"}"), 1.0);
+    assert_eq!(m("landfall_schema_version{stream=\"ev\"}"), 0.0);
     assert_eq!(
         m("landfall_commit_latency_seconds_count{stream=\"ev\"}"),
         5.0
