@@ -7,7 +7,9 @@
 //! rows lost one (to count them malformed).
 
 use crate::error::FormatError;
-use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, rescued_array, rows_as_json};
+use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, rescued_array, values_as_json};
+use arrow::array::{AsArray, StructArray};
+use arrow_schema::{DataType, Fields};
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::util::display::FormatOptions;
@@ -76,7 +78,10 @@ pub(crate) fn cast_permissive(
     Ok((cast, lost))
 }
 
-/// Reorder, cast and fill `batch` so it has exactly `target`'s columns.
+/// Reorder, cast and fill `batch` so it has exactly `target`'s columns: by name at every
+/// struct level (exact, then ignoring ASCII case); columns and struct fields the target lacks
+/// are dropped, those the batch lacks are null (an error for a NOT NULL one); a value that does
+/// not cast is an error naming the column.
 pub fn conform(
     path: &str,
     batch: RecordBatch,
@@ -85,32 +90,7 @@ pub fn conform(
     if batch.schema().as_ref() == target.as_ref() {
         return Ok(batch);
     }
-    let src = batch.schema();
-    let mut cols = Vec::with_capacity(target.fields().len());
-    for field in target.fields() {
-        let col = match src.index_of(field.name()).ok().or_else(|| {
-            src.fields()
-                .iter()
-                .position(|f| f.name().eq_ignore_ascii_case(field.name()))
-        }) {
-            Some(i) => cast_column(path, field.name(), batch.column(i), field)?,
-            None => {
-                if !field.is_nullable() {
-                    return Err(FormatError::Column {
-                        path: path.to_string(),
-                        column: field.name().clone(),
-                        reason: "is NOT NULL in the schema but missing from the file".into(),
-                    });
-                }
-                new_null_array(field.data_type(), batch.num_rows())
-            }
-        };
-        cols.push(col);
-    }
-    RecordBatch::try_new(target.clone(), cols).map_err(|e| FormatError::Unreadable {
-        path: path.to_string(),
-        reason: e.to_string(),
-    })
+    Conformer::new(path, target.clone(), SchemaPolicy::default()).conform(batch)
 }
 
 /// The value of a column that is the same for every row of a file.
@@ -182,97 +162,44 @@ impl Conformer {
     }
 
     pub fn conform(&mut self, batch: RecordBatch) -> Result<RecordBatch, FormatError> {
-        if !self.policy.watches_unknown() {
-            return conform(&self.path, batch, &self.target);
+        if batch.schema().as_ref() == self.target.as_ref() {
+            return Ok(batch);
         }
-        let rescue = self.policy.rescued_column.clone();
-        let src = batch.schema();
         let n = batch.num_rows();
-        let mut used = vec![false; src.fields().len()];
-        let mut rescued: Vec<RescuedRow> = match rescue {
-            Some(_) => (0..n).map(|_| RescuedRow::default()).collect(),
-            None => Vec::new(),
+        let rescue = self.policy.rescued_column.clone();
+        let mut fit = Fit {
+            file: &self.path,
+            policy: &self.policy,
+            rescued: rescue
+                .as_ref()
+                .map(|_| (0..n).map(|_| RescuedRow::default()).collect()),
+            new_columns: &mut self.new_columns,
         };
+        let src = batch.schema();
+        let wanted: Fields = self
+            .target
+            .fields()
+            .iter()
+            .filter(|f| Some(f.name()) != rescue.as_ref())
+            .cloned()
+            .collect();
+        let fitted = fit.fit_fields(&[], src.fields(), batch.columns(), &wanted, true)?;
+        let rescued = fit.rescued.take();
+        let mut fitted = fitted.into_iter();
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.target.fields().len());
-        let mut rescue_at = None;
-        for (i, field) in self.target.fields().iter().enumerate() {
+        for field in self.target.fields() {
             if Some(field.name()) == rescue.as_ref() {
-                rescue_at = Some(i);
                 cols.push(new_null_array(field.data_type(), n));
-                continue;
+            } else {
+                cols.push(fitted.next().expect("one fitted column per wanted field"));
             }
-            let found = src.index_of(field.name()).ok().or_else(|| {
-                // With a rescued column a name that differs only in case is not this one's.
-                rescue.is_none().then(|| {
-                    src.fields()
-                        .iter()
-                        .position(|f| f.name().eq_ignore_ascii_case(field.name()))
-                })?
-            });
-            let Some(j) = found else {
-                if !field.is_nullable() {
-                    return Err(FormatError::Column {
-                        path: self.path.clone(),
-                        column: field.name().clone(),
-                        reason: "is NOT NULL in the schema but missing from the file".into(),
-                    });
-                }
-                cols.push(new_null_array(field.data_type(), n));
-                continue;
-            };
-            used[j] = true;
-            let col = batch.column(j);
-            if rescue.is_none() {
-                cols.push(cast_column(&self.path, field.name(), col, field)?);
-                continue;
-            }
-            let (cast, lost) = match cast_permissive(&self.path, field.name(), col, field) {
-                Ok(c) => c,
-                // No cast at all (a struct into an INT column): every value is rescued.
-                Err(_) => (
-                    new_null_array(field.data_type(), n),
-                    (0..n).filter(|&r| col.is_valid(r)).collect(),
-                ),
-            };
-            if !lost.is_empty() {
-                let values = rows_as_json(&[field.name().clone()], std::slice::from_ref(col))
-                    .map_err(|e| self.unreadable(e))?;
-                for r in lost {
-                    if let Some(v) = values[r].get(field.name()) {
-                        rescued[r].put(field.name().clone(), v.clone());
-                    }
-                }
-            }
-            cols.push(cast);
         }
-        let mut extra_names = Vec::new();
-        let mut extra_cols = Vec::new();
-        for (j, f) in src.fields().iter().enumerate() {
-            // A file's own rescued-data column is an unknown column like any other.
-            if used[j] || self.policy.is_path_column(f.name()) {
-                continue;
-            }
-            let case_only = self
-                .target
-                .fields()
-                .iter()
-                .any(|t| t.name().eq_ignore_ascii_case(f.name()));
-            if self.policy.detect_new_columns && !case_only {
-                self.new_columns
-                    .note(&[f.name().as_str()], f.data_type().clone());
-            }
-            extra_names.push(f.name().clone());
-            extra_cols.push(batch.column(j).clone());
-        }
-        if let Some(at) = rescue_at {
-            let extras = rows_as_json(&extra_names, &extra_cols).map_err(|e| self.unreadable(e))?;
-            for (row, values) in rescued.iter_mut().zip(extras) {
-                for (k, v) in values {
-                    row.put(k, v);
-                }
-            }
+        if let (Some(rows), Some(at)) = (
+            rescued,
+            rescue.as_ref().and_then(|r| self.target.index_of(r).ok()),
+        ) {
             let texts: Vec<Option<String>> =
-                rescued.into_iter().map(|r| r.finish(&self.path)).collect();
+                rows.into_iter().map(|r| r.finish(&self.path)).collect();
             self.rescued_rows += texts.iter().filter(|t| t.is_some()).count() as u64;
             cols[at] = rescued_array(texts);
         }
@@ -284,5 +211,146 @@ impl Conformer {
             path: self.path.clone(),
             reason: e.to_string(),
         }
+    }
+}
+
+/// One batch being fitted to a schema under a policy.
+struct Fit<'a> {
+    file: &'a str,
+    policy: &'a SchemaPolicy,
+    /// Per row, when the policy has a rescued column.
+    rescued: Option<Vec<RescuedRow>>,
+    new_columns: &'a mut NewColumns,
+}
+
+impl Fit<'_> {
+    /// `src` columns (rows aligned with the batch) fitted to `fields` by name. `top`: the
+    /// batch's own columns (path columns are dropped there).
+    fn fit_fields(
+        &mut self,
+        parents: &[String],
+        src: &Fields,
+        cols: &[ArrayRef],
+        fields: &Fields,
+        top: bool,
+    ) -> Result<Vec<ArrayRef>, FormatError> {
+        let rescuing = self.rescued.is_some();
+        let n = cols.first().map_or(0, |c| c.len());
+        let mut used = vec![false; src.len()];
+        let mut out = Vec::with_capacity(fields.len());
+        for field in fields {
+            let found = src
+                .iter()
+                .position(|f| f.name() == field.name())
+                .or_else(|| {
+                    // With a rescued column a name that differs only in case is not this one's.
+                    (!rescuing)
+                        .then(|| {
+                            src.iter()
+                                .position(|f| f.name().eq_ignore_ascii_case(field.name()))
+                        })
+                        .flatten()
+                })
+                .filter(|&j| !used[j]);
+            let mut segs = parents.to_vec();
+            segs.push(field.name().clone());
+            let Some(j) = found else {
+                if !field.is_nullable() {
+                    return Err(FormatError::Column {
+                        path: self.file.to_string(),
+                        column: segs.join("."),
+                        reason: "is NOT NULL in the schema but missing from the file".into(),
+                    });
+                }
+                out.push(new_null_array(field.data_type(), n));
+                continue;
+            };
+            used[j] = true;
+            out.push(self.fit_column(&segs, &cols[j], field)?);
+        }
+        for (j, f) in src.iter().enumerate() {
+            if used[j] || (top && self.policy.is_path_column(f.name())) {
+                continue;
+            }
+            let mut segs = parents.to_vec();
+            segs.push(f.name().clone());
+            let case_only = fields.iter().any(|t| t.name().eq_ignore_ascii_case(f.name()));
+            if self.policy.detect_new_columns && !case_only {
+                let path: Vec<&str> = segs.iter().map(String::as_str).collect();
+                self.new_columns.note(&path, f.data_type().clone());
+            }
+            self.rescue_values(&segs, &cols[j], None)?;
+        }
+        Ok(out)
+    }
+
+    /// `col` fitted to `field`: structs member by member, other types cast. A value that does
+    /// not cast is rescued (null in its column) with a rescued column, an error without.
+    fn fit_column(
+        &mut self,
+        segs: &[String],
+        col: &ArrayRef,
+        field: &Field,
+    ) -> Result<ArrayRef, FormatError> {
+        if col.data_type() == field.data_type() {
+            return Ok(col.clone());
+        }
+        let name = segs.join(".");
+        if let (DataType::Struct(_), DataType::Struct(children)) =
+            (col.data_type(), field.data_type())
+        {
+            let s = col.as_struct();
+            let fitted = self.fit_fields(segs, s.fields(), s.columns(), children, false)?;
+            return StructArray::try_new(children.clone(), fitted, s.nulls().cloned())
+                .map(|a| Arc::new(a) as ArrayRef)
+                .map_err(|e| FormatError::Column {
+                    path: self.file.to_string(),
+                    column: name,
+                    reason: e.to_string(),
+                });
+        }
+        if self.rescued.is_none() {
+            return cast_column(self.file, &name, col, field);
+        }
+        let (cast, lost) = match cast_permissive(self.file, &name, col, field) {
+            Ok(c) => c,
+            // No cast at all (a struct into an INT column): every value is rescued.
+            Err(_) => (
+                new_null_array(field.data_type(), col.len()),
+                (0..col.len()).filter(|&r| col.is_valid(r)).collect(),
+            ),
+        };
+        if !lost.is_empty() {
+            self.rescue_values(segs, col, Some(&lost))?;
+        }
+        Ok(cast)
+    }
+
+    /// Put the non-null values of `col` (all rows, or `rows`) in the rescued column under the
+    /// path `segs`.
+    fn rescue_values(
+        &mut self,
+        segs: &[String],
+        col: &ArrayRef,
+        rows: Option<&[usize]>,
+    ) -> Result<(), FormatError> {
+        let Some(rescued) = self.rescued.as_mut() else {
+            return Ok(());
+        };
+        let texts = values_as_json(col).map_err(|e| FormatError::Unreadable {
+            path: self.file.to_string(),
+            reason: format!("column `{}`: {e}", segs.join(".")),
+        })?;
+        let path = segs.join(".");
+        let mut put = |r: usize| {
+            if let Some(t) = &texts[r] {
+                rescued[r].put_raw(path.clone(), t);
+            }
+        };
+        match rows {
+            Some(rows) => rows.iter().copied().for_each(&mut put),
+            None => (0..col.len()).for_each(&mut put),
+        }
+        Ok(())
     }
 }

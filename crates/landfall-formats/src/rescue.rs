@@ -21,7 +21,7 @@
 //! Case-only matches are never new columns (Delta column names are case-insensitive).
 
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Fields, Schema};
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -293,30 +293,34 @@ fn no_null_leaves(ty: &DataType) -> DataType {
     }
 }
 
-/// Each row of `columns` (named by `names`) as a JSON value per column, through arrow-json's
-/// writer: what Parquet and CSV values look like in the rescued column.
-pub(crate) fn rows_as_json(
-    names: &[String],
-    columns: &[ArrayRef],
-) -> Result<Vec<Map<String, Value>>, arrow_schema::ArrowError> {
-    let n = columns.first().map_or(0, |c| c.len());
-    if columns.is_empty() || n == 0 {
-        return Ok(vec![Map::new(); n]);
+/// Each value of `col` as JSON text through arrow-json's writer (`None`: null): what
+/// Parquet values look like in the rescued column. Decimals and big integers keep their
+/// digits.
+pub(crate) fn values_as_json(col: &ArrayRef) -> Result<Vec<Option<String>>, ArrowError> {
+    let n = col.len();
+    if n == 0 {
+        return Ok(Vec::new());
     }
-    let fields: Vec<Field> = names
-        .iter()
-        .zip(columns)
-        .map(|(name, c)| Field::new(name, c.data_type().clone(), true))
-        .collect();
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns.to_vec())?;
-    let mut w = arrow_json::ArrayWriter::new(Vec::new());
+    let schema = Schema::new(vec![Field::new("v", col.data_type().clone(), true)]);
+    let batch = RecordBatch::try_new(Arc::new(schema), vec![col.clone()])?;
+    let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
     w.write(&batch)?;
     w.finish()?;
     let text = w.into_inner();
-    let rows: Vec<Map<String, Value>> = serde_json::from_slice(&text)
-        .map_err(|e| arrow_schema::ArrowError::JsonError(e.to_string()))?;
-    // arrow-json leaves out null values: rows are objects of the non-null ones.
-    Ok(rows)
+    let mut out = Vec::with_capacity(n);
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        // arrow-json leaves out null values: a row is `{}` then.
+        let row: BTreeMap<String, Box<serde_json::value::RawValue>> =
+            serde_json::from_slice(line).map_err(|e| ArrowError::JsonError(e.to_string()))?;
+        out.push(row.get("v").map(|v| v.get().to_string()));
+    }
+    if out.len() != n {
+        return Err(ArrowError::JsonError(format!(
+            "{} JSON rows for {n} values",
+            out.len()
+        )));
+    }
+    Ok(out)
 }
 
 /// A string column of `rows` rescued texts (`None`: null).

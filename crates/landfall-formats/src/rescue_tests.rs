@@ -4,7 +4,7 @@
 use crate::{DecodeOptions, FileFormat, SchemaPolicy, decoder};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::concat_batches;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use bytes::Bytes;
 use landfall_core::{Decoder, FileMeta};
 use serde_json::Value;
@@ -298,4 +298,59 @@ fn random_input_under_the_rescue_policy_never_panics() {
         let _ = d.push(Bytes::copy_from_slice(&input[cut..]));
         let _ = d.finish();
     }
+}
+
+/// Structs are fitted member by member by name, never by position: a file's `user{name,
+/// email}` into `user{name, age}` keeps `age` null and rescues `user.email` (reported as a
+/// new nested field); without a policy `email` is dropped, never written into `age`.
+#[test]
+fn struct_members_are_matched_by_name_at_every_level() {
+    use arrow::array::{ArrayRef, StringArray, StructArray};
+    let user_src = Fields::from(vec![
+        Field::new("name", DataType::Utf8, true),
+        Field::new("email", DataType::Utf8, true),
+    ]);
+    let user = StructArray::new(
+        user_src.clone(),
+        vec![
+            Arc::new(StringArray::from(vec![Some("ann"), Some("bob")])) as ArrayRef,
+            Arc::new(StringArray::from(vec![Some("a@x"), None])) as ArrayRef,
+        ],
+        None,
+    );
+    let src = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("user", DataType::Struct(user_src), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        src,
+        vec![
+            Arc::new(arrow::array::Int64Array::from(vec![1, 2])),
+            Arc::new(user),
+        ],
+    )
+    .unwrap();
+    let user_dst = Fields::from(vec![
+        Field::new("name", DataType::Utf8, true),
+        Field::new("age", DataType::Int32, true),
+    ]);
+    let target = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("user", DataType::Struct(user_dst.clone()), true),
+        Field::new("_rescued_data", DataType::Utf8, true),
+    ]));
+    let mut c = crate::Conformer::new("t.parquet", target.clone(), policy(true, true));
+    let out = c.conform(batch.clone()).unwrap();
+    let u = out.column_by_name("user").unwrap().as_struct();
+    assert_eq!(u.column_by_name("name").unwrap().as_string::<i32>().value(1), "bob");
+    assert_eq!(u.column_by_name("age").unwrap().null_count(), 2);
+    assert_eq!(rescued(&out, 0).unwrap()["user.email"], "a@x");
+    assert_eq!(rescued(&out, 1), None);
+    let new = crate::NewColumns::from_fields(c.new_columns.fields());
+    assert_eq!(new.paths(), ["user.email"]);
+
+    let plain = Arc::new(Schema::new(target.fields()[..2].to_vec()));
+    let out = crate::conform("t.parquet", batch, &plain).unwrap();
+    let u = out.column_by_name("user").unwrap().as_struct();
+    assert_eq!(u.column_by_name("age").unwrap().null_count(), 2);
 }
