@@ -2,7 +2,8 @@
 //! `schema_hints`), stored in the state as version 0 and reused on every restart (never
 //! re-inferred). Hive partition columns from paths are part of it: listed in
 //! `partition_columns`, or, when inferring, every `k=v` level seen in the sampled paths. The
-//! rescued-data column, when the stream has one, is the last decoded column.
+//! rescued-data column, when the stream has one, follows the first version's decoded columns
+//! (columns added later come after it).
 //!
 //! Schema evolution ([`evolve`]) stores version N+1 with its reason and the file that caused
 //! it; `landfall schema <stream>` prints the history ([`history`]). Streams created before
@@ -501,26 +502,43 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
 /// `current` with the `new` columns appended (after the decoded ones; columns named like a
 /// path or metadata column are left to the rescue), or `None` when nothing would change.
 pub fn grown_schema(current: &StreamSchema, new: &landfall_formats::NewColumns) -> Option<Schema> {
-    let taken: Vec<String> = current
-        .path_columns
-        .iter()
-        .map(|f| f.name().to_ascii_lowercase())
-        .collect();
-    let grown = landfall_formats::append_new_columns(current.decoded.fields(), new);
-    let decoded: Vec<FieldRef> = grown
-        .iter()
-        .filter(|f| {
-            current.decoded.field_with_name(f.name()).is_ok()
-                || !taken.contains(&f.name().to_ascii_lowercase())
-        })
-        .cloned()
-        .collect();
+    let (accepted, _) = addable(current, new);
+    let decoded: Vec<FieldRef> =
+        landfall_formats::append_new_columns(current.decoded.fields(), &accepted)
+            .iter()
+            .cloned()
+            .collect();
     if decoded[..] == current.decoded.fields()[..] {
         return None;
     }
     let mut fields = decoded;
     fields.extend(current.path_columns.iter().cloned());
     Some(Schema::new(fields))
+}
+
+/// The new columns a table can take (the rest stay rescued): not named like a path column,
+/// and storable in Delta and Parquet ([`landfall_sink::storable_column`]); and those refused,
+/// with why.
+pub fn addable(
+    current: &StreamSchema,
+    new: &landfall_formats::NewColumns,
+) -> (landfall_formats::NewColumns, Vec<(String, String)>) {
+    let mut ok = Vec::new();
+    let mut refused = Vec::new();
+    for f in new.fields() {
+        if current
+            .path_columns
+            .iter()
+            .any(|p| p.name().eq_ignore_ascii_case(f.name()))
+        {
+            continue;
+        }
+        match landfall_sink::storable_column(f) {
+            Ok(()) => ok.push(f.clone()),
+            Err(why) => refused.push((f.name().clone(), why)),
+        }
+    }
+    (landfall_formats::NewColumns::from_fields(&ok), refused)
 }
 
 /// Store the next schema version, [`grown_schema`]; `file`: the first file that held the new
@@ -534,7 +552,11 @@ pub fn evolve(
     let Some(schema) = grown_schema(current, new) else {
         return Ok(None);
     };
-    let added: Vec<String> = new.paths();
+    let (accepted, refused) = addable(current, new);
+    for (column, why) in &refused {
+        tracing::warn!(column = %column, reason = %why, file, "a new column cannot be added to the table; its values stay in the rescued-data column");
+    }
+    let added = accepted.paths();
     let version = current.version + 1;
     let path_names: Vec<String> = current
         .path_columns

@@ -756,6 +756,7 @@ impl StreamWorker {
         let mut rows = 0u64;
         // New columns met under add_new_columns, and the first file holding them.
         let mut evolution: Option<(NewColumns, String)> = None;
+        let mut decoded_files: Vec<(String, u64, u64, u64)> = Vec::new();
         // Time the writer spent writing; the rest of the read loop is waiting for rows.
         let mut writing = Duration::ZERO;
         let reading = Instant::now();
@@ -805,7 +806,8 @@ impl StreamWorker {
                     }
                     Decoded::FileDone { path, rows: n, malformed, rescued, new_columns } => {
                         let shown = self.shown(&path);
-                        self.events.file_decoded(batch_id, &shown, n, malformed, rescued);
+                        // Reported once the batch is known not to be read again.
+                        decoded_files.push((shown.clone(), n, malformed, rescued));
                         let found = NewColumns::from_fields(&new_columns);
                         let current = self.schema.as_ref().expect("schema resolved");
                         if !found.is_empty() && schema::grown_schema(current, &found).is_some() {
@@ -872,6 +874,10 @@ impl StreamWorker {
             }
             Ok(s) => s,
             Err(e) => {
+                for (shown, n, malformed, rescued) in &decoded_files {
+                    self.events
+                        .file_decoded(batch_id, shown, *n, *malformed, *rescued);
+                }
                 self.events.batch_failed(batch_id, &e);
                 // Nothing was committed: this attempt's files can go now (recovery would
                 // remove them too, from the ledger's list). The batch's own error is what the
@@ -880,6 +886,10 @@ impl StreamWorker {
                 return Err(e);
             }
         };
+        for (shown, n, malformed, rescued) in &decoded_files {
+            self.events
+                .file_decoded(batch_id, shown, *n, *malformed, *rescued);
+        }
         failpoint::hit("after_stage");
         self.state.commit_started(batch_id, plan.attempts)?;
         failpoint::hit("before_commit");

@@ -8,11 +8,11 @@
 
 use crate::error::FormatError;
 use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, rescued_array, values_as_json};
-use arrow::array::{AsArray, StructArray};
-use arrow_schema::{DataType, Fields};
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, new_null_array};
+use arrow::array::{AsArray, StructArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::util::display::FormatOptions;
+use arrow_schema::{DataType, Fields};
 use arrow_schema::{Field, FieldRef, SchemaRef};
 use std::sync::Arc;
 
@@ -274,7 +274,9 @@ impl Fit<'_> {
             }
             let mut segs = parents.to_vec();
             segs.push(f.name().clone());
-            let case_only = fields.iter().any(|t| t.name().eq_ignore_ascii_case(f.name()));
+            let case_only = fields
+                .iter()
+                .any(|t| t.name().eq_ignore_ascii_case(f.name()));
             if self.policy.detect_new_columns && !case_only {
                 let path: Vec<&str> = segs.iter().map(String::as_str).collect();
                 self.new_columns.note(&path, f.data_type().clone());

@@ -342,7 +342,13 @@ fn struct_members_are_matched_by_name_at_every_level() {
     let mut c = crate::Conformer::new("t.parquet", target.clone(), policy(true, true));
     let out = c.conform(batch.clone()).unwrap();
     let u = out.column_by_name("user").unwrap().as_struct();
-    assert_eq!(u.column_by_name("name").unwrap().as_string::<i32>().value(1), "bob");
+    assert_eq!(
+        u.column_by_name("name")
+            .unwrap()
+            .as_string::<i32>()
+            .value(1),
+        "bob"
+    );
     assert_eq!(u.column_by_name("age").unwrap().null_count(), 2);
     assert_eq!(rescued(&out, 0).unwrap()["user.email"], "a@x");
     assert_eq!(rescued(&out, 1), None);

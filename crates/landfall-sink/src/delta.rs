@@ -235,6 +235,9 @@ impl DeltaCommitter {
         let have = metadata
             .parse_schema()
             .map_err(|e| incompatible(e.to_string()))?;
+        // The table as it is now (another writer may have changed it since `evolve`): every
+        // column the stream shares with it must still fit.
+        check_fits_growing(&stream, &self.table_schema(table)?).map_err(incompatible)?;
         let want = StructType::try_from_arrow(stream.as_ref())
             .map_err(|e| incompatible(format!("cannot be stored in Delta: {e}")))?;
         let Some(merged) = merge_new_fields(&have, &want) else {

@@ -18,6 +18,7 @@ use crate::error::SinkError;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use deltalake::kernel::engine::arrow_conversion::TryFromArrow;
 use deltalake::kernel::{DataType as KernelType, StructField, StructType};
 use landfall_core::ddl::type_to_ddl;
 use landfall_core::seams::SeamResult;
@@ -32,6 +33,53 @@ pub(crate) fn check_fits(stream: &Schema, table: &Schema) -> Result<(), String> 
 /// the table lacks is fine when nullable; the next commit adds it ([`merge_new_fields`]).
 pub(crate) fn check_fits_growing(stream: &Schema, table: &Schema) -> Result<(), String> {
     fits_fields("", stream.fields(), table.fields(), true)
+}
+
+/// Why a column could not be added to a Delta table by schema evolution, if it could not: its
+/// name must be one Delta takes without column mapping, its type must have a Delta and a
+/// Parquet form (no empty struct, no time-of-day or interval), and zone-less timestamps are
+/// refused (adding one would need the `timestampNtz` table feature, which growing a table
+/// does not enable).
+pub fn storable_column(field: &Field) -> Result<(), String> {
+    const INVALID: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+    fn names(f: &Field, out: &mut Vec<String>) {
+        out.push(f.name().clone());
+        match f.data_type() {
+            DataType::Struct(c) => c.iter().for_each(|c| names(c, out)),
+            DataType::List(c) | DataType::LargeList(c) => names(c, out),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    names(field, &mut all);
+    for n in &all {
+        if n.is_empty() || n.contains(INVALID) {
+            return Err(format!(
+                "column name {n:?} is not allowed in a Delta table without column mapping"
+            ));
+        }
+    }
+    fn no_ntz(ty: &DataType) -> bool {
+        match ty {
+            DataType::Timestamp(_, None) => false,
+            DataType::Struct(c) => c.iter().all(|f| no_ntz(f.data_type())),
+            DataType::List(c) | DataType::LargeList(c) => no_ntz(c.data_type()),
+            DataType::Map(e, _) => no_ntz(e.data_type()),
+            _ => true,
+        }
+    }
+    if !no_ntz(field.data_type()) {
+        return Err(
+            "a TIMESTAMP_NTZ column needs the timestampNtz table feature, which adding a column does not enable"
+                .into(),
+        );
+    }
+    let schema = landfall_core::delta_types::delta_normalize(&Schema::new(vec![field.clone()]));
+    StructType::try_from_arrow(&schema).map_err(|e| format!("no Delta type: {e}"))?;
+    parquet::arrow::ArrowSchemaConverter::new()
+        .convert(&schema)
+        .map_err(|e| format!("no Parquet type: {e}"))?;
+    Ok(())
 }
 
 /// The table schema with the stream's columns it lacks appended (new nested struct fields at
@@ -85,6 +133,15 @@ fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: bool) -> Res
     for s in stream {
         let path = join(prefix, s.name());
         let Some((_, t)) = table.find(s.name()) else {
+            if let Some(t) = table
+                .iter()
+                .find(|t| t.name().eq_ignore_ascii_case(s.name()))
+            {
+                return Err(format!(
+                    "column `{path}` differs from the table's `{}` only in case",
+                    join(prefix, t.name())
+                ));
+            }
             if grow && s.is_nullable() {
                 continue;
             }
@@ -235,6 +292,43 @@ mod tests {
         // Not null into nullable is fine.
         let s2 = Schema::new(vec![Field::new("l", list("x", false), false)]);
         check_fits(&s2, &table).unwrap();
+    }
+
+    #[test]
+    fn growing_allows_new_nullable_columns_but_not_case_only_twins() {
+        let table = Schema::new(vec![Field::new("ID", DataType::Int64, true)]);
+        let stream = Schema::new(vec![
+            Field::new("ID", DataType::Int64, true),
+            Field::new("extra", DataType::Utf8, true),
+        ]);
+        check_fits_growing(&stream, &table).unwrap();
+        assert!(check_fits(&stream, &table).is_err());
+        let twin = Schema::new(vec![Field::new("id", DataType::Int64, true)]);
+        let err = check_fits_growing(&twin, &table).unwrap_err();
+        assert!(err.contains("only in case"), "{err}");
+    }
+
+    #[test]
+    fn columns_a_table_cannot_take_are_not_storable() {
+        storable_column(&Field::new("ok", DataType::Int64, true)).unwrap();
+        for (f, why) in [
+            (Field::new("a b", DataType::Utf8, true), "not allowed"),
+            (
+                Field::new("e", DataType::Struct(Fields::empty()), true),
+                "Parquet",
+            ),
+            (
+                Field::new(
+                    "t",
+                    DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None),
+                    true,
+                ),
+                "timestampNtz",
+            ),
+        ] {
+            let err = storable_column(&f).unwrap_err();
+            assert!(err.contains(why), "{}: {err}", f.name());
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod parquet_dir;
 pub mod writer;
 
 pub use delta::DeltaCommitter;
+pub use delta_schema::storable_column;
 pub use error::SinkError;
 pub use parquet_dir::ParquetDirCommitter;
 

@@ -298,3 +298,41 @@ sink.path = "{root}/hinted_table"
     let rescued = rescued(&r[1]).unwrap();
     assert_eq!(rescued["user.age"], "old");
 }
+
+#[test]
+fn new_columns_a_delta_table_cannot_hold_stay_rescued_and_the_stream_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    write(&src, "a.json", "{\"id\":\"1\"}\n");
+    let cfg = streams(
+        root,
+        r#"
+[streams.odd]
+source = "{root}/src"
+format = "json"
+sink.path = "{root}/odd_table"
+"#,
+    );
+    drain_stream(&cfg, "odd");
+    write(
+        &src,
+        "b.json",
+        "{\"id\":\"2\",\"bad name\":1,\"empty\":{\"y\":{}},\"fine\":true}\n",
+    );
+    let o = drain_stream(&cfg, "odd");
+    assert!(
+        text(&o).contains("cannot be added to the table"),
+        "the refusal is logged: {}",
+        text(&o)
+    );
+    let history = schema_history(&cfg, "odd");
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1]["reason"], "new columns: fine");
+    let v = verify("delta", &root.join("odd_table"), Some("odd"));
+    let row = row_by_id(&v, 2);
+    assert_eq!(row["fine"], "true");
+    let r = rescued(row).unwrap();
+    assert_eq!(r["bad name"], 1);
+    assert_eq!(r["empty"], serde_json::json!({"y": {}}));
+}
