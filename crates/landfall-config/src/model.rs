@@ -322,8 +322,8 @@ pub struct StreamConfig {
     #[serde(default)]
     pub metadata_columns: Vec<String>,
     /// What a malformed record does (json, csv, text): `permissive` (default: kept with nulls
-    /// where values do not fit, counted) or `fail_fast` (the file is corrupt, and
-    /// `ignore_corrupt_files` decides). `drop_malformed` is not built yet.
+    /// where values do not fit, counted), `drop_malformed` (left out, counted) or `fail_fast`
+    /// (the file is corrupt, and `ignore_corrupt_files` decides).
     #[serde(default = "default_mode")]
     pub mode: String,
     /// `format = "json"` options.

@@ -86,6 +86,8 @@ pub struct StreamSpec {
     pub json: JsonOptions,
     /// `mode = "fail_fast"`: a malformed record makes its file corrupt.
     pub fail_fast: bool,
+    /// `mode = "drop_malformed"`: malformed records yield no row (counted).
+    pub drop_malformed: bool,
     /// `_metadata` fields to add (validated names).
     pub metadata_columns: Vec<String>,
     pub text: TextOptions,
@@ -374,22 +376,16 @@ fn validate_stream(
             ctx.err(k("metadata_columns"), format!("`{m}` is listed twice"));
         }
     }
-    let fail_fast = match s.mode.as_str() {
-        "permissive" => false,
-        "fail_fast" => true,
-        "drop_malformed" => {
-            ctx.err(
-                k("mode"),
-                "`drop_malformed` is not supported yet (permissive, fail_fast)",
-            );
-            false
-        }
+    let (fail_fast, drop_malformed) = match s.mode.as_str() {
+        "permissive" => (false, false),
+        "fail_fast" => (true, false),
+        "drop_malformed" => (false, true),
         other => {
             ctx.err(
                 k("mode"),
-                format!("`{other}` is not a mode (permissive, fail_fast)"),
+                format!("`{other}` is not a mode (permissive, drop_malformed, fail_fast)"),
             );
-            false
+            (false, false)
         }
     };
     if s.json.multi_line && s.format != Format::Json {
@@ -741,6 +737,7 @@ fn validate_stream(
         csv: s.csv.clone(),
         json: s.json.clone(),
         fail_fast,
+        drop_malformed,
         metadata_columns: s.metadata_columns.clone(),
         text: s.text.clone(),
         binary_max_size: binary_max?,

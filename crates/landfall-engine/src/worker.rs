@@ -771,6 +771,8 @@ impl StreamWorker {
                     json_multi_line: self.spec.json.multi_line,
                     mode: if self.spec.fail_fast {
                         landfall_formats::ParseMode::FailFast
+                    } else if self.spec.drop_malformed {
+                        landfall_formats::ParseMode::DropMalformed
                     } else {
                         landfall_formats::ParseMode::Permissive
                     },

@@ -47,6 +47,8 @@ pub struct CsvDecoder {
     policy: SchemaPolicy,
     new_columns: NewColumns,
     rescued_rows: u64,
+    /// Malformed records yield no row (`mode = "drop_malformed"`).
+    drop_malformed: bool,
 }
 
 /// How the records of one file map to the schema.
@@ -100,6 +102,7 @@ impl CsvDecoder {
             policy: opts.policy.clone(),
             new_columns: NewColumns::default(),
             rescued_rows: 0,
+            drop_malformed: opts.mode == crate::ParseMode::DropMalformed,
         }
     }
 
@@ -306,6 +309,19 @@ impl CsvDecoder {
             });
         }
         self.records.clear();
+        let batch = if self.drop_malformed && bad.rows.iter().any(|b| *b) {
+            let keep = arrow::array::BooleanArray::from(
+                bad.rows.iter().map(|b| !*b).collect::<Vec<bool>>(),
+            );
+            arrow::compute::filter_record_batch(&batch, &keep).map_err(|e| {
+                FormatError::Unreadable {
+                    path: self.path.clone(),
+                    reason: e.to_string(),
+                }
+            })?
+        } else {
+            batch
+        };
         out.push(batch);
         Ok(())
     }

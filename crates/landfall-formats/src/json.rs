@@ -51,6 +51,8 @@ pub struct JsonDecoder {
     policy: SchemaPolicy,
     /// The rescued column's own name (the policy holds the internal one).
     rescued_name: Option<String>,
+    /// `mode = "drop_malformed"`: a record with a value lost to null yields no row.
+    drop_malformed: bool,
     /// What arrow-json decodes: `schema` with the rescued column under an internal name, plus
     /// the path columns (known keys, dropped from the output).
     decode_schema: SchemaRef,
@@ -76,6 +78,7 @@ impl JsonDecoder {
             tally: Tally::default(),
             policy: SchemaPolicy::default(),
             rescued_name: None,
+            drop_malformed: false,
             decode_schema: schema,
         })
     }
@@ -112,6 +115,12 @@ impl JsonDecoder {
         }
         self.fresh_inner()?;
         Ok(self)
+    }
+
+    /// Leave malformed records out instead of keeping them with nulls.
+    pub fn with_drop_malformed(mut self, drop: bool) -> Self {
+        self.drop_malformed = drop;
+        self
     }
 
     /// A batch of `decode_schema` as the stream's `schema`: the rescued column under its own
@@ -211,7 +220,9 @@ impl JsonDecoder {
     ) -> Result<Bytes, FormatError> {
         debug_assert!(self.pending.is_empty() && self.carry.is_empty());
         let fixer = self.fixer.get_or_insert_with(|| {
-            Fixer::new(self.decode_schema.clone(), self.policy.clone(), &self.path)
+            let mut f = Fixer::new(self.decode_schema.clone(), self.policy.clone(), &self.path);
+            f.drop_malformed = self.drop_malformed;
+            f
         });
         let s = salvage(fixer, &self.path, &buf, self.at, bounds);
         self.tally.absorb(s.tally);

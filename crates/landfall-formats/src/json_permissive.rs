@@ -125,10 +125,17 @@ pub(crate) fn salvage(
                     Fixed::Fits => text.extend_from_slice(raw.get().as_bytes()),
                     Fixed::Rewritten { text: t, misfit } => {
                         deviated += 1;
-                        text.extend_from_slice(t.as_bytes());
+                        let dropped = misfit.is_some() && fixer.drop_malformed;
                         if let Some(reason) = misfit {
                             tally.note(|| here(reason));
                         }
+                        if dropped {
+                            // No row, and no newline either.
+                            line += newlines(&buf[start..stop]);
+                            pos = stop;
+                            continue;
+                        }
+                        text.extend_from_slice(t.as_bytes());
                     }
                     Fixed::Rejected(reason) => {
                         deviated += 1;
@@ -206,6 +213,8 @@ pub(crate) struct Fixer {
     probes: HashMap<DataType, JsonInner>,
     pub new_columns: NewColumns,
     pub rescued_rows: u64,
+    /// Records with a value lost to null yield no row (`mode = "drop_malformed"`).
+    pub drop_malformed: bool,
 }
 
 /// Where a value sits: its dotted path for messages and rescued keys, and its segments for
@@ -257,6 +266,7 @@ impl Fixer {
             probes: HashMap::new(),
             new_columns: NewColumns::default(),
             rescued_rows: 0,
+            drop_malformed: false,
         }
     }
 

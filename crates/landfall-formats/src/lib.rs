@@ -62,6 +62,9 @@ pub enum ParseMode {
     Permissive,
     /// The first malformed record makes the file corrupt (`ignore_corrupt_files` decides).
     FailFast,
+    /// Malformed records are counted and left out: no row of a record with a value lost to
+    /// null (a value the rescued column keeps does not make its record malformed).
+    DropMalformed,
 }
 
 impl Default for DecodeOptions {
@@ -212,17 +215,16 @@ fn plain_decoder(
     Ok(match format {
         FileFormat::Text => Box::new(TextInput::new(
             path,
-            Box::new(TextDecoder::new(
-                path,
-                schema,
-                opts.text.clone(),
-                opts.batch_size,
-            )?),
+            Box::new(
+                TextDecoder::new(path, schema, opts.text.clone(), opts.batch_size)?
+                    .with_drop_malformed(opts.mode == ParseMode::DropMalformed),
+            ),
         )?),
         FileFormat::BinaryFile => Box::new(BinaryFileDecoder::new(path, file.modified, schema)?),
         FileFormat::Json => {
             let json = json::JsonDecoder::new(path, schema, opts.batch_size)?
-                .with_policy(opts.policy.clone())?;
+                .with_policy(opts.policy.clone())?
+                .with_drop_malformed(opts.mode == ParseMode::DropMalformed);
             let inner: Box<dyn Decoder> = if opts.json_multi_line {
                 Box::new(json_multiline::MultiLineJson::new(json))
             } else {

@@ -360,3 +360,50 @@ fn struct_members_are_matched_by_name_at_every_level() {
     let u = out.column_by_name("user").unwrap().as_struct();
     assert_eq!(u.column_by_name("age").unwrap().null_count(), 2);
 }
+
+/// `mode = "drop_malformed"`: malformed records yield no row and are counted; a value the
+/// rescued column keeps does not make its record malformed, so it stays.
+#[test]
+fn drop_malformed_leaves_out_malformed_records_of_every_text_format() {
+    let run_mode = |format, input: &str, schema: SchemaRef, policy: SchemaPolicy| {
+        let opts = DecodeOptions {
+            batch_size: 2,
+            mode: crate::ParseMode::DropMalformed,
+            policy,
+            ..Default::default()
+        };
+        let mut d = decoder(format, "t", &meta("t"), schema.clone(), &opts).unwrap();
+        let batches = crate::decode_in_two(d.as_mut(), input.as_bytes(), input.len() / 2);
+        (
+            concat_batches(&schema, &batches).unwrap(),
+            d.malformed_rows(),
+        )
+    };
+    let plain = Arc::new(Schema::new(target().fields()[..2].to_vec()));
+    let json = "{\"id\":1}\n{\"id\":\"x\"}\nnot json\n{\"id\":4}\n";
+    let (b, bad) = run_mode(
+        FileFormat::Json,
+        json,
+        plain.clone(),
+        SchemaPolicy::default(),
+    );
+    assert_eq!(ids(&b), [Some(1), Some(4)]);
+    assert_eq!(bad, 2);
+    let (b, bad) = run_mode(FileFormat::Json, json, target(), policy(true, false));
+    assert_eq!(ids(&b), [Some(1), None, Some(4)], "the rescued row stays");
+    assert_eq!(bad, 1);
+    let csv = "id,name\n1,a\n2,b,extra\nx,c\n4,d\n";
+    let (b, bad) = run_mode(FileFormat::Csv, csv, plain, SchemaPolicy::default());
+    assert_eq!(ids(&b), [Some(1), Some(4)]);
+    assert_eq!(bad, 2);
+    let text_schema = Arc::new(FileFormat::Text.fixed_schema().unwrap());
+    let opts = DecodeOptions {
+        mode: crate::ParseMode::DropMalformed,
+        ..Default::default()
+    };
+    let mut d = decoder(FileFormat::Text, "t", &meta("t"), text_schema, &opts).unwrap();
+    let batches = crate::decode_in_two(d.as_mut(), b"ok\n\xff\xfe\nfine\n", 4);
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 2);
+    assert_eq!(d.malformed_rows(), 1);
+}

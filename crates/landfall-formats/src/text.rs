@@ -41,6 +41,8 @@ pub struct TextDecoder {
     rows: StringBuilder,
     in_rows: usize,
     malformed: u64,
+    /// Lines that are not UTF-8 yield no row (`mode = "drop_malformed"`).
+    drop_malformed: bool,
 }
 
 impl TextDecoder {
@@ -70,7 +72,14 @@ impl TextDecoder {
             rows: StringBuilder::new(),
             in_rows: 0,
             malformed: 0,
+            drop_malformed: false,
         })
+    }
+
+    /// Leave lines that are not UTF-8 out instead of replacing their bad bytes.
+    pub fn with_drop_malformed(mut self, drop: bool) -> Self {
+        self.drop_malformed = drop;
+        self
     }
 
     fn row(&mut self, bytes: &[u8], out: &mut Vec<RecordBatch>) -> SeamResult<()> {
@@ -98,6 +107,9 @@ impl TextDecoder {
             Ok(s) => self.rows.append_value(s),
             Err(_) => {
                 self.malformed += 1;
+                if self.drop_malformed {
+                    return Ok(());
+                }
                 self.rows.append_value(String::from_utf8_lossy(bytes));
             }
         }
