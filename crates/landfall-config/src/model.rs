@@ -326,6 +326,13 @@ pub struct StreamConfig {
     /// (the file is corrupt, and `ignore_corrupt_files` decides).
     #[serde(default = "default_mode")]
     pub mode: String,
+    /// Where malformed records of json and csv files are written, as JSON lines with the file,
+    /// line, byte offset, reason and the record's text (Spark's `badRecordsPath`): one file per
+    /// batch, `<bad_records_path>/<stream>/batch_id=<id>.json`, written before the batch
+    /// commits. A local path or URL.
+    pub bad_records_path: Option<String>,
+    /// `[stores.<name>]` for `bad_records_path`.
+    pub bad_records_store: Option<String>,
     /// `format = "json"` options.
     #[serde(default)]
     pub json: JsonOptions,

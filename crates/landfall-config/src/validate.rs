@@ -88,6 +88,8 @@ pub struct StreamSpec {
     pub fail_fast: bool,
     /// `mode = "drop_malformed"`: malformed records yield no row (counted).
     pub drop_malformed: bool,
+    /// `bad_records_path`: where malformed records are written, and its store options.
+    pub bad_records: Option<(Location, StoreOptions)>,
     /// `_metadata` fields to add (validated names).
     pub metadata_columns: Vec<String>,
     pub text: TextOptions,
@@ -396,6 +398,29 @@ fn validate_stream(
     {
         ctx.err(k("text.line_sep"), "must not be empty");
     }
+    let bad_records = match &s.bad_records_path {
+        Some(p) => {
+            let loc = ctx.ok(k("bad_records_path"), Location::parse(p));
+            let store = ctx.store(k("bad_records_store"), &s.bad_records_store);
+            if s.format == Format::Parquet || s.format == Format::BinaryFile {
+                ctx.err(
+                    k("bad_records_path"),
+                    format!(
+                        "format `{}` has no malformed records (json, csv)",
+                        s.format.as_str()
+                    ),
+                );
+            }
+            match (loc, store) {
+                (Some(loc), Some(store)) => Some(Some((
+                    StoreOptions::build(loc.kind, store.as_ref(), |v| std::env::var(v).ok()),
+                    loc,
+                ))),
+                _ => None,
+            }
+        }
+        None => Some(None),
+    };
     let binary_max = ctx.ok(
         k("binary_file.max_file_size"),
         landfall_core::size::parse_bytes(&s.binary_file.max_file_size).and_then(|n| {
@@ -687,6 +712,21 @@ fn validate_stream(
         ctx.err(k("sink.path"), format!("the table {} and the source {} overlap; landfall would ingest its own output or list the table", sink_loc.url, source.url));
         return None;
     }
+    if let Some(Some((_, bad))) = &bad_records
+        && (bad.contains(&source)
+            || source.contains(bad)
+            || bad.contains(&sink_loc)
+            || sink_loc.contains(bad))
+    {
+        ctx.err(
+            k("bad_records_path"),
+            format!(
+                "{} overlaps the source or the table; bad records would be ingested again or sit among the table's files",
+                bad.url
+            ),
+        );
+        return None;
+    }
     let state_dir = s
         .state_dir
         .clone()
@@ -738,6 +778,7 @@ fn validate_stream(
         json: s.json.clone(),
         fail_fast,
         drop_malformed,
+        bad_records: bad_records?.map(|(o, l)| (l, o)),
         metadata_columns: s.metadata_columns.clone(),
         text: s.text.clone(),
         binary_max_size: binary_max?,

@@ -19,5 +19,5 @@ pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
     AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
-    MalformedMessage, QueueRound, SeamError, StateStore, StreamSummary,
+    MalformedMessage, MalformedRecord, QueueRound, SeamError, StateStore, StreamSummary,
 };

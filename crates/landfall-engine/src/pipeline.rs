@@ -55,6 +55,8 @@ impl DecodeJob {
 pub enum Decoded {
     /// Rows that all belong to one partition (values in `partition_by` order).
     Rows(Vec<Option<String>>, arrow::array::RecordBatch),
+    /// Malformed records met so far, in detail (only with `bad_records_path`).
+    Malformed(Vec<landfall_core::MalformedRecord>),
     /// A file was read completely. `malformed`: rows that did not fit the schema (kept with
     /// nulls where the values did not fit).
     FileDone {
@@ -349,7 +351,12 @@ impl FileDecoder {
             None => self.decoder.finish(),
         };
         let batches = decoded.map_err(FileError::corrupt(&self.shown))?;
-        self.emit(job, batches, chunk.is_none())
+        let bad = self.decoder.take_malformed();
+        let mut out = self.emit(job, batches, chunk.is_none())?;
+        if !bad.is_empty() {
+            out.insert(0, Decoded::Malformed(bad));
+        }
+        Ok(out)
     }
 
     /// Add the path columns to decoded `batches` and split them into partitions; `done`: the

@@ -696,6 +696,57 @@ impl StreamWorker {
         Ok(())
     }
 
+    /// Write the batch's malformed records to `bad_records_path` as JSON lines, one file per
+    /// batch (`<path>/<stream>/batch_id=<id>.json`). A failed write fails the attempt.
+    async fn write_bad_records(
+        &self,
+        batch_id: u64,
+        records: &[landfall_core::MalformedRecord],
+        over: u64,
+    ) -> SeamResult<()> {
+        let Some((location, options)) = &self.spec.bad_records else {
+            return Ok(());
+        };
+        if records.is_empty() {
+            return Ok(());
+        }
+        let failed = |e: String| {
+            SeamError::retryable(format!(
+                "stream `{}`: batch {batch_id}: writing bad records to {}: {e}",
+                self.spec.name, location.url
+            ))
+        };
+        let (store, prefix) =
+            landfall_discovery::open_store(&location.url, options.iter()).map_err(failed)?;
+        let mut body = Vec::new();
+        for r in records {
+            let line = serde_json::json!({
+                "stream": self.spec.name,
+                "batch_id": batch_id,
+                "path": r.path,
+                "line": r.line,
+                "offset": r.offset,
+                "reason": r.reason,
+                "record": r.record,
+            });
+            serde_json::to_writer(&mut body, &line).expect("JSON serialises");
+            body.push(b'\n');
+        }
+        let path = prefix
+            .clone()
+            .join(self.spec.name.as_str())
+            .join(format!("batch_id={batch_id}.json").as_str());
+        store
+            .put(&path, body.into())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        if over > 0 {
+            tracing::warn!(stream = %self.spec.name, batch_id, written = records.len(), not_written = over, "more malformed records than one batch's bad-records file keeps");
+        }
+        tracing::info!(stream = %self.spec.name, batch_id, records = records.len(), file = %path, "bad records written");
+        Ok(())
+    }
+
     /// The stop message of `fail_on_new_columns`.
     fn new_columns_error(&self, batch_id: u64, file: &str, new: &NewColumns) -> SeamError {
         SeamError::fatal(format!(
@@ -757,6 +808,8 @@ impl StreamWorker {
         // New columns met under add_new_columns, and the first file holding them.
         let mut evolution: Option<(NewColumns, String)> = None;
         let mut decoded_files: Vec<(String, u64, u64, u64)> = Vec::new();
+        let mut bad_records: Vec<landfall_core::MalformedRecord> = Vec::new();
+        let mut bad_records_over = 0u64;
         // Time the writer spent writing; the rest of the read loop is waiting for rows.
         let mut writing = Duration::ZERO;
         let reading = Instant::now();
@@ -776,6 +829,7 @@ impl StreamWorker {
                     } else {
                         landfall_formats::ParseMode::Permissive
                     },
+                    collect_malformed: self.spec.bad_records.is_some(),
                     policy: schema::policy(
                         &self.spec,
                         self.schema.as_ref().expect("schema resolved before planning"),
@@ -799,6 +853,15 @@ impl StreamWorker {
             let mut files_done = 0usize;
             while let Some(item) = decoded.recv().await {
                 match item? {
+                    Decoded::Malformed(records) => {
+                        for r in records {
+                            if bad_records.len() < MAX_BAD_RECORDS {
+                                bad_records.push(r);
+                            } else {
+                                bad_records_over += 1;
+                            }
+                        }
+                    }
                     // Rows decoded on a schema about to grow are read again after it did.
                     Decoded::Rows(..) if evolution.is_some() => {}
                     Decoded::Rows(values, part) => {
@@ -892,6 +955,9 @@ impl StreamWorker {
             self.events
                 .file_decoded(batch_id, shown, *n, *malformed, *rescued);
         }
+        // Written (again, whole, under the same name) by every attempt before it commits.
+        self.write_bad_records(batch_id, &bad_records, bad_records_over)
+            .await?;
         failpoint::hit("after_stage");
         self.state.commit_started(batch_id, plan.attempts)?;
         failpoint::hit("before_commit");
@@ -969,6 +1035,10 @@ impl StreamWorker {
         Ok(BatchEnd::Committed)
     }
 }
+
+/// At most this many malformed records go to one batch's bad-records file (the rest are
+/// counted, and logged as such).
+const MAX_BAD_RECORDS: usize = 100_000;
 
 /// How one attempt of a batch ended.
 enum BatchEnd {

@@ -98,7 +98,7 @@ impl CsvDecoder {
             tok: Tokenizer::new(&opts.csv),
             records: Records::default(),
             layout,
-            tally: Tally::default(),
+            tally: Tally::collecting(opts.collect_malformed),
             policy: opts.policy.clone(),
             new_columns: NewColumns::default(),
             rescued_rows: 0,
@@ -306,6 +306,7 @@ impl CsvDecoder {
                 line: at.line,
                 offset: at.offset,
                 reason: first.take().map(|(_, reason)| reason).unwrap_or_default(),
+                record: None,
             });
         }
         self.records.clear();
@@ -361,6 +362,7 @@ impl landfall_core::Decoder for CsvDecoder {
                 line: at.line,
                 offset: at.offset,
                 reason: "the file ends inside a quoted field".into(),
+                record: None,
             });
         }
         Ok(out)
@@ -368,6 +370,10 @@ impl landfall_core::Decoder for CsvDecoder {
 
     fn rescued_rows(&self) -> u64 {
         self.rescued_rows
+    }
+
+    fn take_malformed(&mut self) -> Vec<MalformedRecord> {
+        std::mem::take(&mut self.tally.records)
     }
 
     fn new_columns(&self) -> Vec<arrow_schema::Field> {

@@ -32,41 +32,39 @@ impl From<FormatError> for SeamError {
     }
 }
 
-/// A record that did not fit in permissive mode: where it starts and why. Decoders keep the
-/// first one (for logs and, later, the bad-records file) and count the rest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MalformedRecord {
-    pub path: String,
-    /// 1-based line on which the record starts.
-    pub line: u64,
-    /// Byte offset of the record's first byte in the file.
-    pub offset: u64,
-    pub reason: String,
-}
-
-impl std::fmt::Display for MalformedRecord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: line {} (byte {}): {}",
-            self.path, self.line, self.offset, self.reason
-        )
-    }
-}
+/// A record that did not fit: where it starts and why. Decoders keep the first one (for
+/// logs) and count the rest; every one when asked (`bad_records_path`).
+pub use landfall_core::MalformedRecord;
 
 /// The malformed-record tally of one file.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Tally {
     pub rows: u64,
     pub first: Option<MalformedRecord>,
+    /// Keep every record's detail in `records` (else only the first).
+    pub collect: bool,
+    pub records: Vec<MalformedRecord>,
 }
 
 impl Tally {
-    /// Count one malformed row; `detail` is only built for the first.
+    pub fn collecting(collect: bool) -> Self {
+        Tally {
+            collect,
+            ..Default::default()
+        }
+    }
+
+    /// Count one malformed row; `detail` is only built for the first, unless collecting.
     pub fn note(&mut self, detail: impl FnOnce() -> MalformedRecord) {
         self.rows += 1;
-        if self.first.is_none() {
-            self.first = Some(detail());
+        if self.first.is_none() || self.collect {
+            let d = detail();
+            if self.collect {
+                self.records.push(d.clone());
+            }
+            if self.first.is_none() {
+                self.first = Some(d);
+            }
         }
     }
 
@@ -75,5 +73,6 @@ impl Tally {
         if self.first.is_none() {
             self.first = other.first;
         }
+        self.records.extend(other.records);
     }
 }

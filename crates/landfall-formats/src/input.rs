@@ -122,6 +122,10 @@ impl Decoder for TextInput {
         self.inner.rescued_rows()
     }
 
+    fn take_malformed(&mut self) -> Vec<landfall_core::MalformedRecord> {
+        self.inner.take_malformed()
+    }
+
     fn new_columns(&self) -> Vec<arrow_schema::Field> {
         self.inner.new_columns()
     }

@@ -117,9 +117,11 @@ impl JsonDecoder {
         Ok(self)
     }
 
-    /// Leave malformed records out instead of keeping them with nulls.
-    pub fn with_drop_malformed(mut self, drop: bool) -> Self {
+    /// `drop`: leave malformed records out instead of keeping them with nulls; `collect`:
+    /// keep every malformed record's detail ([`landfall_core::Decoder::take_malformed`]).
+    pub fn with_malformed(mut self, drop: bool, collect: bool) -> Self {
         self.drop_malformed = drop;
+        self.tally.collect = collect;
         self
     }
 
@@ -222,6 +224,7 @@ impl JsonDecoder {
         let fixer = self.fixer.get_or_insert_with(|| {
             let mut f = Fixer::new(self.decode_schema.clone(), self.policy.clone(), &self.path);
             f.drop_malformed = self.drop_malformed;
+            f.collect_malformed = self.tally.collect;
             f
         });
         let s = salvage(fixer, &self.path, &buf, self.at, bounds);
@@ -370,6 +373,10 @@ impl landfall_core::Decoder for JsonDecoder {
 
     fn rescued_rows(&self) -> u64 {
         self.fixer.as_ref().map_or(0, |f| f.rescued_rows)
+    }
+
+    fn take_malformed(&mut self) -> Vec<MalformedRecord> {
+        std::mem::take(&mut self.tally.records)
     }
 
     fn new_columns(&self) -> Vec<arrow_schema::Field> {

@@ -214,6 +214,10 @@ impl Decoder for MultiLineJson {
         landfall_core::Decoder::rescued_rows(&self.inner)
     }
 
+    fn take_malformed(&mut self) -> Vec<landfall_core::MalformedRecord> {
+        landfall_core::Decoder::take_malformed(&mut self.inner)
+    }
+
     fn new_columns(&self) -> Vec<arrow_schema::Field> {
         landfall_core::Decoder::new_columns(&self.inner)
     }

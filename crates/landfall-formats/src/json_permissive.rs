@@ -95,7 +95,7 @@ pub(crate) fn salvage(
     bounds: Bounds,
 ) -> Salvaged {
     let mut text = Vec::new();
-    let mut tally = Tally::default();
+    let mut tally = Tally::collecting(fixer.collect_malformed);
     // Records that did not fit as they were: arrow-json rejected the buffer at one of them.
     let mut deviated = 0u64;
     let mut pos = 0;
@@ -110,11 +110,12 @@ pub(crate) fn salvage(
             break;
         }
         let start = pos;
-        let here = move |reason: String| MalformedRecord {
+        let here = move |reason: String, record: &[u8]| MalformedRecord {
             path: path.to_string(),
             line,
             offset: at.offset + start as u64,
             reason,
+            record: Some(MalformedRecord::text_of(record)),
         };
         let mut values = serde_json::Deserializer::from_slice(&buf[start..]).into_iter();
         match values.next() {
@@ -127,7 +128,7 @@ pub(crate) fn salvage(
                         deviated += 1;
                         let dropped = misfit.is_some() && fixer.drop_malformed;
                         if let Some(reason) = misfit {
-                            tally.note(|| here(reason));
+                            tally.note(|| here(reason, raw.get().as_bytes()));
                         }
                         if dropped {
                             // No row, and no newline either.
@@ -139,7 +140,7 @@ pub(crate) fn salvage(
                     }
                     Fixed::Rejected(reason) => {
                         deviated += 1;
-                        tally.note(|| here(reason));
+                        tally.note(|| here(reason, raw.get().as_bytes()));
                     }
                 }
                 text.push(b'\n');
@@ -157,7 +158,11 @@ pub(crate) fn salvage(
                     format!("not JSON: {e}")
                 };
                 deviated += 1;
-                tally.note(|| here(reason));
+                let upto = buf[start..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(buf.len(), |i| start + i);
+                tally.note(|| here(reason, &buf[start..upto]));
                 // Resynchronise on the next line: the broken record ends there at the latest.
                 match buf[start..].iter().position(|&b| b == b'\n') {
                     Some(i) => {
@@ -215,6 +220,8 @@ pub(crate) struct Fixer {
     pub rescued_rows: u64,
     /// Records with a value lost to null yield no row (`mode = "drop_malformed"`).
     pub drop_malformed: bool,
+    /// Keep every malformed record's detail (`bad_records_path`).
+    pub collect_malformed: bool,
 }
 
 /// Where a value sits: its dotted path for messages and rescued keys, and its segments for
@@ -267,6 +274,7 @@ impl Fixer {
             new_columns: NewColumns::default(),
             rescued_rows: 0,
             drop_malformed: false,
+            collect_malformed: false,
         }
     }
 

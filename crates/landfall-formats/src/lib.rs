@@ -27,10 +27,11 @@ pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
 pub use conform::{Conformer, Constant, conform, with_constant_columns};
 pub use csv::CsvDecoder;
-pub use error::{FormatError, MalformedRecord};
+pub use error::FormatError;
 pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
 pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
+pub use landfall_core::MalformedRecord;
 pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
 pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
@@ -51,6 +52,8 @@ pub struct DecodeOptions {
     pub mode: ParseMode,
     /// Rescued data and new-column detection (json, csv, parquet).
     pub policy: SchemaPolicy,
+    /// Keep every malformed record's detail for `bad_records_path` (json, csv).
+    pub collect_malformed: bool,
 }
 
 /// Parser modes of json, csv and text (Spark's `mode`).
@@ -76,6 +79,7 @@ impl Default for DecodeOptions {
             json_multi_line: false,
             mode: ParseMode::Permissive,
             policy: SchemaPolicy::default(),
+            collect_malformed: false,
         }
     }
 }
@@ -173,6 +177,10 @@ impl Decoder for FailFast {
         self.inner.rescued_rows()
     }
 
+    fn take_malformed(&mut self) -> Vec<MalformedRecord> {
+        self.inner.take_malformed()
+    }
+
     fn new_columns(&self) -> Vec<arrow_schema::Field> {
         self.inner.new_columns()
     }
@@ -224,7 +232,10 @@ fn plain_decoder(
         FileFormat::Json => {
             let json = json::JsonDecoder::new(path, schema, opts.batch_size)?
                 .with_policy(opts.policy.clone())?
-                .with_drop_malformed(opts.mode == ParseMode::DropMalformed);
+                .with_malformed(
+                    opts.mode == ParseMode::DropMalformed,
+                    opts.collect_malformed,
+                );
             let inner: Box<dyn Decoder> = if opts.json_multi_line {
                 Box::new(json_multiline::MultiLineJson::new(json))
             } else {
