@@ -336,6 +336,9 @@ pub struct StreamConfig {
     /// `format = "json"` options.
     #[serde(default)]
     pub json: JsonOptions,
+    /// `format = "xml"` options.
+    #[serde(default)]
+    pub xml: XmlOptions,
     /// `format = "text"` options.
     #[serde(default)]
     pub text: TextOptions,
@@ -491,6 +494,19 @@ impl Default for BinaryFileOptions {
 
 fn default_binary_max() -> String {
     "1g".into()
+}
+
+/// `format = "xml"` options (Spark's XML reader).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XmlOptions {
+    /// The element that is one row (`rowTag`, required), matched by local name at any depth.
+    pub row_tag: Option<String>,
+    /// Prefix of attribute fields (`attributePrefix`, default `_`).
+    pub attribute_prefix: Option<String>,
+    /// Field of an element's text beside attributes or children (`valueTag`, default
+    /// `_VALUE`).
+    pub value_tag: Option<String>,
 }
 
 /// `format = "json"` options.

@@ -90,6 +90,8 @@ pub struct StreamSpec {
     pub drop_malformed: bool,
     /// `bad_records_path`: where malformed records are written, and its store options.
     pub bad_records: Option<(Location, StoreOptions)>,
+    /// `format = "xml"`: row tag, attribute prefix and value tag.
+    pub xml: XmlOptions,
     /// `_metadata` fields to add (validated names).
     pub metadata_columns: Vec<String>,
     pub text: TextOptions,
@@ -338,12 +340,17 @@ fn validate_stream(
     let source_store = ctx.store(k("source_store"), &s.source_store);
     if !matches!(
         s.format,
-        Format::Json | Format::Csv | Format::Parquet | Format::Text | Format::BinaryFile
+        Format::Json
+            | Format::Csv
+            | Format::Parquet
+            | Format::Text
+            | Format::BinaryFile
+            | Format::Xml
     ) {
         ctx.err(
             k("format"),
             format!(
-                "format `{}` is not supported yet (supported: json, csv, parquet, text, binary_file)",
+                "format `{}` is not supported yet (supported: json, csv, parquet, text, binary_file, xml)",
                 s.format.as_str()
             ),
         );
@@ -390,6 +397,22 @@ fn validate_stream(
             (false, false)
         }
     };
+    match (&s.xml.row_tag, s.format) {
+        (None, Format::Xml) => ctx.err(
+            k("xml.row_tag"),
+            "is required for format = \"xml\" (the element that is one row)",
+        ),
+        (Some(t), Format::Xml)
+            if t.is_empty() || t.contains(|c: char| c.is_whitespace() || "<>/:".contains(c)) =>
+        {
+            ctx.err(
+                k("xml.row_tag"),
+                format!("{t:?} is not an element name (without a namespace prefix)"),
+            )
+        }
+        (Some(_), f) if f != Format::Xml => ctx.err(k("xml.row_tag"), "is for format = \"xml\""),
+        _ => {}
+    }
     if s.json.multi_line && s.format != Format::Json {
         ctx.err(k("json.multi_line"), "is for format = \"json\"");
     }
@@ -780,6 +803,7 @@ fn validate_stream(
         drop_malformed,
         bad_records: bad_records?.map(|(o, l)| (l, o)),
         metadata_columns: s.metadata_columns.clone(),
+        xml: s.xml.clone(),
         text: s.text.clone(),
         binary_max_size: binary_max?,
         discovery: discovery?,

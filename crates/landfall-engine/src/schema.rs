@@ -98,6 +98,7 @@ pub fn file_format(f: Format) -> Result<FileFormat, SeamError> {
         Format::Parquet => Ok(FileFormat::Parquet),
         Format::Text => Ok(FileFormat::Text),
         Format::BinaryFile => Ok(FileFormat::BinaryFile),
+        Format::Xml => Ok(FileFormat::Xml),
         other => Err(SeamError::fatal(format!(
             "format `{}` is not supported yet",
             other.as_str()
@@ -129,6 +130,17 @@ fn check_metadata(spec: &StreamSpec, schema: &Schema) -> SeamResult<()> {
         )));
     }
     Ok(())
+}
+
+/// The XML options of the stream.
+pub fn xml_format(spec: &StreamSpec) -> landfall_formats::XmlFormat {
+    let d = landfall_formats::XmlFormat::default();
+    let x = &spec.xml;
+    landfall_formats::XmlFormat {
+        row_tag: x.row_tag.clone().unwrap_or(d.row_tag),
+        attribute_prefix: x.attribute_prefix.clone().unwrap_or(d.attribute_prefix),
+        value_tag: x.value_tag.clone().unwrap_or(d.value_tag),
+    }
 }
 
 /// The text options of the stream.
@@ -199,7 +211,8 @@ async fn infer_from_sample(
     let format = file_format(spec.format)?;
     let mut merger =
         landfall_formats::SchemaMerger::new(format, csv_format(spec), spec.infer_column_types)
-            .with_json_multi_line(spec.json.multi_line);
+            .with_json_multi_line(spec.json.multi_line)
+            .with_xml(xml_format(spec));
     let fatal =
         |e: landfall_formats::FormatError| SeamError::fatal(format!("stream `{}`: {e}", spec.name));
     let mut total = 0u64;

@@ -65,6 +65,7 @@ fn merge_fields(a: &Fields, b: &Fields) -> Fields {
 fn file_schema(
     format: FileFormat,
     csv: &CsvFormat,
+    xml: &crate::XmlFormat,
     path: &str,
     bytes: &Bytes,
     infer_types: bool,
@@ -92,6 +93,12 @@ fn file_schema(
             }
             let (s, _) = f
                 .infer_schema(std::io::Cursor::new(bytes), None)
+                .map_err(|e| unreadable(&e))?;
+            s
+        }
+        FileFormat::Xml => {
+            let ndjson = crate::xml::xml_to_ndjson(bytes, xml);
+            let (s, _) = arrow_json::reader::infer_json_schema(std::io::Cursor::new(ndjson), None)
                 .map_err(|e| unreadable(&e))?;
             s
         }
@@ -141,6 +148,7 @@ pub struct SchemaMerger {
     merged: Fields,
     files: usize,
     json_multi_line: bool,
+    xml: crate::XmlFormat,
 }
 
 impl SchemaMerger {
@@ -152,7 +160,14 @@ impl SchemaMerger {
             merged: Fields::empty(),
             files: 0,
             json_multi_line: false,
+            xml: crate::XmlFormat::default(),
         }
+    }
+
+    /// XML samples: their row tag and field names.
+    pub fn with_xml(mut self, xml: crate::XmlFormat) -> Self {
+        self.xml = xml;
+        self
     }
 
     /// JSON samples are multi-line documents (`json.multi_line`).
@@ -163,7 +178,14 @@ impl SchemaMerger {
 
     /// Merge the schema of one sampled file (its whole content).
     pub fn add(&mut self, path: &str, bytes: &Bytes) -> Result<(), FormatError> {
-        let s = file_schema(self.format, &self.csv, path, bytes, self.infer_types)?;
+        let s = file_schema(
+            self.format,
+            &self.csv,
+            &self.xml,
+            path,
+            bytes,
+            self.infer_types,
+        )?;
         self.merged = merge_fields(&self.merged, s.fields());
         self.files += 1;
         Ok(())

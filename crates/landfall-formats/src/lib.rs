@@ -22,6 +22,7 @@ mod metadata;
 mod parquet_file;
 mod rescue;
 mod text;
+mod xml;
 
 pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
@@ -36,6 +37,7 @@ pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_ro
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
 pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
 pub use text::{TextDecoder, TextFormat};
+pub use xml::{XmlDecoder, XmlFormat, xml_to_ndjson};
 
 use arrow_schema::SchemaRef;
 use landfall_core::Decoder;
@@ -48,6 +50,8 @@ pub struct DecodeOptions {
     pub text: TextFormat,
     /// JSON: a file is one document or an array of documents over many lines.
     pub json_multi_line: bool,
+    /// XML: the row tag and names of attribute and text fields.
+    pub xml: XmlFormat,
     /// What a malformed record does (json, csv, text).
     pub mode: ParseMode,
     /// Rescued data and new-column detection (json, csv, parquet).
@@ -77,6 +81,7 @@ impl Default for DecodeOptions {
             csv: CsvFormat::default(),
             text: TextFormat::default(),
             json_multi_line: false,
+            xml: XmlFormat::default(),
             mode: ParseMode::Permissive,
             policy: SchemaPolicy::default(),
             collect_malformed: false,
@@ -116,6 +121,7 @@ pub enum FileFormat {
     Parquet,
     Text,
     BinaryFile,
+    Xml,
 }
 
 impl FileFormat {
@@ -201,7 +207,7 @@ pub fn decoder(
         ParseMode::FailFast
             if matches!(
                 format,
-                FileFormat::Json | FileFormat::Csv | FileFormat::Text
+                FileFormat::Json | FileFormat::Csv | FileFormat::Text | FileFormat::Xml
             ) =>
         {
             Box::new(FailFast {
@@ -242,6 +248,21 @@ fn plain_decoder(
                 Box::new(json)
             };
             Box::new(TextInput::new(path, inner)?)
+        }
+        FileFormat::Xml => {
+            let json = json::JsonDecoder::new(path, schema.clone(), opts.batch_size)?
+                .with_policy(opts.policy.clone())?
+                .with_malformed(
+                    opts.mode == ParseMode::DropMalformed,
+                    opts.collect_malformed,
+                );
+            Box::new(TextInput::new(
+                path,
+                Box::new(
+                    xml::XmlDecoder::new(path, schema, opts.xml.clone(), json)
+                        .collecting(opts.collect_malformed),
+                ),
+            )?)
         }
         FileFormat::Csv => Box::new(TextInput::new(
             path,
