@@ -441,6 +441,25 @@ pub struct CsvOptions {
     pub comment: Option<String>,
     /// A field equal to this is null (default: empty field).
     pub null_value: Option<String>,
+    /// Lines passed over at the start of each file, before the header (`skipRows`).
+    #[serde(default)]
+    pub skip_rows: usize,
+    /// What an empty field of a string column is (`emptyValue`; default: null).
+    pub empty_value: Option<String>,
+    /// The text that means NaN in a floating-point column (`nanValue`, default `NaN`).
+    pub nan_value: Option<String>,
+    /// Trim spaces before values (`ignoreLeadingWhiteSpace`).
+    #[serde(default)]
+    pub ignore_leading_white_space: bool,
+    /// Trim spaces after values (`ignoreTrailingWhiteSpace`).
+    #[serde(default)]
+    pub ignore_trailing_white_space: bool,
+    /// A header or record with more fields makes the file corrupt (`maxColumns`, default
+    /// 20480).
+    pub max_columns: Option<usize>,
+    /// The files' character set (`encoding`): UTF-8 (default), ISO-8859-1, UTF-16, UTF-16LE,
+    /// UTF-16BE.
+    pub encoding: Option<String>,
 }
 
 impl Default for CsvOptions {
@@ -452,6 +471,13 @@ impl Default for CsvOptions {
             escape: None,
             comment: None,
             null_value: None,
+            skip_rows: 0,
+            empty_value: None,
+            nan_value: None,
+            ignore_leading_white_space: false,
+            ignore_trailing_white_space: false,
+            max_columns: None,
+            encoding: None,
         }
     }
 }
@@ -517,4 +543,18 @@ pub struct JsonOptions {
     /// (Spark's `multiLine`); default: one document per line.
     #[serde(default)]
     pub multi_line: bool,
+    /// `//` and `/* */` comments are allowed (`allowComments`).
+    #[serde(default)]
+    pub allow_comments: bool,
+    /// `'strings'` are allowed (`allowSingleQuotes`; Spark's default is true, landfall's false:
+    /// strict JSON unless asked).
+    #[serde(default)]
+    pub allow_single_quotes: bool,
+    /// Bare field names (`{a: 1}`) are allowed (`allowUnquotedFieldNames`).
+    #[serde(default)]
+    pub allow_unquoted_field_names: bool,
+    /// Inference types every primitive as a string, even with `infer_column_types`
+    /// (`primitivesAsString`).
+    #[serde(default)]
+    pub primitives_as_string: bool,
 }

@@ -413,6 +413,15 @@ fn validate_stream(
         (Some(_), f) if f != Format::Xml => ctx.err(k("xml.row_tag"), "is for format = \"xml\""),
         _ => {}
     }
+    let j = &s.json;
+    if (j.allow_comments
+        || j.allow_single_quotes
+        || j.allow_unquoted_field_names
+        || j.primitives_as_string)
+        && s.format != Format::Json
+    {
+        ctx.err(k("json"), "the json options are for format = \"json\"");
+    }
     if s.json.multi_line && s.format != Format::Json {
         ctx.err(k("json.multi_line"), "is for format = \"json\"");
     }
@@ -650,6 +659,17 @@ fn validate_stream(
             "has no effect with incremental_listing = \"off\" (every listing is a full one); remove one of them",
         ),
         _ => {}
+    }
+    if let Some(e) = &s.csv.encoding
+        && landfall_core::TextEncoding::parse(e).is_none()
+    {
+        ctx.err(
+            k("csv.encoding"),
+            format!("`{e}` is not supported (UTF-8, ISO-8859-1, UTF-16, UTF-16LE, UTF-16BE)"),
+        );
+    }
+    if s.csv.max_columns == Some(0) {
+        ctx.err(k("csv.max_columns"), "must be at least 1");
     }
     ctx.ok(k("csv.sep"), single_char(&s.csv.sep));
     ctx.ok(k("csv.quote"), single_char(&s.csv.quote));

@@ -13,6 +13,7 @@ pub mod listing;
 pub mod plan;
 pub mod seams;
 pub mod size;
+pub mod text_encoding;
 
 pub use file::{FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKind, SkipReason};
 pub use listing::IncrementalListing;
@@ -21,3 +22,4 @@ pub use seams::{
     AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
     MalformedMessage, MalformedRecord, QueueRound, SeamError, StateStore, StreamSummary,
 };
+pub use text_encoding::TextEncoding;

@@ -132,6 +132,21 @@ fn check_metadata(spec: &StreamSpec, schema: &Schema) -> SeamResult<()> {
     Ok(())
 }
 
+/// Whether inference types values (`infer_column_types`, unless JSON's
+/// `primitives_as_string` keeps every primitive a string).
+fn infer_types(spec: &StreamSpec) -> bool {
+    spec.infer_column_types && !(spec.format == Format::Json && spec.json.primitives_as_string)
+}
+
+/// The JSON leniencies of the stream.
+pub fn json_leniency(spec: &StreamSpec) -> landfall_formats::JsonLeniency {
+    landfall_formats::JsonLeniency {
+        allow_comments: spec.json.allow_comments,
+        allow_single_quotes: spec.json.allow_single_quotes,
+        allow_unquoted_field_names: spec.json.allow_unquoted_field_names,
+    }
+}
+
 /// The XML options of the stream.
 pub fn xml_format(spec: &StreamSpec) -> landfall_formats::XmlFormat {
     let d = landfall_formats::XmlFormat::default();
@@ -161,6 +176,18 @@ pub fn csv_format(spec: &StreamSpec) -> CsvFormat {
         escape: c.escape.as_deref().and_then(one),
         comment: c.comment.as_deref().and_then(one),
         null_value: c.null_value.clone(),
+        skip_rows: c.skip_rows,
+        empty_value: c.empty_value.clone(),
+        nan_value: c.nan_value.clone().unwrap_or_else(|| "NaN".into()),
+        ignore_leading_white_space: c.ignore_leading_white_space,
+        ignore_trailing_white_space: c.ignore_trailing_white_space,
+        max_columns: c.max_columns.unwrap_or(20480),
+        // Validated with the configuration.
+        encoding: c
+            .encoding
+            .as_deref()
+            .and_then(landfall_formats::TextEncoding::parse)
+            .unwrap_or_default(),
     }
 }
 
@@ -210,8 +237,9 @@ async fn infer_from_sample(
 ) -> SeamResult<Schema> {
     let format = file_format(spec.format)?;
     let mut merger =
-        landfall_formats::SchemaMerger::new(format, csv_format(spec), spec.infer_column_types)
+        landfall_formats::SchemaMerger::new(format, csv_format(spec), infer_types(spec))
             .with_json_multi_line(spec.json.multi_line)
+            .with_json_leniency(json_leniency(spec))
             .with_xml(xml_format(spec));
     let fatal =
         |e: landfall_formats::FormatError| SeamError::fatal(format!("stream `{}`: {e}", spec.name));
@@ -503,7 +531,7 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
                 | EvolutionMode::AddNewColumnsWithTypeWidening
                 | EvolutionMode::FailOnNewColumns
         ),
-        infer_types: spec.infer_column_types || spec.format == Format::Parquet,
+        infer_types: infer_types(spec) || spec.format == Format::Parquet,
         path_columns: schema
             .path_columns
             .iter()

@@ -822,6 +822,7 @@ impl StreamWorker {
                     csv: schema::csv_format(&self.spec),
                     text: schema::text_format(&self.spec),
                     json_multi_line: self.spec.json.multi_line,
+                    json_leniency: schema::json_leniency(&self.spec),
                     xml: schema::xml_format(&self.spec),
                     mode: if self.spec.fail_fast {
                         landfall_formats::ParseMode::FailFast

@@ -49,6 +49,8 @@ pub struct CsvDecoder {
     rescued_rows: u64,
     /// Malformed records yield no row (`mode = "drop_malformed"`).
     drop_malformed: bool,
+    /// Lines still to pass over at the start (`skip_rows`).
+    skip_left: usize,
 }
 
 /// How the records of one file map to the schema.
@@ -103,6 +105,7 @@ impl CsvDecoder {
             new_columns: NewColumns::default(),
             rescued_rows: 0,
             drop_malformed: opts.mode == crate::ParseMode::DropMalformed,
+            skip_left: opts.csv.skip_rows,
         }
     }
 
@@ -113,6 +116,16 @@ impl CsvDecoder {
 
     /// The layout a header gives: its names matched to the schema as [`crate::conform`] does.
     fn layout_of(&mut self, header: Vec<Vec<u8>>) -> Result<Layout, FormatError> {
+        if header.len() > self.format.max_columns {
+            return Err(FormatError::Unreadable {
+                path: self.path.clone(),
+                reason: format!(
+                    "the header has {} columns, more than max_columns ({})",
+                    header.len(),
+                    self.format.max_columns
+                ),
+            });
+        }
         let mut seen = std::collections::HashSet::new();
         let names: Vec<String> = header
             .iter()
@@ -183,16 +196,43 @@ impl CsvDecoder {
         }
     }
 
+    /// A field as the options see it: trimmed as asked.
+    fn trimmed<'a>(&self, mut v: &'a [u8]) -> &'a [u8] {
+        if self.format.ignore_leading_white_space {
+            v = v.trim_ascii_start();
+        }
+        if self.format.ignore_trailing_white_space {
+            v = v.trim_ascii_end();
+        }
+        v
+    }
+
     /// Field `j` of every record, as strings (nulls per the null rules).
     fn strings(&self, j: usize, ty: &DataType, name: &str, bad: &mut Bad) -> StringArray {
         let string_column = matches!(
             ty,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         );
+        let float_column = matches!(
+            ty,
+            DataType::Float16 | DataType::Float32 | DataType::Float64
+        );
         let n = self.records.len();
         let mut b = StringBuilder::with_capacity(n, 0);
         for r in 0..n {
-            match self.records.field(r, j) {
+            let field = self.records.field(r, j).map(|v| self.trimmed(v));
+            if let (Some(v), Some(empty)) = (field, &self.format.empty_value)
+                && v.is_empty()
+                && string_column
+                && self.format.null_value.as_deref() != Some("")
+            {
+                b.append_value(empty);
+                continue;
+            }
+            match field {
+                Some(v) if float_column && v == self.format.nan_value.as_bytes() => {
+                    b.append_value("NaN")
+                }
                 Some(v) if !self.is_null(v, string_column) => match std::str::from_utf8(v) {
                     Ok(s) => b.append_value(s),
                     Err(_) => {
@@ -226,6 +266,16 @@ impl CsvDecoder {
         };
         for r in 0..n {
             let k = self.records.num_fields(r);
+            if k > self.format.max_columns {
+                return Err(FormatError::Unreadable {
+                    path: self.path.clone(),
+                    reason: format!(
+                        "line {}: {k} fields, more than max_columns ({})",
+                        self.records.start(r).line,
+                        self.format.max_columns
+                    ),
+                });
+            }
             if k != layout.width {
                 let width = layout.width;
                 bad.note(r, || format!("expected {width} fields, found {k}"));
@@ -341,6 +391,10 @@ impl landfall_core::Decoder for CsvDecoder {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
         let mut rest: &[u8] = &chunk;
+        if self.skip_left > 0 {
+            let used = self.tok.skip_lines(rest, &mut self.skip_left);
+            rest = &rest[used..];
+        }
         while !rest.is_empty() {
             let limit = self.limit();
             let used = self.tok.feed(rest, &mut self.records, limit);

@@ -167,3 +167,51 @@ fn comments_and_escapes() {
     assert_eq!(bad, 0);
     assert!(got.contains("a\"b"), "{got}");
 }
+
+#[test]
+fn skip_rows_trimming_empty_and_nan_values_and_max_columns() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("x", DataType::Float64, true),
+    ]));
+    let opts = DecodeOptions {
+        batch_size: 2,
+        csv: CsvFormat {
+            skip_rows: 2,
+            empty_value: Some("<empty>".into()),
+            nan_value: "n/a".into(),
+            ignore_leading_white_space: true,
+            ignore_trailing_white_space: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let input = "exported by a tool\n,,,garbage\nid,s,x\n 1 , a ,n/a\n2,,2.5\nx,b,1\n";
+    for cut in 0..=input.len() {
+        let mut d = CsvDecoder::new("t.csv", schema.clone(), &opts);
+        let batches = crate::decode_in_two(&mut d, input.as_bytes(), cut);
+        let t = pretty_format_batches(&batches).unwrap().to_string();
+        assert!(t.contains("| 1  | a       | NaN |"), "cut {cut}:\n{t}");
+        assert!(t.contains("| 2  | <empty> | 2.5 |"), "cut {cut}:\n{t}");
+        assert_eq!(d.malformed_rows(), 1, "cut {cut}");
+        assert_eq!(
+            d.first_malformed().map(|m| m.line),
+            Some(6),
+            "positions count the skipped lines"
+        );
+    }
+    let narrow = DecodeOptions {
+        csv: CsvFormat {
+            max_columns: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut d = CsvDecoder::new("t.csv", schema, &narrow);
+    let err = d
+        .push(Bytes::from_static(b"id,s,x\n1,a,2\n"))
+        .and_then(|_| d.finish())
+        .unwrap_err();
+    assert!(err.message.contains("max_columns"), "{}", err.message);
+}

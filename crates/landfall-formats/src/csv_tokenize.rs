@@ -150,6 +150,25 @@ impl Tokenizer {
         self.cr = b == b'\r' && !quoted;
     }
 
+    /// Pass over whole lines at the start of the file (`skip_rows`), counting them down in
+    /// `lines`; returns the bytes used.
+    pub fn skip_lines(&mut self, buf: &[u8], lines: &mut usize) -> usize {
+        let mut i = 0;
+        while *lines > 0 && i < buf.len() {
+            match memchr::memchr(b'\n', &buf[i..]) {
+                Some(j) => {
+                    i += j + 1;
+                    *lines -= 1;
+                    self.next.line += 1;
+                }
+                None => i = buf.len(),
+            }
+        }
+        self.next.offset += i as u64;
+        self.start = self.next;
+        i
+    }
+
     /// Read `buf` until it ends or `out` holds `limit` records; returns the bytes used.
     pub fn feed(&mut self, buf: &[u8], out: &mut Records, limit: usize) -> usize {
         let mut i = 0;

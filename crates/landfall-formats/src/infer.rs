@@ -148,6 +148,7 @@ pub struct SchemaMerger {
     merged: Fields,
     files: usize,
     json_multi_line: bool,
+    json_leniency: crate::JsonLeniency,
     xml: crate::XmlFormat,
 }
 
@@ -160,8 +161,15 @@ impl SchemaMerger {
             merged: Fields::empty(),
             files: 0,
             json_multi_line: false,
+            json_leniency: crate::JsonLeniency::default(),
             xml: crate::XmlFormat::default(),
         }
+    }
+
+    /// JSON samples may have comments, single quotes, unquoted field names.
+    pub fn with_json_leniency(mut self, l: crate::JsonLeniency) -> Self {
+        self.json_leniency = l;
+        self
     }
 
     /// XML samples: their row tag and field names.
@@ -202,6 +210,9 @@ impl SchemaMerger {
         complete: bool,
     ) -> Result<(), FormatError> {
         let (mut text, _whole) = crate::input::sample_text(path, raw, cap, complete)?;
+        if self.format == FileFormat::Json && self.json_leniency.any() {
+            text = crate::json_lenient::lenient_text(&text, self.json_leniency);
+        }
         if self.json_multi_line && self.format == FileFormat::Json {
             // Only whole records: a sample that stops inside the file ends in a cut one.
             text = crate::json_multiline::to_ndjson(&text);

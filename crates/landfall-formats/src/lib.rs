@@ -12,10 +12,12 @@ mod compression_blocks;
 mod conform;
 mod csv;
 mod csv_tokenize;
+mod encoding;
 mod error;
 mod infer;
 mod input;
 mod json;
+mod json_lenient;
 mod json_multiline;
 mod json_permissive;
 mod metadata;
@@ -28,10 +30,12 @@ pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
 pub use conform::{Conformer, Constant, conform, with_constant_columns};
 pub use csv::CsvDecoder;
+pub use encoding::TextEncoding;
 pub use error::FormatError;
 pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
 pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
+pub use json_lenient::{JsonLeniency, lenient_text};
 pub use landfall_core::MalformedRecord;
 pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
@@ -50,6 +54,8 @@ pub struct DecodeOptions {
     pub text: TextFormat,
     /// JSON: a file is one document or an array of documents over many lines.
     pub json_multi_line: bool,
+    /// JSON: comments, single quotes, unquoted field names.
+    pub json_leniency: JsonLeniency,
     /// XML: the row tag and names of attribute and text fields.
     pub xml: XmlFormat,
     /// What a malformed record does (json, csv, text).
@@ -81,6 +87,7 @@ impl Default for DecodeOptions {
             csv: CsvFormat::default(),
             text: TextFormat::default(),
             json_multi_line: false,
+            json_leniency: JsonLeniency::default(),
             xml: XmlFormat::default(),
             mode: ParseMode::Permissive,
             policy: SchemaPolicy::default(),
@@ -98,6 +105,18 @@ pub struct CsvFormat {
     pub escape: Option<u8>,
     pub comment: Option<u8>,
     pub null_value: Option<String>,
+    /// Lines passed over at the start of each file, before the header.
+    pub skip_rows: usize,
+    /// What an empty field of a string column is (default: null).
+    pub empty_value: Option<String>,
+    /// The text that means NaN in a floating-point column.
+    pub nan_value: String,
+    pub ignore_leading_white_space: bool,
+    pub ignore_trailing_white_space: bool,
+    /// A header or record with more fields makes the file corrupt.
+    pub max_columns: usize,
+    /// The files' character set (transcoded to UTF-8 before tokenizing).
+    pub encoding: TextEncoding,
 }
 
 impl Default for CsvFormat {
@@ -109,6 +128,13 @@ impl Default for CsvFormat {
             escape: None,
             comment: None,
             null_value: None,
+            skip_rows: 0,
+            empty_value: None,
+            nan_value: "NaN".into(),
+            ignore_leading_white_space: false,
+            ignore_trailing_white_space: false,
+            max_columns: 20480,
+            encoding: TextEncoding::Utf8,
         }
     }
 }
@@ -242,11 +268,14 @@ fn plain_decoder(
                     opts.mode == ParseMode::DropMalformed,
                     opts.collect_malformed,
                 );
-            let inner: Box<dyn Decoder> = if opts.json_multi_line {
+            let mut inner: Box<dyn Decoder> = if opts.json_multi_line {
                 Box::new(json_multiline::MultiLineJson::new(json))
             } else {
                 Box::new(json)
             };
+            if opts.json_leniency.any() {
+                inner = Box::new(json_lenient::LenientDecoder::new(opts.json_leniency, inner));
+            }
             Box::new(TextInput::new(path, inner)?)
         }
         FileFormat::Xml => {
@@ -264,10 +293,13 @@ fn plain_decoder(
                 ),
             )?)
         }
-        FileFormat::Csv => Box::new(TextInput::new(
-            path,
-            Box::new(csv::CsvDecoder::new(path, schema, opts)),
-        )?),
+        FileFormat::Csv => {
+            let csv: Box<dyn Decoder> = Box::new(csv::CsvDecoder::new(path, schema, opts));
+            Box::new(TextInput::new(
+                path,
+                encoding::transcoding(opts.csv.encoding, csv),
+            )?)
+        }
         FileFormat::Parquet => Box::new(parquet_file::ParquetDecoder::new(
             path,
             schema,

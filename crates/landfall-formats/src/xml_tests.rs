@@ -49,9 +49,11 @@ fn attributes_text_repeats_namespaces_and_entities() {
     assert_eq!(b1["price"]["_currency"], "EUR");
     assert_eq!(b1["price"]["_VALUE"], 12.5);
     assert_eq!(b1["note"], "<raw> text");
+    // Shapes are made consistent across rows for inference: author repeats in b1, so it is
+    // an array in b2 too; price has an attribute in b1, so it is a struct in b2.
     let b2 = &rows[1];
-    assert_eq!(b2["author"], "Cy");
-    assert_eq!(b2["price"], 7);
+    assert_eq!(b2["author"], serde_json::json!(["Cy"]));
+    assert_eq!(b2["price"], serde_json::json!({"_VALUE": 7}));
     assert!(b2["empty"].is_null());
 }
 

@@ -91,7 +91,7 @@ sink.path = "/tmp/t"
     let err = String::from_utf8_lossy(&o.stderr);
     for expected in [
         "streams.a.source: unsupported scheme `ftp://`",
-        "streams.a.format: format `avro` is not supported yet (supported: json, csv, parquet, text, binary_file)",
+        "streams.a.format: format `avro` is not supported yet (supported: json, csv, parquet, text, binary_file, xml)",
         "streams.a.max_files_per_trigger: must be at least 1",
         "streams.a.max_file_age: `3d` is shorter than the minimum of 14 days",
         "streams.a.trigger.processing_time: `10 parsecs` is not a duration",
