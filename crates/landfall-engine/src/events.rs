@@ -489,6 +489,7 @@ impl StreamEvents {
             .map(|p| (receipt.committed_at - p.timestamp).num_milliseconds() as f64 / 1000.0)
             .unwrap_or(total_s)
             .max(1e-3);
+        let rates = after.map(|s| view.batched(s.pending_bytes, timings.bytes, since_last));
         let progress = BatchProgress {
             id: self.stream.clone(),
             run_id: view.run_id.clone(),
@@ -507,6 +508,8 @@ impl StreamEvents {
                 files_outstanding: after.map_or(0, |s| s.pending_files),
                 bytes_outstanding: after.map_or(0, |s| s.pending_bytes),
                 approximate_queue_size: *self.queue_depth.lock().unwrap_or_else(|e| e.into_inner()),
+                input_bytes_per_second: rates.and_then(|r| r.input_bytes_per_second),
+                processed_bytes_per_second: rates.map_or(0.0, |r| r.processed_bytes_per_second),
             },
             sink: crate::progress::SinkProgress {
                 description: sink.to_string(),
@@ -517,6 +520,17 @@ impl StreamEvents {
         let json = serde_json::to_string(&progress).unwrap_or_default();
         view.push(progress);
         drop(view);
+        if let Some(r) = rates {
+            set(
+                &self.metrics.falling_behind.get_or_create(&self.label()),
+                r.behind as i64,
+            );
+            if r.changed && r.behind {
+                tracing::warn!(stream = %self.stream, batches = crate::progress::FALLING_BEHIND_AFTER, input_bytes_per_second = r.input_bytes_per_second.unwrap_or(0.0), processed_bytes_per_second = r.processed_bytes_per_second, "stream is falling behind: bytes arrive faster than its batches commit them");
+            } else if r.changed {
+                tracing::info!(stream = %self.stream, "stream caught up");
+            }
+        }
         tracing::info!(
             stream = %self.stream,
             batch_id = plan.batch_id,

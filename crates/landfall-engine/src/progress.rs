@@ -78,6 +78,10 @@ pub struct SourceProgress {
     pub bytes_outstanding: u64,
     /// Messages waiting in the notification queue (queue modes only).
     pub approximate_queue_size: Option<u64>,
+    /// Bytes that arrived per second since the previous batch (none for a run's first).
+    pub input_bytes_per_second: Option<f64>,
+    /// Bytes committed per second over the same interval.
+    pub processed_bytes_per_second: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -108,6 +112,16 @@ pub struct BatchProgress {
     pub sink: SinkProgress,
 }
 
+/// What [`StreamView::batched`] found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchRates {
+    /// `None` for the first batch of a run (nothing to compare with).
+    pub input_bytes_per_second: Option<f64>,
+    pub processed_bytes_per_second: f64,
+    pub behind: bool,
+    pub changed: bool,
+}
+
 /// What the API shows of a stream, kept by its events.
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamView {
@@ -127,6 +141,12 @@ pub struct StreamView {
     /// The backlog the last listing left.
     #[serde(skip)]
     pub listed_backlog: Option<u64>,
+    /// Batches in a row during which bytes arrived faster than the stream committed them.
+    #[serde(skip)]
+    pub slower_for: u32,
+    /// The backlog (bytes) the last batch left.
+    #[serde(skip)]
+    pub batch_backlog: Option<u64>,
 }
 
 impl StreamView {
@@ -141,6 +161,8 @@ impl StreamView {
             history: VecDeque::new(),
             behind_for: 0,
             listed_backlog: None,
+            slower_for: 0,
+            batch_backlog: None,
         }
     }
 
@@ -170,7 +192,37 @@ impl StreamView {
             _ => {}
         }
         self.listed_backlog = Some(backlog);
-        self.set_behind(self.behind_for >= FALLING_BEHIND_AFTER)
+        self.set_behind(
+            self.behind_for >= FALLING_BEHIND_AFTER || self.slower_for >= FALLING_BEHIND_AFTER,
+        )
+    }
+
+    /// A batch committed `processed` bytes and left `backlog` bytes outstanding. Over the time
+    /// since the previous batch, bytes arrived at `(backlog + processed - previous backlog) /
+    /// interval` and were processed at `processed / interval` (Spark's input and processed
+    /// rates, in bytes: rows are only known once read). Returns the two rates (bytes/s), whether
+    /// the stream now counts as falling behind (processing below arrival for
+    /// `FALLING_BEHIND_AFTER` batches in a row, or the listing rule), and whether that changed.
+    pub fn batched(&mut self, backlog: u64, processed: u64, interval_s: f64) -> BatchRates {
+        let arrived = self
+            .batch_backlog
+            .map(|prev| (backlog + processed).saturating_sub(prev));
+        self.batch_backlog = Some(backlog);
+        let interval = interval_s.max(1e-3);
+        match arrived {
+            Some(a) if a > processed => self.slower_for += 1,
+            Some(_) => self.slower_for = 0,
+            None => {}
+        }
+        let behind =
+            self.slower_for >= FALLING_BEHIND_AFTER || self.behind_for >= FALLING_BEHIND_AFTER;
+        let (behind, changed) = self.set_behind(behind);
+        BatchRates {
+            input_bytes_per_second: arrived.map(|a| a as f64 / interval),
+            processed_bytes_per_second: processed as f64 / interval,
+            behind,
+            changed,
+        }
     }
 
     /// Set the falling-behind flag; returns it and whether it changed.
@@ -179,11 +231,40 @@ impl StreamView {
         self.falling_behind = behind;
         if !behind {
             self.behind_for = self.behind_for.min(FALLING_BEHIND_AFTER - 1);
+            self.slower_for = self.slower_for.min(FALLING_BEHIND_AFTER - 1);
         }
         (behind, changed)
     }
 
     pub fn last(&self) -> Option<&BatchProgress> {
         self.history.back()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn falling_behind_when_bytes_arrive_faster_than_batches_commit_them() {
+        let mut v = StreamView::new("s");
+        // First batch: nothing to compare with.
+        let r = v.batched(1000, 100, 1.0);
+        assert_eq!(r.input_bytes_per_second, None);
+        assert!(!r.behind);
+        // 300 bytes arrive per batch, 100 are committed: behind after 5 such batches.
+        let mut backlog = 1000;
+        for i in 1..=FALLING_BEHIND_AFTER {
+            backlog += 200;
+            let r = v.batched(backlog, 100, 2.0);
+            assert_eq!(r.input_bytes_per_second, Some(150.0));
+            assert_eq!(r.processed_bytes_per_second, 50.0);
+            assert_eq!(r.behind, i == FALLING_BEHIND_AFTER, "batch {i}");
+            assert_eq!(r.changed, i == FALLING_BEHIND_AFTER, "batch {i}");
+        }
+        // Catching up (more committed than arrived) clears it.
+        let r = v.batched(backlog - 50, 100, 1.0);
+        assert!(!r.behind && r.changed);
+        assert_eq!(r.input_bytes_per_second, Some(50.0));
     }
 }

@@ -451,3 +451,69 @@ sink.path = "{{root}}/t"
     let (status, logs) = d.stop(Duration::from_secs(60));
     assert!(status.success(), "{logs}");
 }
+
+/// A stream that commits one file per batch while files keep arriving faster: after five
+/// batches in a row with more bytes arriving than committed, `landfall_falling_behind` is 1
+/// and the progress records carry both rates.
+#[test]
+fn a_stream_slower_than_its_input_reports_falling_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let landing = root.join("landing");
+    std::fs::create_dir_all(&landing).unwrap();
+    let cfg = config_in(
+        root,
+        r#"
+[streams.slow]
+source = "{root}/landing"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+poll_interval = "50ms"
+max_files_per_trigger = 1
+trigger.processing_time = "300ms"
+sink.path = "{root}/table"
+"#,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut d = Daemon::start(bin(), &cfg, &root.join("daemon.log"), deadline);
+    let addr = d.addr.clone();
+    let mut next = 0u64;
+    let behind = loop {
+        // Three files per batch interval, one committed per batch.
+        for _ in 0..3 {
+            write_rows(&landing, &format!("f{next:05}.json"), next..next + 1);
+            next += 1;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let (_, scrape) = get(&addr, "/metrics");
+        if metric(&scrape, "landfall_falling_behind{stream=\"slow\"}") == Some(1.0) {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+    };
+    assert!(
+        behind,
+        "never reported falling behind:\n{}",
+        d.process.logs()
+    );
+    let (status, progress) = get_json(&addr, "/api/v1/streams/slow/progress?limit=3");
+    assert_eq!(status, 200);
+    let last = progress["progress"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let input = last["source"]["input_bytes_per_second"].as_f64().unwrap();
+    let processed = last["source"]["processed_bytes_per_second"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        input > processed,
+        "input {input} <= processed {processed}: {last}"
+    );
+    let (_, log) = d.stop(Duration::from_secs(10));
+    assert!(log.contains("stream is falling behind"), "{log}");
+}
