@@ -522,7 +522,15 @@ target_file_size = "64k"
     }
     recorded += drain_err.matches(RECORDED).count();
     rerun += drain_err.matches(RERUN).count();
-    assert!(summary.contains("0 pending"), "{summary}");
+    // Word-bounded: "10 pending" must not pass for "0 pending".
+    assert!(
+        summary
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w == ["0", "pending"]),
+        "{summary}"
+    );
 
     // The daemon's side: every failpoint fired, both recovery paths ran.
     let figures = format!(

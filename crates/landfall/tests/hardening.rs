@@ -80,7 +80,7 @@ fn file_deleted_after_planning_is_skipped_as_missing() {
     let cfg = planned_then_deleted(root, "");
     let out = drain(&cfg);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("1 file(s) skipped"),
+        String::from_utf8_lossy(&out.stdout).contains(" 1 file(s) skipped"),
         "{}",
         text(&out)
     );
@@ -413,7 +413,23 @@ sink.path = "{root}/table"
 "#,
     );
     drain(&cfg);
-    let v = verify("delta", &root.join("table"), Some("typed"));
+    // --stats: every live add's stats (numRecords, nullCount, min/max) checked against the
+    // data files as DuckDB reads them.
+    let v = verify_args(
+        "delta",
+        &root.join("table"),
+        &["--stream", "typed", "--stats"],
+    );
+    let stats = v["stats"]
+        .as_object()
+        .expect("a stats report per live file");
+    assert!(!stats.is_empty());
+    for (file, s) in stats {
+        assert!(
+            s["numRecords"].as_u64().is_some() && s["minValues"].is_object(),
+            "{file} has no stats to check: {s}"
+        );
+    }
     assert_eq!(v["schema"]["id"], "long", "{}", v["schema"]);
     assert_eq!(v["schema"]["ts"], "timestamp");
     assert_eq!(v["schema"]["d"], "date");

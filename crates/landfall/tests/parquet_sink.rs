@@ -44,15 +44,21 @@ partition_by = ["tag"]
     );
 }
 
+/// Every file below `p`; a directory that does not exist holds none (the staging directory
+/// may be removed once empty), but one that cannot be read fails the test.
 fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(p) {
-        for e in rd.flatten() {
-            if e.path().is_dir() {
-                out.extend(walk(&e.path()));
-            } else {
-                out.push(e.path());
-            }
+    let rd = match std::fs::read_dir(p) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        Err(e) => panic!("{}: {e}", p.display()),
+    };
+    for e in rd {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
         }
     }
     out
