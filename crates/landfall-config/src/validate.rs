@@ -346,11 +346,12 @@ fn validate_stream(
             | Format::Text
             | Format::BinaryFile
             | Format::Xml
+            | Format::Avro
     ) {
         ctx.err(
             k("format"),
             format!(
-                "format `{}` is not supported yet (supported: json, csv, parquet, text, binary_file, xml)",
+                "format `{}` is not supported yet (supported: json, csv, parquet, avro, text, binary_file, xml)",
                 s.format.as_str()
             ),
         );
@@ -434,7 +435,10 @@ fn validate_stream(
         Some(p) => {
             let loc = ctx.ok(k("bad_records_path"), Location::parse(p));
             let store = ctx.store(k("bad_records_store"), &s.bad_records_store);
-            if s.format == Format::Parquet || s.format == Format::BinaryFile {
+            if matches!(
+                s.format,
+                Format::Parquet | Format::BinaryFile | Format::Avro
+            ) {
                 ctx.err(
                     k("bad_records_path"),
                     format!(

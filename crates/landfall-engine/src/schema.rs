@@ -99,6 +99,7 @@ pub fn file_format(f: Format) -> Result<FileFormat, SeamError> {
         Format::Text => Ok(FileFormat::Text),
         Format::BinaryFile => Ok(FileFormat::BinaryFile),
         Format::Xml => Ok(FileFormat::Xml),
+        Format::Avro => Ok(FileFormat::Avro),
         other => Err(SeamError::fatal(format!(
             "format `{}` is not supported yet",
             other.as_str()
@@ -261,6 +262,8 @@ async fn infer_from_sample(
         read += 1;
         let added = match sampled {
             Sampled::Schema(s) => s.map(|s| merger.add_schema(&s)),
+            // An Avro file's schema is in its header, at the start of the bytes as stored.
+            Sampled::Bytes(b, _) if format == FileFormat::Avro => merger.add(&shown, &b),
             Sampled::Bytes(b, complete) => {
                 merger.add_sample(&shown, &b, INFER_BYTES_PER_FILE as usize, complete)
             }
@@ -531,7 +534,7 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
                 | EvolutionMode::AddNewColumnsWithTypeWidening
                 | EvolutionMode::FailOnNewColumns
         ),
-        infer_types: infer_types(spec) || spec.format == Format::Parquet,
+        infer_types: infer_types(spec) || matches!(spec.format, Format::Parquet | Format::Avro),
         path_columns: schema
             .path_columns
             .iter()

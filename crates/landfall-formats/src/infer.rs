@@ -102,6 +102,9 @@ fn file_schema(
                 .map_err(|e| unreadable(&e))?;
             s
         }
+        FileFormat::Avro => {
+            return crate::avro::avro_schema(path, bytes);
+        }
         FileFormat::Parquet => {
             return Ok(crate::parquet_file::parquet_schema(path, bytes.clone())?
                 .as_ref()

@@ -6,6 +6,7 @@
 //! decompressed as they arrive, and a leading UTF-8 BOM is skipped ([`TextInput`]). Parquet
 //! needs its footer and decodes at `finish`.
 
+mod avro;
 mod binary_file;
 mod compression;
 mod compression_blocks;
@@ -26,6 +27,7 @@ mod rescue;
 mod text;
 mod xml;
 
+pub use avro::{AvroDecoder, avro_schema};
 pub use binary_file::{BinaryFileDecoder, binary_file_schema};
 pub use compression::{Codec, Decompressor, decompress_head};
 pub use conform::{Conformer, Constant, conform, with_constant_columns};
@@ -148,6 +150,7 @@ pub enum FileFormat {
     Text,
     BinaryFile,
     Xml,
+    Avro,
 }
 
 impl FileFormat {
@@ -300,6 +303,12 @@ fn plain_decoder(
                 encoding::transcoding(opts.csv.encoding, csv),
             )?)
         }
+        FileFormat::Avro => Box::new(avro::AvroDecoder::new(
+            path,
+            schema,
+            opts.batch_size,
+            opts.policy.clone(),
+        )),
         FileFormat::Parquet => Box::new(parquet_file::ParquetDecoder::new(
             path,
             schema,
