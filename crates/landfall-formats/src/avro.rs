@@ -24,6 +24,8 @@ const MAGIC: &[u8; 4] = b"Obj\x01";
 const SYNC: usize = 16;
 /// A block larger than this is refused (a corrupt size field must not allocate gigabytes).
 const MAX_BLOCK: u64 = 1 << 30;
+/// A block claiming more objects is refused (a block is decoded as one batch of its count).
+const MAX_OBJECTS: i64 = 1 << 24;
 
 /// An Avro `long` (zig-zag varint) at `buf[*at..]`; `None` when the buffer ends first.
 fn long(buf: &[u8], at: &mut usize) -> Result<Option<i64>, String> {
@@ -102,7 +104,15 @@ fn block_len(buf: &[u8], sync: &[u8]) -> Result<Option<usize>, String> {
     let Some(size) = long(buf, &mut at)? else {
         return Ok(None);
     };
-    if count < 0 || size < 0 || size as u64 > MAX_BLOCK {
+    // A count lower than the block's objects would make arrow-avro's reader spin on the rest
+    // of the block: zero objects in a non-empty block is refused here, and a block is read for
+    // exactly its count of rows (`drain`).
+    if count < 0
+        || count > MAX_OBJECTS
+        || size < 0
+        || size as u64 > MAX_BLOCK
+        || (count == 0 && size > 0)
+    {
         return Err(format!("a block of {count} objects in {size} bytes"));
     }
     let end = at + size as usize + SYNC;
@@ -160,16 +170,38 @@ impl AvroDecoder {
             let Some(n) = block_len(&self.buf, &sync).map_err(|e| self.corrupt(e))? else {
                 return Ok(out);
             };
+            let mut at = 0;
+            let count = long(&self.buf, &mut at)
+                .map_err(|e| self.corrupt(e))?
+                .unwrap_or(0) as usize;
             let mut file = header.clone();
             file.extend_from_slice(&self.buf[..n]);
             self.buf.drain(..n);
-            let reader = arrow_avro::reader::ReaderBuilder::new()
-                .with_batch_size(self.batch_size)
+            if count == 0 {
+                continue;
+            }
+            // One batch of exactly the block's count: the reader is never asked for more (it
+            // would spin on bytes past the counted objects), and rows missing from the block
+            // make it corrupt.
+            let mut reader = arrow_avro::reader::ReaderBuilder::new()
+                .with_batch_size(count)
                 .build(std::io::Cursor::new(file))
                 .map_err(|e| self.corrupt(e))?;
-            for b in reader {
-                let b = b.map_err(|e| self.corrupt(e))?;
-                out.push(self.conformer.conform(b)?);
+            let b = match reader.next() {
+                Some(b) => b.map_err(|e| self.corrupt(e))?,
+                None => return Err(self.corrupt("a block without its objects")),
+            };
+            if b.num_rows() != count {
+                return Err(self.corrupt(format!(
+                    "a block says {count} objects but holds {}",
+                    b.num_rows()
+                )));
+            }
+            let mut off = 0;
+            while off < b.num_rows() {
+                let len = self.batch_size.min(b.num_rows() - off);
+                out.push(self.conformer.conform(b.slice(off, len))?);
+                off += len;
             }
         }
     }

@@ -110,3 +110,26 @@ fn truncated_and_damaged_files_are_corrupt_never_a_panic() {
             .contains("magic")
     );
 }
+
+/// A block whose count is zero, or lower than its objects, is corrupt or read for its count;
+/// it never makes the reader spin.
+#[test]
+fn block_counts_that_lie_never_hang() {
+    let (schema, a) = rows(0..4);
+    let file = avro_file(&schema, &[a]);
+    let header = super::header_len(&file).unwrap().unwrap();
+    // The block starts with its count (zig-zag 4 = 0x08): claim 0, then 2 objects.
+    assert_eq!(file[header], 0x08);
+    let mut zero = file.clone();
+    zero[header] = 0x00;
+    assert!(decode(&zero, 7).unwrap_err().message.contains("0 objects"));
+    let mut two = file.clone();
+    two[header] = 0x04;
+    match decode(&two, 9) {
+        Ok(b) => assert_eq!(b.num_rows(), 2),
+        Err(e) => assert!(e.message.contains("Avro"), "{}", e.message),
+    }
+    let mut more = file;
+    more[header] = 0x0a;
+    assert!(decode(&more, 11).is_err(), "5 objects claimed, 4 there");
+}

@@ -214,7 +214,8 @@ impl SchemaMerger {
     ) -> Result<(), FormatError> {
         let (mut text, _whole) = crate::input::sample_text(path, raw, cap, complete)?;
         if self.format == FileFormat::Json && self.json_leniency.any() {
-            text = crate::json_lenient::lenient_text(&text, self.json_leniency);
+            text =
+                crate::json_lenient::lenient_text(&text, self.json_leniency, !self.json_multi_line);
         }
         if self.json_multi_line && self.format == FileFormat::Json {
             // Only whole records: a sample that stops inside the file ends in a cut one.

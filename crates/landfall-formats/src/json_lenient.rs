@@ -54,6 +54,9 @@ pub struct Lenient {
     /// The last significant byte written outside strings (for key position).
     last: u8,
     name: Vec<u8>,
+    /// Line-delimited input: every line starts afresh (a broken line cannot carry an open
+    /// string or comment into the next one), as Spark parses each line on its own.
+    lines: bool,
 }
 
 fn name_start(b: u8) -> bool {
@@ -72,7 +75,26 @@ impl Lenient {
             stack: Vec::new(),
             last: b'\n',
             name: Vec::new(),
+            lines: false,
         }
+    }
+
+    /// Line-delimited input (not `multi_line`): the state resets at every newline.
+    pub fn per_line(mut self, lines: bool) -> Self {
+        self.lines = lines;
+        self
+    }
+
+    fn new_line(&mut self, out: &mut Vec<u8>) {
+        match self.state {
+            State::Slash => out.push(b'/'),
+            State::Name => self.flush_name(out),
+            _ => {}
+        }
+        out.push(b'\n');
+        self.state = State::Normal;
+        self.stack.clear();
+        self.last = b'\n';
     }
 
     fn key_position(&self) -> bool {
@@ -105,6 +127,10 @@ impl Lenient {
     }
 
     fn byte(&mut self, b: u8, out: &mut Vec<u8>) {
+        if b == b'\n' && self.lines {
+            self.new_line(out);
+            return;
+        }
         match self.state {
             State::Double(escaped) => {
                 out.push(b);
@@ -214,8 +240,8 @@ impl Lenient {
 }
 
 /// A whole text rewritten (inference samples).
-pub fn lenient_text(text: &[u8], opts: JsonLeniency) -> Vec<u8> {
-    let mut l = Lenient::new(opts);
+pub fn lenient_text(text: &[u8], opts: JsonLeniency, lines: bool) -> Vec<u8> {
+    let mut l = Lenient::new(opts).per_line(lines);
     let mut out = Vec::with_capacity(text.len());
     l.feed(text, &mut out);
     l.finish(&mut out);
@@ -229,9 +255,9 @@ pub struct LenientDecoder {
 }
 
 impl LenientDecoder {
-    pub fn new(opts: JsonLeniency, inner: Box<dyn landfall_core::Decoder>) -> Self {
+    pub fn new(opts: JsonLeniency, lines: bool, inner: Box<dyn landfall_core::Decoder>) -> Self {
         LenientDecoder {
-            rewriter: Lenient::new(opts),
+            rewriter: Lenient::new(opts).per_line(lines),
             inner,
         }
     }
@@ -316,16 +342,34 @@ mod tests {
         assert_eq!(values.len(), 2);
     }
 
+    /// A broken line never carries an open comment or string into the next line.
+    #[test]
+    fn line_delimited_input_starts_afresh_at_every_line() {
+        let input = b"{\"a\":1} /* open\n{'name': 'O'Brien'}\n{b: 'x'}\n";
+        let out = lenient_text(input, all(), true);
+        let lines: Vec<&[u8]> = out.split(|&c| c == b'\n').collect();
+        assert_eq!(lines[0], b"{\"a\":1} ");
+        assert_eq!(
+            lines[2],
+            b"{\"b\": \"x\"}",
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+
     #[test]
     fn strict_json_passes_unchanged_and_options_are_separate() {
         let strict = "{\"a\":\"// not a comment\",\"b\":[1,{\"c\":\"'q'\"}]}\n";
-        assert_eq!(lenient_text(strict.as_bytes(), all()), strict.as_bytes());
+        assert_eq!(
+            lenient_text(strict.as_bytes(), all(), true),
+            strict.as_bytes()
+        );
         let only_comments = JsonLeniency {
             allow_comments: true,
             ..Default::default()
         };
         assert_eq!(
-            lenient_text(b"{a: 'x'} // c\n", only_comments),
+            lenient_text(b"{a: 'x'} // c\n", only_comments, true),
             b"{a: 'x'} \n"
         );
     }

@@ -277,7 +277,11 @@ fn plain_decoder(
                 Box::new(json)
             };
             if opts.json_leniency.any() {
-                inner = Box::new(json_lenient::LenientDecoder::new(opts.json_leniency, inner));
+                inner = Box::new(json_lenient::LenientDecoder::new(
+                    opts.json_leniency,
+                    !opts.json_multi_line,
+                    inner,
+                ));
             }
             Box::new(TextInput::new(path, inner)?)
         }

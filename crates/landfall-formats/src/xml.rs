@@ -32,6 +32,10 @@ use landfall_core::seams::SeamResult;
 use quick_xml::events::{BytesStart, Event};
 use serde_json::{Map, Value};
 
+/// Closing row tags a row may span while something in it is still open (a CDATA section or
+/// comment holding `</row>`); past them the row is malformed.
+const MAX_ENDS_TRIED: usize = 4;
+
 /// XML options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XmlFormat {
@@ -100,6 +104,28 @@ impl XmlRows {
         let mut i = from;
         while let Some(off) = memchr::memchr(b'<', &buf[i..]) {
             let at = i + off;
+            // Comments, CDATA sections and processing instructions between rows are not data:
+            // a row start inside one is not a row. One not closed yet waits for more bytes.
+            let rest = &buf[at..];
+            let skip = [
+                (&b"<!--"[..], &b"-->"[..]),
+                (b"<![CDATA[", b"]]>"),
+                (b"<?", b"?>"),
+            ]
+            .into_iter()
+            .find(|(open, _)| rest.starts_with(open) || open.starts_with(rest));
+            if let Some((open, close)) = skip {
+                if rest.len() < open.len() {
+                    return Some(at);
+                }
+                match memchr::memmem::find(&rest[open.len()..], close) {
+                    Some(j) => {
+                        i = at + open.len() + j + close.len();
+                        continue;
+                    }
+                    None => return Some(at),
+                }
+            }
             let name_start = at + 1;
             let mut end = name_start;
             while end < buf.len() && !matches!(buf[end], b' ' | b'\t' | b'\r' | b'\n' | b'>' | b'/')
@@ -226,6 +252,11 @@ impl XmlRows {
                 Ok(e) => e,
                 // Something unclosed before the end of the buffer: a cut, unless the buffer
                 // ends the file.
+                Err(quick_xml::Error::Syntax(
+                    quick_xml::errors::SyntaxError::InvalidBangMarkup,
+                )) => {
+                    return RowRead::Broken("unknown markup after `<!`".into());
+                }
                 Err(quick_xml::Error::Syntax(e)) => return RowRead::Cut(e.to_string()),
                 Err(e) => return RowRead::Broken(e.to_string()),
             };
@@ -360,12 +391,22 @@ impl XmlRows {
             // element runs to a later closing tag.
             let mut read = RowRead::Incomplete;
             let mut from = start;
+            let mut tried = 0;
             while let Some(end) = self.row_end(buf, start, from) {
                 read = self.read_row(&buf[start..end]);
                 if !matches!(read, RowRead::Incomplete | RowRead::Cut(_)) {
                     break;
                 }
+                tried += 1;
                 from = end;
+                // Something left open over several closing row tags (an attribute quote, a
+                // comment) is broken, not cut: the row is malformed and the next rows land.
+                if tried >= MAX_ENDS_TRIED {
+                    if let RowRead::Cut(why) = &read {
+                        read = RowRead::Broken(why.clone());
+                    }
+                    break;
+                }
             }
             if last && matches!(read, RowRead::Incomplete) {
                 read = self.read_row(&buf[start..]);
@@ -494,6 +535,16 @@ fn fit_shape(value: &mut Value, ty: &DataType, value_tag: &str) {
             }
             if let Value::Object(m) = value {
                 fit_fields(m, children, value_tag);
+            }
+        }
+        // XML has no booleans: the text is; arrow-json reads only JSON booleans into BOOLEAN.
+        DataType::Boolean => {
+            if let Some(b) = value.as_str().and_then(|s| match s.trim() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => None,
+            }) {
+                *value = Value::Bool(b);
             }
         }
         _ => {}

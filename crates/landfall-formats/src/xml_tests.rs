@@ -175,3 +175,50 @@ fn random_bytes_and_truncations_never_panic() {
         let _ = d.finish();
     }
 }
+
+/// Comments and CDATA between rows are not rows; an attribute quote left open is one broken
+/// row, not the end of the file's rows; booleans decode.
+#[test]
+fn markup_between_rows_and_an_unclosed_quote_cost_at_most_their_row() {
+    let input = concat!(
+        "<r><!-- <book id=\"99\"><title>no</title></book> -->",
+        "<book id=\"1\"><title>a</title></book>",
+        "<book id=\"2\"><title x=\"1>b</title></book>",
+        "<book id=\"3\"><title>c</title></book><book id=\"4\"><title>d</title></book>",
+        "<book id=\"5\"><title>e</title></book><book id=\"6\"><title>f</title></book>",
+        "<book id=\"7\"><title>g</title></book><![CDATA[<book id=\"98\"/>]]></r>",
+    );
+    let (b, d) = decode(input.as_bytes(), 40);
+    let ids: Vec<&str> = (0..b.num_rows())
+        .map(|i| b.column_by_name("_id").unwrap().as_string::<i32>().value(i))
+        .collect();
+    assert!(!ids.contains(&"99") && !ids.contains(&"98"), "{ids:?}");
+    assert!(ids.contains(&"1") && ids.contains(&"7"), "{ids:?}");
+    assert!(d.malformed_rows() >= 1);
+    assert!(
+        ids.len() >= 3,
+        "the unclosed quote costs a few rows at most: {ids:?}"
+    );
+
+    let schema = Arc::new(Schema::new(vec![Field::new("ok", DataType::Boolean, true)]));
+    let opts = DecodeOptions {
+        xml: fmt(),
+        ..Default::default()
+    };
+    let meta = FileMeta {
+        path: "b.xml".into(),
+        size: 0,
+        modified: chrono::Utc::now(),
+        etag: None,
+        version: None,
+    };
+    let mut d = crate::decoder(FileFormat::Xml, "b.xml", &meta, schema.clone(), &opts).unwrap();
+    let input = b"<r><book><ok>true</ok></book><book><ok>false</ok></book></r>";
+    let batches = crate::decode_in_two(d.as_mut(), input, 7);
+    let b = concat_batches(&schema, &batches).unwrap();
+    assert_eq!(
+        b.column(0).as_boolean().values().iter().collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(d.malformed_rows(), 0);
+}
