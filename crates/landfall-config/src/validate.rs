@@ -437,12 +437,12 @@ fn validate_stream(
             let store = ctx.store(k("bad_records_store"), &s.bad_records_store);
             if matches!(
                 s.format,
-                Format::Parquet | Format::BinaryFile | Format::Avro
+                Format::Parquet | Format::BinaryFile | Format::Avro | Format::Text
             ) {
                 ctx.err(
                     k("bad_records_path"),
                     format!(
-                        "format `{}` has no malformed records (json, csv)",
+                        "format `{}` has no malformed records to write (json, csv, xml)",
                         s.format.as_str()
                     ),
                 );

@@ -703,11 +703,13 @@ impl StreamWorker {
         batch_id: u64,
         records: &[landfall_core::MalformedRecord],
         over: u64,
+        attempt: u32,
     ) -> SeamResult<()> {
         let Some((location, options)) = &self.spec.bad_records else {
             return Ok(());
         };
-        if records.is_empty() {
+        // Only a later attempt can find a file of an earlier one to take back.
+        if records.is_empty() && attempt <= 1 {
             return Ok(());
         }
         let failed = |e: String| {
@@ -719,7 +721,12 @@ impl StreamWorker {
         let (store, prefix) =
             landfall_discovery::open_store(&location.url, options.iter()).map_err(failed)?;
         let mut body = Vec::new();
+        let mut over = over;
         for r in records {
+            if body.len() >= MAX_BAD_RECORDS_BYTES {
+                over += 1;
+                continue;
+            }
             let line = serde_json::json!({
                 "stream": self.spec.name,
                 "batch_id": batch_id,
@@ -736,6 +743,14 @@ impl StreamWorker {
             .clone()
             .join(self.spec.name.as_str())
             .join(format!("batch_id={batch_id}.json").as_str());
+        if records.is_empty() {
+            // An earlier attempt of this batch may have written one (with a file skipped
+            // since): the batch has none now.
+            return match store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(failed(e.to_string())),
+            };
+        }
         store
             .put(&path, body.into())
             .await
@@ -810,6 +825,7 @@ impl StreamWorker {
         let mut decoded_files: Vec<(String, u64, u64, u64)> = Vec::new();
         let mut bad_records: Vec<landfall_core::MalformedRecord> = Vec::new();
         let mut bad_records_over = 0u64;
+        let mut bad_bytes = 0usize;
         // Time the writer spent writing; the rest of the read loop is waiting for rows.
         let mut writing = Duration::ZERO;
         let reading = Instant::now();
@@ -857,7 +873,13 @@ impl StreamWorker {
                 match item? {
                     Decoded::Malformed(records) => {
                         for r in records {
-                            if bad_records.len() < MAX_BAD_RECORDS {
+                            let size = r.path.len()
+                                + r.reason.len()
+                                + r.record.as_ref().map_or(0, String::len);
+                            if bad_records.len() < MAX_BAD_RECORDS
+                                && bad_bytes + size <= MAX_BAD_RECORDS_BYTES
+                            {
+                                bad_bytes += size;
                                 bad_records.push(r);
                             } else {
                                 bad_records_over += 1;
@@ -958,7 +980,7 @@ impl StreamWorker {
                 .file_decoded(batch_id, shown, *n, *malformed, *rescued);
         }
         // Written (again, whole, under the same name) by every attempt before it commits.
-        self.write_bad_records(batch_id, &bad_records, bad_records_over)
+        self.write_bad_records(batch_id, &bad_records, bad_records_over, plan.attempts)
             .await?;
         failpoint::hit("after_stage");
         self.state.commit_started(batch_id, plan.attempts)?;
@@ -1041,6 +1063,8 @@ impl StreamWorker {
 /// At most this many malformed records go to one batch's bad-records file (the rest are
 /// counted, and logged as such).
 const MAX_BAD_RECORDS: usize = 100_000;
+/// ...and at most about this many bytes.
+const MAX_BAD_RECORDS_BYTES: usize = 256 << 20;
 
 /// How one attempt of a batch ended.
 enum BatchEnd {

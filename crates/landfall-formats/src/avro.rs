@@ -107,8 +107,7 @@ fn block_len(buf: &[u8], sync: &[u8]) -> Result<Option<usize>, String> {
     // A count lower than the block's objects would make arrow-avro's reader spin on the rest
     // of the block: zero objects in a non-empty block is refused here, and a block is read for
     // exactly its count of rows (`drain`).
-    if count < 0
-        || count > MAX_OBJECTS
+    if !(0..=MAX_OBJECTS).contains(&count)
         || size < 0
         || size as u64 > MAX_BLOCK
         || (count == 0 && size > 0)

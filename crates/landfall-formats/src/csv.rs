@@ -66,14 +66,15 @@ struct Layout {
 /// Malformed rows of one batch, and the reason for the earliest.
 struct Bad {
     rows: Vec<bool>,
-    first: Option<(usize, String)>,
+    /// The first reason of each malformed row.
+    reasons: Vec<Option<String>>,
 }
 
 impl Bad {
     fn note(&mut self, r: usize, reason: impl FnOnce() -> String) {
         self.rows[r] = true;
-        if self.first.as_ref().is_none_or(|(i, _)| r < *i) {
-            self.first = Some((r, reason()));
+        if self.reasons[r].is_none() {
+            self.reasons[r] = Some(reason());
         }
     }
 }
@@ -131,7 +132,7 @@ impl CsvDecoder {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let n = String::from_utf8_lossy(n).into_owned();
+                let n = String::from_utf8_lossy(self.trimmed(n)).into_owned();
                 if seen.insert(n.clone()) {
                     n
                 } else {
@@ -262,7 +263,7 @@ impl CsvDecoder {
         let layout = self.layout.as_ref().expect("layout known");
         let mut bad = Bad {
             rows: vec![false; n],
-            first: None,
+            reasons: vec![None; n],
         };
         for r in 0..n {
             let k = self.records.num_fields(r);
@@ -348,14 +349,16 @@ impl CsvDecoder {
                 reason: e.to_string(),
             }
         })?;
-        let mut first = bad.first;
-        for (r, _) in bad.rows.iter().enumerate().filter(|(_, b)| **b) {
+        for (r, reason) in bad.reasons.iter_mut().enumerate() {
+            let Some(reason) = reason.take() else {
+                continue;
+            };
             let at = self.records.start(r);
             self.tally.note(|| MalformedRecord {
                 path: self.path.clone(),
                 line: at.line,
                 offset: at.offset,
-                reason: first.take().map(|(_, reason)| reason).unwrap_or_default(),
+                reason,
                 record: None,
             });
         }

@@ -19,26 +19,45 @@ pub fn transcoding(
     match encoding {
         TextEncoding::Utf8 => inner,
         e => Box::new(Transcoder {
-            encoding: e,
-            big_endian: e != TextEncoding::Utf16Le,
-            started: false,
-            carry: Vec::new(),
+            conv: Converter::new(e),
             inner,
         }),
     }
 }
 
+/// A whole text (an inference sample) as UTF-8.
+pub fn transcode_all(encoding: TextEncoding, bytes: &[u8]) -> Vec<u8> {
+    match encoding {
+        TextEncoding::Utf8 => bytes.to_vec(),
+        e => Converter::new(e).convert(bytes, true),
+    }
+}
+
 struct Transcoder {
+    conv: Converter,
+    inner: Box<dyn landfall_core::Decoder>,
+}
+
+/// The streaming conversion to UTF-8.
+struct Converter {
     encoding: TextEncoding,
     big_endian: bool,
     /// The first bytes were seen (a byte-order mark is looked for there).
     started: bool,
     /// Bytes of an unfinished UTF-16 unit or surrogate pair.
     carry: Vec<u8>,
-    inner: Box<dyn landfall_core::Decoder>,
 }
 
-impl Transcoder {
+impl Converter {
+    fn new(encoding: TextEncoding) -> Self {
+        Converter {
+            encoding,
+            big_endian: encoding != TextEncoding::Utf16Le,
+            started: false,
+            carry: Vec::new(),
+        }
+    }
+
     fn convert(&mut self, chunk: &[u8], last: bool) -> Vec<u8> {
         if self.encoding == TextEncoding::Latin1 {
             let mut out = String::with_capacity(chunk.len());
@@ -107,7 +126,7 @@ impl Transcoder {
 
 impl landfall_core::Decoder for Transcoder {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<arrow::array::RecordBatch>> {
-        let text = self.convert(&chunk, false);
+        let text = self.conv.convert(&chunk, false);
         if text.is_empty() {
             return Ok(Vec::new());
         }
@@ -115,7 +134,7 @@ impl landfall_core::Decoder for Transcoder {
     }
 
     fn finish(&mut self) -> SeamResult<Vec<arrow::array::RecordBatch>> {
-        let text = self.convert(&[], true);
+        let text = self.conv.convert(&[], true);
         let mut out = if text.is_empty() {
             Vec::new()
         } else {
@@ -151,21 +170,7 @@ mod tests {
     use super::*;
 
     fn run(enc: TextEncoding, input: &[u8], cut: usize) -> String {
-        let mut t = Transcoder {
-            encoding: enc,
-            big_endian: enc != TextEncoding::Utf16Le,
-            started: false,
-            carry: Vec::new(),
-            inner: Box::new(
-                crate::TextDecoder::new(
-                    "t",
-                    std::sync::Arc::new(crate::FileFormat::Text.fixed_schema().unwrap()),
-                    Default::default(),
-                    10,
-                )
-                .unwrap(),
-            ),
-        };
+        let mut t = Converter::new(enc);
         let mut out = t.convert(&input[..cut], false);
         out.extend(t.convert(&input[cut..], false));
         out.extend(t.convert(&[], true));

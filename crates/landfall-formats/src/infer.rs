@@ -213,6 +213,17 @@ impl SchemaMerger {
         complete: bool,
     ) -> Result<(), FormatError> {
         let (mut text, _whole) = crate::input::sample_text(path, raw, cap, complete)?;
+        if self.format == FileFormat::Csv {
+            // As the decoder sees the file: transcoded, its first `skip_rows` lines gone.
+            text = crate::encoding::transcode_all(self.csv.encoding, &text);
+            let mut skip = self.csv.skip_rows;
+            let mut at = 0;
+            while skip > 0 && at < text.len() {
+                at = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i + 1);
+                skip -= 1;
+            }
+            text.drain(..at);
+        }
         if self.format == FileFormat::Json && self.json_leniency.any() {
             text =
                 crate::json_lenient::lenient_text(&text, self.json_leniency, !self.json_multi_line);

@@ -59,6 +59,14 @@ csv.nan_value = "NA"
 csv.empty_value = ""
 sink.path = "{root}/c16_table"
 
+[streams.c16i]
+source = "{root}/csv"
+format = "csv"
+infer_column_types = true
+csv.encoding = "UTF-16"
+csv.skip_rows = 1
+sink.path = "{root}/c16i_table"
+
 [streams.c1]
 source = "{root}/latin"
 format = "csv"
@@ -68,7 +76,7 @@ csv.skip_rows = 1
 sink.path = "{root}/c1_table"
 "#,
     );
-    for s in ["j", "c16", "c1"] {
+    for s in ["j", "c16", "c16i", "c1"] {
         drain_stream(&cfg, s);
     }
     let v = verify("delta", &root.join("j_table"), Some("j"));
@@ -91,6 +99,11 @@ sink.path = "{root}/c1_table"
     assert_eq!(r[0]["x"], "nan", "the verifier prints NaN as nan");
     assert_eq!(r[1]["name"], "", "empty_value: an empty string, not null");
     assert_eq!(r[1]["x"], "1.5");
+
+    // Inference sees the file as the decoder does: transcoded, the report line skipped.
+    let v = verify("delta", &root.join("c16i_table"), Some("c16i"));
+    assert_eq!(v["schema"]["id"], "long", "{}", v["schema"]);
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
 
     let v = verify("delta", &root.join("c1_table"), Some("c1"));
     assert_eq!(sorted_rows(&v, "id")[0]["name"], "café");
