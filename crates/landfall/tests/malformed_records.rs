@@ -92,6 +92,13 @@ sink.path = "{root}/c_table"
             .unwrap()
             .contains("expected 2 fields, found 3")
     );
+    assert!(
+        bad[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("expected 2 fields, found 1"),
+        "every record has its own reason: {bad:?}"
+    );
 
     // A bad-records path inside the source is refused at validation.
     let cfg = config_in(
