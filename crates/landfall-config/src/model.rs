@@ -460,6 +460,11 @@ pub struct CsvOptions {
     /// The files' character set (`encoding`): UTF-8 (default), ISO-8859-1, UTF-16, UTF-16LE,
     /// UTF-16BE.
     pub encoding: Option<String>,
+    /// Spark datetime pattern of TIMESTAMP values (`timestampFormat`, e.g.
+    /// `dd/MM/yyyy HH:mm:ss`); default: ISO 8601 and the forms Arrow reads.
+    pub timestamp_format: Option<String>,
+    /// Spark datetime pattern of DATE values (`dateFormat`, e.g. `dd.MM.yyyy`).
+    pub date_format: Option<String>,
 }
 
 impl Default for CsvOptions {
@@ -478,6 +483,8 @@ impl Default for CsvOptions {
             ignore_trailing_white_space: false,
             max_columns: None,
             encoding: None,
+            timestamp_format: None,
+            date_format: None,
         }
     }
 }

@@ -672,6 +672,16 @@ fn validate_stream(
             format!("`{e}` is not supported (UTF-8, ISO-8859-1, UTF-16, UTF-16LE, UTF-16BE)"),
         );
     }
+    for (key, pattern) in [
+        ("csv.timestamp_format", &s.csv.timestamp_format),
+        ("csv.date_format", &s.csv.date_format),
+    ] {
+        if let Some(p) = pattern
+            && let Err(e) = landfall_core::datetime_pattern::chrono_format(p)
+        {
+            ctx.err(k(key), e);
+        }
+    }
     if s.csv.max_columns == Some(0) {
         ctx.err(k("csv.max_columns"), "must be at least 1");
     }

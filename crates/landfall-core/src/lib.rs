@@ -5,6 +5,7 @@
 //! against (`StateStore`, `Committer`, `Discovery`, `Decoder`), each with an in-memory
 //! implementation for fast unit tests beside it.
 
+pub mod datetime_pattern;
 pub mod ddl;
 pub mod delta_types;
 pub mod failpoint;

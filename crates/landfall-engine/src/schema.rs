@@ -183,6 +183,17 @@ pub fn csv_format(spec: &StreamSpec) -> CsvFormat {
         ignore_leading_white_space: c.ignore_leading_white_space,
         ignore_trailing_white_space: c.ignore_trailing_white_space,
         max_columns: c.max_columns.unwrap_or(20480),
+        // Patterns validated with the configuration.
+        temporal: landfall_formats::TemporalFormats {
+            timestamp: c
+                .timestamp_format
+                .as_deref()
+                .and_then(|p| landfall_formats::chrono_format(p).ok()),
+            date: c
+                .date_format
+                .as_deref()
+                .and_then(|p| landfall_formats::chrono_format(p).ok()),
+        },
         // Validated with the configuration.
         encoding: c
             .encoding

@@ -313,7 +313,18 @@ impl CsvDecoder {
             };
             let strings = self.strings(j, field.data_type(), field.name(), &mut bad);
             let strings: ArrayRef = Arc::new(strings);
-            let (col, lost) = cast_permissive(&self.path, field.name(), &strings, field)?;
+            let parsed = self
+                .format
+                .temporal
+                .for_type(field.data_type())
+                .and_then(|fmt| {
+                    let s = strings.as_any().downcast_ref::<StringArray>()?;
+                    crate::temporal::parse_with(s, field.data_type(), fmt)
+                });
+            let (col, lost) = match parsed {
+                Some(p) => p,
+                None => cast_permissive(&self.path, field.name(), &strings, field)?,
+            };
             for r in lost {
                 if rescue_at.is_some() {
                     let v = strings

@@ -215,3 +215,46 @@ fn skip_rows_trimming_empty_and_nan_values_and_max_columns() {
         .unwrap_err();
     assert!(err.message.contains("max_columns"), "{}", err.message);
 }
+
+#[test]
+fn timestamp_and_date_formats() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(
+            "ts",
+            DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("d", DataType::Date32, true),
+    ]));
+    let opts = DecodeOptions {
+        csv: CsvFormat {
+            temporal: crate::TemporalFormats {
+                timestamp: Some(crate::chrono_format("dd/MM/yyyy HH:mm").unwrap()),
+                date: Some(crate::chrono_format("dd.MM.yyyy").unwrap()),
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut d = CsvDecoder::new("t.csv", schema, &opts);
+    let batches = crate::decode_in_two(
+        &mut d,
+        b"ts,d\n30/11/2026 13:05,30.11.2026\n2026-11-30,31.02.2026\n",
+        9,
+    );
+    use arrow::array::{Array, AsArray};
+    let b = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let ts = b
+        .column(0)
+        .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+    assert_eq!(ts.value(0), 1_796_043_900_000_000, "2026-11-30T13:05:00Z");
+    assert!(ts.is_null(1));
+    let d32 = b.column(1).as_primitive::<arrow::datatypes::Date32Type>();
+    assert_eq!(d32.value(0), 20_787, "2026-11-30");
+    assert!(d32.is_null(1));
+    assert_eq!(
+        d.malformed_rows(),
+        1,
+        "the second row matches neither pattern"
+    );
+}

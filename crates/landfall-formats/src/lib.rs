@@ -24,6 +24,7 @@ mod json_permissive;
 mod metadata;
 mod parquet_file;
 mod rescue;
+mod temporal;
 mod text;
 mod xml;
 
@@ -42,6 +43,7 @@ pub use landfall_core::MalformedRecord;
 pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
 pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
+pub use temporal::{TemporalFormats, chrono_format};
 pub use text::{TextDecoder, TextFormat};
 pub use xml::{XmlDecoder, XmlFormat, xml_to_ndjson};
 
@@ -119,6 +121,8 @@ pub struct CsvFormat {
     pub max_columns: usize,
     /// The files' character set (transcoded to UTF-8 before tokenizing).
     pub encoding: TextEncoding,
+    /// How TIMESTAMP and DATE columns are written (chrono formats; none: ISO 8601).
+    pub temporal: TemporalFormats,
 }
 
 impl Default for CsvFormat {
@@ -137,6 +141,7 @@ impl Default for CsvFormat {
             ignore_trailing_white_space: false,
             max_columns: 20480,
             encoding: TextEncoding::Utf8,
+            temporal: TemporalFormats::default(),
         }
     }
 }

@@ -1,0 +1,125 @@
+//! `timestamp_format` and `date_format`: Spark datetime patterns (`yyyy-MM-dd HH:mm:ss`,
+//! `dd/MM/yyyy`, `yyyy-MM-dd'T'HH:mm:ss.SSSXXX`) for reading text into TIMESTAMP and DATE
+//! columns of csv and json.
+//!
+//! A pattern is translated once to a chrono format. Letters: `yyyy` `yy` year, `MM` `M` month,
+//! `MMM` month name, `dd` `d` day, `HH` `H` hour, `hh` `h` 12-hour, `mm` minute, `ss` second,
+//! `S`..`SSSSSSSSS` fraction, `a` AM/PM, `XXX` `xxx` `ZZZZZ` offset `+01:00`, `X` `x` `Z` offset
+//! `+0100`, `'text'` literal, anything else literal. A timestamp without an offset is UTC (a
+//! TIMESTAMP column) or as written (TIMESTAMP_NTZ). A value that does not match is one that
+//! does not fit its column (rescued, or null and counted malformed).
+
+use arrow::array::{Array, ArrayRef, Date32Array, StringArray, TimestampMicrosecondArray};
+use arrow_schema::{DataType, TimeUnit};
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use std::sync::Arc;
+
+/// The two patterns of a stream, translated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TemporalFormats {
+    pub timestamp: Option<String>,
+    pub date: Option<String>,
+}
+
+pub use landfall_core::datetime_pattern::chrono_format;
+
+/// Parse `strings` into `ty` (TIMESTAMP / TIMESTAMP_NTZ in microseconds, or DATE) with the
+/// chrono `format`; the rows whose non-null value does not match are null and listed.
+pub fn parse_with(
+    strings: &StringArray,
+    ty: &DataType,
+    format: &str,
+) -> Option<(ArrayRef, Vec<usize>)> {
+    let mut lost = Vec::new();
+    let n = strings.len();
+    let value = |r: usize| (!strings.is_null(r)).then(|| strings.value(r).trim());
+    match ty {
+        DataType::Date32 => {
+            let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date");
+            let mut out = Vec::with_capacity(n);
+            for r in 0..n {
+                out.push(value(r).and_then(|v| {
+                    let d = NaiveDate::parse_from_str(v, format)
+                        .or_else(|_| NaiveDateTime::parse_from_str(v, format).map(|t| t.date()))
+                        .ok();
+                    if d.is_none() {
+                        lost.push(r);
+                    }
+                    d.map(|d| (d - epoch).num_days() as i32)
+                }));
+            }
+            Some((Arc::new(Date32Array::from(out)), lost))
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+            let mut out = Vec::with_capacity(n);
+            for r in 0..n {
+                out.push(value(r).and_then(|v| {
+                    let t = DateTime::parse_from_str(v, format)
+                        .map(|t| t.naive_utc())
+                        .or_else(|_| NaiveDateTime::parse_from_str(v, format))
+                        .or_else(|_| {
+                            NaiveDate::parse_from_str(v, format)
+                                .map(|d| d.and_hms_opt(0, 0, 0).expect("midnight"))
+                        })
+                        .ok();
+                    if t.is_none() {
+                        lost.push(r);
+                    }
+                    t.map(|t| t.and_utc().timestamp_micros())
+                }));
+            }
+            let arr = TimestampMicrosecondArray::from(out);
+            Some((
+                Arc::new(match tz {
+                    Some(tz) => arr.with_timezone(tz.clone()),
+                    None => arr,
+                }),
+                lost,
+            ))
+        }
+        _ => None,
+    }
+}
+
+impl TemporalFormats {
+    /// The chrono format for a column of `ty`, when the stream has one.
+    pub fn for_type(&self, ty: &DataType) -> Option<&str> {
+        match ty {
+            DataType::Date32 => self.date.as_deref(),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => self.timestamp.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spark_patterns_translate_and_parse() {
+        let s = StringArray::from(vec![
+            Some("30/11/2026 13:05:01"),
+            Some("nope"),
+            None,
+            Some("01/01/1970 00:00:00"),
+        ]);
+        let fmt = chrono_format("dd/MM/yyyy HH:mm:ss").unwrap();
+        let ty = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let (a, lost) = parse_with(&s, &ty, &fmt).unwrap();
+        assert_eq!(lost, [1]);
+        let a = a
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .unwrap();
+        assert_eq!(a.value(0), 1_796_043_901_000_000);
+        assert!(a.is_null(2));
+        assert_eq!(a.value(3), 0);
+        let d = StringArray::from(vec![Some("30.11.2026"), Some("31.02.2026")]);
+        let (a, lost) =
+            parse_with(&d, &DataType::Date32, &chrono_format("dd.MM.yyyy").unwrap()).unwrap();
+        assert_eq!(lost, [1]);
+        let a = a.as_any().downcast_ref::<Date32Array>().unwrap();
+        assert_eq!(a.value(0), 20_787);
+    }
+}
