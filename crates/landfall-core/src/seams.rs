@@ -257,6 +257,31 @@ pub trait Decoder: Send {
     }
 }
 
+/// A boxed decoder is a decoder (wrappers hold `Box<dyn Decoder>`).
+impl<T: Decoder + ?Sized> Decoder for Box<T> {
+    fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
+        (**self).push(chunk)
+    }
+    fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
+        (**self).finish()
+    }
+    fn malformed_rows(&self) -> u64 {
+        (**self).malformed_rows()
+    }
+    fn first_malformed(&self) -> Option<String> {
+        (**self).first_malformed()
+    }
+    fn take_malformed(&mut self) -> Vec<MalformedRecord> {
+        (**self).take_malformed()
+    }
+    fn rescued_rows(&self) -> u64 {
+        (**self).rescued_rows()
+    }
+    fn new_columns(&self) -> Vec<arrow_schema::Field> {
+        (**self).new_columns()
+    }
+}
+
 /// A record that did not fit in permissive mode: where it starts, why, and its text when the
 /// decoder has it (cut to [`MalformedRecord::MAX_TEXT`] bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -144,25 +144,7 @@ impl landfall_core::Decoder for Transcoder {
         Ok(out)
     }
 
-    fn malformed_rows(&self) -> u64 {
-        self.inner.malformed_rows()
-    }
-
-    fn first_malformed(&self) -> Option<String> {
-        self.inner.first_malformed()
-    }
-
-    fn take_malformed(&mut self) -> Vec<landfall_core::MalformedRecord> {
-        self.inner.take_malformed()
-    }
-
-    fn rescued_rows(&self) -> u64 {
-        self.inner.rescued_rows()
-    }
-
-    fn new_columns(&self) -> Vec<arrow_schema::Field> {
-        self.inner.new_columns()
-    }
+    forward_reports!();
 }
 
 #[cfg(test)]

@@ -110,25 +110,7 @@ impl Decoder for TextInput {
         Ok(out)
     }
 
-    fn malformed_rows(&self) -> u64 {
-        self.inner.malformed_rows()
-    }
-
-    fn first_malformed(&self) -> Option<String> {
-        self.inner.first_malformed()
-    }
-
-    fn rescued_rows(&self) -> u64 {
-        self.inner.rescued_rows()
-    }
-
-    fn take_malformed(&mut self) -> Vec<landfall_core::MalformedRecord> {
-        self.inner.take_malformed()
-    }
-
-    fn new_columns(&self) -> Vec<arrow_schema::Field> {
-        self.inner.new_columns()
-    }
+    forward_reports!();
 }
 
 /// A text file's sampled head as the decoders see it: decompressed (at most `cap` bytes; a

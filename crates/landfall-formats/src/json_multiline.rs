@@ -202,25 +202,7 @@ impl Decoder for MultiLineJson {
         Ok(out)
     }
 
-    fn malformed_rows(&self) -> u64 {
-        self.inner.malformed_rows()
-    }
-
-    fn first_malformed(&self) -> Option<String> {
-        landfall_core::Decoder::first_malformed(&self.inner)
-    }
-
-    fn rescued_rows(&self) -> u64 {
-        landfall_core::Decoder::rescued_rows(&self.inner)
-    }
-
-    fn take_malformed(&mut self) -> Vec<landfall_core::MalformedRecord> {
-        landfall_core::Decoder::take_malformed(&mut self.inner)
-    }
-
-    fn new_columns(&self) -> Vec<arrow_schema::Field> {
-        landfall_core::Decoder::new_columns(&self.inner)
-    }
+    forward_reports!();
 }
 
 /// A whole multi-line JSON text as NDJSON (schema inference), without a last record the

@@ -6,6 +6,32 @@
 //! decompressed as they arrive, and a leading UTF-8 BOM is skipped ([`TextInput`]). Parquet
 //! needs its footer and decodes at `finish`.
 
+/// The reports of a decoder that wraps another in `self.inner` (malformed rows, rescued rows,
+/// new columns), passed through unchanged.
+macro_rules! forward_reports {
+    () => {
+        fn malformed_rows(&self) -> u64 {
+            landfall_core::Decoder::malformed_rows(&self.inner)
+        }
+
+        fn first_malformed(&self) -> Option<String> {
+            landfall_core::Decoder::first_malformed(&self.inner)
+        }
+
+        fn take_malformed(&mut self) -> Vec<landfall_core::MalformedRecord> {
+            landfall_core::Decoder::take_malformed(&mut self.inner)
+        }
+
+        fn rescued_rows(&self) -> u64 {
+            landfall_core::Decoder::rescued_rows(&self.inner)
+        }
+
+        fn new_columns(&self) -> Vec<arrow_schema::Field> {
+            landfall_core::Decoder::new_columns(&self.inner)
+        }
+    };
+}
+
 mod avro;
 mod binary_file;
 mod compression;
@@ -213,17 +239,7 @@ impl Decoder for FailFast {
         self.check()?;
         Ok(out)
     }
-    fn rescued_rows(&self) -> u64 {
-        self.inner.rescued_rows()
-    }
-
-    fn take_malformed(&mut self) -> Vec<MalformedRecord> {
-        self.inner.take_malformed()
-    }
-
-    fn new_columns(&self) -> Vec<arrow_schema::Field> {
-        self.inner.new_columns()
-    }
+    forward_reports!();
 }
 
 /// A decoder for one file of `format`, producing batches of `schema` (the stream schema

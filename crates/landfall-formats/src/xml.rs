@@ -214,6 +214,17 @@ impl XmlRows {
         Ok(())
     }
 
+    /// An element opened by `e`, with its attributes.
+    fn open(&self, e: &BytesStart<'_>) -> Result<Node, String> {
+        let mut node = Node {
+            name: local(e.name().as_ref()),
+            fields: Vec::new(),
+            text: String::new(),
+        };
+        self.attributes(e, &mut node)?;
+        Ok(node)
+    }
+
     /// An element's value once it is closed.
     fn finish(&self, node: Node) -> Value {
         let text = node.text.trim().to_string();
@@ -261,26 +272,15 @@ impl XmlRows {
                 Err(e) => return RowRead::Broken(e.to_string()),
             };
             match event {
-                Event::Start(e) => {
-                    let mut node = Node {
-                        name: local(e.name().as_ref()),
-                        fields: Vec::new(),
-                        text: String::new(),
-                    };
-                    if let Err(why) = self.attributes(&e, &mut node) {
-                        return RowRead::Broken(why);
-                    }
-                    stack.push(node);
-                }
+                Event::Start(e) => match self.open(&e) {
+                    Ok(node) => stack.push(node),
+                    Err(why) => return RowRead::Broken(why),
+                },
                 Event::Empty(e) => {
-                    let mut node = Node {
-                        name: local(e.name().as_ref()),
-                        fields: Vec::new(),
-                        text: String::new(),
+                    let node = match self.open(&e) {
+                        Ok(node) => node,
+                        Err(why) => return RowRead::Broken(why),
                     };
-                    if let Err(why) = self.attributes(&e, &mut node) {
-                        return RowRead::Broken(why);
-                    }
                     let name = node.name.clone();
                     let value = self.finish(node);
                     match stack.last_mut() {

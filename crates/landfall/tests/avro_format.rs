@@ -65,14 +65,6 @@ sink.path = "{root}/table"
         }
     }
     assert!(got[0]["_rescued_data"].is_null());
-    let o = landfall(&[
-        "schema",
-        "av",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let history: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let history = schema_history(&cfg, "av");
     assert_eq!(history[1]["reason"], "new columns: tags, city");
 }

@@ -17,23 +17,20 @@ fn lenient_json_and_csv_encodings_land_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let json = root.join("json");
-    std::fs::create_dir_all(&json).unwrap();
-    std::fs::write(
-        json.join("a.json"),
+    put_file(
+        &json,
+        "a.json",
         "// exported\n{id: 1, 'name': 'it\\'s', /* inline */ n: 2.5}\n{\"id\": 2, \"name\": \"b\", \"n\": 3}\n",
-    )
-    .unwrap();
+    );
     let csv = root.join("csv");
-    std::fs::create_dir_all(&csv).unwrap();
     let body = "report\nid,name,x\n1, Zoë ,NA\n2,,1.5\n";
     let utf16: Vec<u8> = [0xFF, 0xFE]
         .into_iter()
         .chain(body.encode_utf16().flat_map(|u| u.to_le_bytes()))
         .collect();
-    std::fs::write(csv.join("a.csv"), utf16).unwrap();
+    put_file(&csv, "a.csv", utf16);
     let latin = root.join("latin");
-    std::fs::create_dir_all(&latin).unwrap();
-    std::fs::write(latin.join("b.csv"), b"report\nid,name,x\n3,caf\xe9,2\n").unwrap();
+    put_file(&latin, "b.csv", b"report\nid,name,x\n3,caf\xe9,2\n");
     let cfg = config_in(
         root,
         r#"

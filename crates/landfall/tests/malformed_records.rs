@@ -31,15 +31,13 @@ fn drop_malformed_keeps_good_rows_and_bad_records_name_every_bad_one() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let json = root.join("json");
-    std::fs::create_dir_all(&json).unwrap();
-    std::fs::write(
-        json.join("a.json"),
+    put_file(
+        &json,
+        "a.json",
         "{\"id\":1}\n{\"id\":\"two\"}\nnot json at all\n{\"id\":4}\n{\"id\":5",
-    )
-    .unwrap();
+    );
     let csv = root.join("csv");
-    std::fs::create_dir_all(&csv).unwrap();
-    std::fs::write(csv.join("a.csv"), "id,name\n1,a\n2,b,extra\n3\n4,d\n").unwrap();
+    put_file(&csv, "a.csv", "id,name\n1,a\n2,b,extra\n3\n4,d\n");
     let cfg = config_in(
         root,
         r#"

@@ -8,35 +8,30 @@ use common::*;
 use serde_json::Value;
 use std::path::Path;
 
-fn write(dir: &Path, name: &str, body: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join(name), body).unwrap();
-}
-
 /// Files 1-2: the columns every file has.
 fn first_files(src: &Path) {
-    write(
+    put_file(
         src,
         "f1.json",
         "{\"id\":1,\"name\":\"a\"}\n{\"id\":2,\"name\":\"b\"}\n",
     );
-    write(src, "f2.json", "{\"id\":3,\"name\":\"c\"}\n");
+    put_file(src, "f2.json", "{\"id\":3,\"name\":\"c\"}\n");
 }
 
 /// Files 3-5: file 3 adds `extra` (and a key differing from `name` only in case), file 4
 /// has an id that is no BIGINT.
 fn later_files(src: &Path) {
-    write(
+    put_file(
         src,
         "f3.json",
         "{\"id\":4,\"name\":\"d\",\"extra\":10,\"NAME\":\"shout\"}\n",
     );
-    write(
+    put_file(
         src,
         "f4.json",
         "{\"id\":\"five\",\"name\":\"e\",\"extra\":11}\n",
     );
-    write(src, "f5.json", "{\"id\":6,\"name\":\"f\"}\n");
+    put_file(src, "f5.json", "{\"id\":6,\"name\":\"f\"}\n");
 }
 
 fn rows(v: &Value) -> Vec<Value> {
@@ -49,23 +44,6 @@ fn rescued(row: &Value) -> Option<Value> {
     row["_rescued_data"]
         .as_str()
         .map(|s| serde_json::from_str(s).unwrap())
-}
-
-fn schema_history(cfg: &Path, stream: &str) -> Vec<Value> {
-    let o = landfall(&[
-        "schema",
-        stream,
-        "--config",
-        cfg.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    serde_json::from_slice::<Value>(&o.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 /// Every commit of the table, as the actions of each log entry.
@@ -81,17 +59,13 @@ fn commits(table: &Path) -> Vec<Vec<Value>> {
         .collect()
 }
 
-fn streams(root: &Path, body: &str) -> std::path::PathBuf {
-    config_in(root, body)
-}
-
 #[test]
 fn add_new_columns_grows_the_table_in_the_batch_commit_and_reads_the_batch_again() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
     first_files(&src);
-    let cfg = streams(
+    let cfg = config_in(
         root,
         r#"
 [streams.evo]
@@ -182,7 +156,7 @@ fn rescue_keeps_the_schema_and_fail_on_new_columns_stops_naming_them() {
     let root = dir.path();
     let src = root.join("src");
     first_files(&src);
-    let cfg = streams(
+    let cfg = config_in(
         root,
         r#"
 [streams.resc]
@@ -265,7 +239,7 @@ fn schema_hints_fix_named_columns_and_rescue_what_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
-    write(
+    put_file(
         &src,
         "a.json",
         concat!(
@@ -273,7 +247,7 @@ fn schema_hints_fix_named_columns_and_rescue_what_does_not_fit() {
             "{\"id\":\"2\",\"user\":{\"age\":\"old\"},\"score\":2}\n",
         ),
     );
-    let cfg = streams(
+    let cfg = config_in(
         root,
         r#"
 [streams.hinted]
@@ -304,8 +278,8 @@ fn new_columns_a_delta_table_cannot_hold_stay_rescued_and_the_stream_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
-    write(&src, "a.json", "{\"id\":\"1\"}\n");
-    let cfg = streams(
+    put_file(&src, "a.json", "{\"id\":\"1\"}\n");
+    let cfg = config_in(
         root,
         r#"
 [streams.odd]
@@ -315,7 +289,7 @@ sink.path = "{root}/odd_table"
 "#,
     );
     drain_stream(&cfg, "odd");
-    write(
+    put_file(
         &src,
         "b.json",
         "{\"id\":\"2\",\"bad name\":1,\"empty\":{\"y\":{}},\"fine\":true}\n",

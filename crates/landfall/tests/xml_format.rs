@@ -27,8 +27,7 @@ fn xml_rows_land_with_attributes_arrays_inference_and_evolution() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("a.xml"), FIRST).unwrap();
+    put_file(&src, "a.xml", FIRST);
     let cfg = config_in(
         root,
         r#"
@@ -48,7 +47,7 @@ sink.path = "{root}/x_table"
         "<order id=\"4\"><customer>Dee</oops></order>",
         "<order id=\"5\" status=\"open\"><customer>Eve</customer><total>2</total></order></orders>",
     );
-    std::fs::write(src.join("b.xml.gz"), gzip(later.as_bytes())).unwrap();
+    put_file(&src, "b.xml.gz", gzip(later.as_bytes()));
     let o = drain_stream(&cfg, "x");
     assert!(text(&o).contains("malformed"), "{}", text(&o));
 
@@ -83,15 +82,7 @@ sink.path = "{root}/x_table"
         serde_json::json!([{"_VALUE": 1, "_sku": "c"}])
     );
     assert!(rows[3]["item"].is_null());
-    let history = landfall(&[
-        "schema",
-        "x",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let history: Value = serde_json::from_slice(&history.stdout).unwrap();
-    assert_eq!(history.as_array().unwrap().len(), 2);
+    let history = schema_history(&cfg, "x");
+    assert_eq!(history.len(), 2);
     assert_eq!(history[1]["reason"], "new columns: coupon");
 }

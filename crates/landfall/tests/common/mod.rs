@@ -480,3 +480,27 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
     w.write_all(data).unwrap();
     w.finish().unwrap()
 }
+
+/// Write `body` to `dir/name`, creating `dir`.
+pub fn put_file(dir: &Path, name: &str, body: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), body).unwrap();
+}
+
+/// `landfall schema <stream> --format json`: the stream's schema versions, oldest first.
+pub fn schema_history(config: &Path, stream: &str) -> Vec<Value> {
+    let o = landfall(&[
+        "schema",
+        stream,
+        "--config",
+        config.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
