@@ -225,6 +225,27 @@ impl XmlRows {
         Ok(node)
     }
 
+    /// A closed element becomes a field of its parent, or, without one, the row.
+    fn close(
+        &self,
+        stack: &mut [Node],
+        node: Node,
+        reader: &quick_xml::Reader<&[u8]>,
+    ) -> Option<RowRead> {
+        let name = node.name.clone();
+        let value = self.finish(node);
+        match stack.last_mut() {
+            Some(parent) => {
+                parent.fields.push((name, value));
+                None
+            }
+            None => Some(RowRead::Row(
+                self.row_value(value),
+                reader.buffer_position() as usize,
+            )),
+        }
+    }
+
     /// An element's value once it is closed.
     fn finish(&self, node: Node) -> Value {
         let text = node.text.trim().to_string();
@@ -281,32 +302,16 @@ impl XmlRows {
                         Ok(node) => node,
                         Err(why) => return RowRead::Broken(why),
                     };
-                    let name = node.name.clone();
-                    let value = self.finish(node);
-                    match stack.last_mut() {
-                        Some(parent) => parent.fields.push((name, value)),
-                        None => {
-                            return RowRead::Row(
-                                self.row_value(value),
-                                reader.buffer_position() as usize,
-                            );
-                        }
+                    if let Some(row) = self.close(&mut stack, node, &reader) {
+                        return row;
                     }
                 }
                 Event::End(_) => {
                     let Some(node) = stack.pop() else {
                         return RowRead::Broken("an end tag without its start".into());
                     };
-                    let name = node.name.clone();
-                    let value = self.finish(node);
-                    match stack.last_mut() {
-                        Some(parent) => parent.fields.push((name, value)),
-                        None => {
-                            return RowRead::Row(
-                                self.row_value(value),
-                                reader.buffer_position() as usize,
-                            );
-                        }
+                    if let Some(row) = self.close(&mut stack, node, &reader) {
+                        return row;
                     }
                 }
                 Event::Text(t) => {
