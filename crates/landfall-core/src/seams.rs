@@ -377,6 +377,10 @@ pub trait Committer: Send + Sync {
     async fn remove_orphans(&self, batch_id: u64, paths: &[String]) -> SeamResult<u64>;
     /// The table's current version, for summaries.
     async fn table_version(&self) -> SeamResult<Option<i64>>;
+    /// The data files the commit holding batch `batch_id` of this stream added, as the staged
+    /// hook named them, when the table can still tell (`None`: no such commit, or its log
+    /// entry is gone). Lets a process check that a batch the table holds is its own.
+    async fn batch_files(&self, batch_id: u64) -> SeamResult<Option<Vec<String>>>;
     /// Finish the publication of a batch the table already holds (after a crash between
     /// commit and record). Idempotent; a no-op for Delta.
     async fn complete(&self, batch_id: u64) -> SeamResult<()>;

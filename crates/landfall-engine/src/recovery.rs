@@ -8,6 +8,34 @@ use landfall_config::StreamSpec;
 use landfall_core::seams::SeamResult;
 use landfall_core::{BatchPlan, CommitReceipt, Committer, SeamError, StateStore};
 
+/// Batch `batch_id`, which the table holds, must have been committed with data files of this
+/// state's attempts (`staged`): a process never records another's commit as its own. When the
+/// table can no longer tell (its log entry is gone) or the commit added no file, it is taken as
+/// is.
+pub async fn check_owned(
+    name: &str,
+    committer: &dyn Committer,
+    batch_id: u64,
+    staged: &[String],
+) -> SeamResult<()> {
+    let Some(files) = committer.batch_files(batch_id).await? else {
+        return Ok(());
+    };
+    let mine: std::collections::HashSet<&String> = staged.iter().collect();
+    let foreign: Vec<&String> = files.iter().filter(|f| !mine.contains(f)).collect();
+    let Some(first) = foreign.first() else {
+        return Ok(());
+    };
+    Err(SeamError::fatal(format!(
+        "stream `{name}`: the table {location} holds batch {batch_id} of this stream, but committed with data files this state did not write ({first}, {n} of {total}), so the stream stopped without recording it. \
+Another landfall instance runs this stream against the same table with its own state, or this state was restored from a backup taken before that commit. \
+To recover: stop the other instance, or restore the newest state directory, or run `landfall reset {name}` to set this state aside.",
+        location = committer.location(),
+        n = foreign.len(),
+        total = files.len(),
+    )))
+}
+
 /// What recovery left to do.
 pub enum Recovered {
     Nothing,
@@ -16,6 +44,7 @@ pub enum Recovered {
 }
 
 pub async fn recover(
+    name: &str,
     state: &dyn StateStore,
     committer: &dyn Committer,
     events: &StreamEvents,
@@ -28,6 +57,7 @@ pub async fn recover(
         .await?
         .is_some_and(|v| v >= plan.batch_id);
     if landed {
+        check_owned(name, committer, plan.batch_id, &plan.staged).await?;
         committer.complete(plan.batch_id).await?;
         // The version of the commit that holds the batch, not the table's latest.
         let version = committer.batch_version(plan.batch_id).await?;

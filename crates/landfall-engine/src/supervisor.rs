@@ -120,8 +120,7 @@ async fn supervise(
     available_now: bool,
     shutdown: watch::Receiver<bool>,
 ) -> StreamOutcome {
-    let mut backoff = BACKOFF_START;
-    let mut failures = 0;
+    let mut retry = Retry::default();
     let drain = available_now || spec.trigger == Trigger::AvailableNow;
     let table = spec.sink.location.as_table_uri();
     let mut error = None;
@@ -134,9 +133,7 @@ async fn supervise(
             last = Some((r.summary.clone(), r.table_version));
         }
         if StreamCounters::get(&events.counters.batches_committed) > committed_before {
-            // Progress since the last failure: this failure starts a new count.
-            failures = 0;
-            backoff = BACKOFF_START;
+            retry.progressed();
         }
         match r.end {
             Ok(RunEnd::Drained) => break,
@@ -150,7 +147,6 @@ async fn supervise(
                 break;
             }
             Err(e) => {
-                failures += 1;
                 if *shutdown.borrow() {
                     error = Some(e.message);
                     break;
@@ -160,11 +156,12 @@ async fn supervise(
                     error = Some(e.message);
                     break;
                 }
-                if drain && failures >= AVAILABLE_NOW_ATTEMPTS {
+                let Some(backoff) = retry.failed(drain) else {
+                    let failures = retry.failures;
                     tracing::error!(stream = %spec.name, error = %e.message, failures, "stream failed {failures} times in a row; giving up");
                     error = Some(e.message);
                     break;
-                }
+                };
                 events.restarting(&e.message, backoff);
                 let mut sd = shutdown.clone();
                 tokio::select! {
@@ -175,7 +172,6 @@ async fn supervise(
                     error = Some(e.message);
                     break;
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         }
     }
@@ -468,4 +464,74 @@ pub async fn run_streams(
     hub: Arc<Hub>,
 ) -> Vec<StreamOutcome> {
     StreamSet::start(cfg, opts, shutdown, hub).finish().await
+}
+
+/// The restart policy of a failing worker: waits that double from `BACKOFF_START` up to
+/// `BACKOFF_MAX`, back to the start once a batch commits; with `available_now`, giving up after
+/// `AVAILABLE_NOW_ATTEMPTS` failures in a row (not in total).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Retry {
+    /// Failures since the last progress.
+    failures: u32,
+    /// The next wait.
+    backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            failures: 0,
+            backoff: BACKOFF_START,
+        }
+    }
+}
+
+impl Retry {
+    /// A batch committed since the last failure: the next failure starts a new count.
+    fn progressed(&mut self) {
+        *self = Retry::default();
+    }
+
+    /// A retryable failure: how long to wait before the restart, or `None` to give up.
+    fn failed(&mut self, drain: bool) -> Option<Duration> {
+        self.failures += 1;
+        if drain && self.failures >= AVAILABLE_NOW_ATTEMPTS {
+            return None;
+        }
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        Some(wait)
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_resets_on_progress_and_drains_give_up_after_consecutive_failures() {
+        let mut r = Retry::default();
+        assert_eq!(r.failed(false), Some(BACKOFF_START));
+        assert_eq!(r.failed(false), Some(BACKOFF_START * 2));
+        for _ in 0..64 {
+            r.failed(false);
+        }
+        assert_eq!(r.failed(false), Some(BACKOFF_MAX), "capped");
+        r.progressed();
+        assert_eq!(r.failed(false), Some(BACKOFF_START), "reset by progress");
+
+        // available_now: N failures in a row give up; progress in between resets the count.
+        let mut d = Retry::default();
+        for _ in 1..AVAILABLE_NOW_ATTEMPTS {
+            assert!(d.failed(true).is_some());
+        }
+        d.progressed();
+        for _ in 1..AVAILABLE_NOW_ATTEMPTS {
+            assert!(
+                d.failed(true).is_some(),
+                "the count restarted after progress"
+            );
+        }
+        assert_eq!(d.failed(true), None, "N in a row");
+    }
 }

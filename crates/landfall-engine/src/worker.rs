@@ -502,8 +502,13 @@ impl StreamWorker {
             return Ok(RunEnd::Drained);
         }
         if self.schema.is_some()
-            && let Recovered::Replay(plan) =
-                recover(self.state.as_ref(), self.committer.as_ref(), &self.events).await?
+            && let Recovered::Replay(plan) = recover(
+                &self.spec.name,
+                self.state.as_ref(),
+                self.committer.as_ref(),
+                &self.events,
+            )
+            .await?
         {
             self.run_batch(plan).await?;
         }
@@ -999,7 +1004,16 @@ impl StreamWorker {
         failpoint::hit("after_commit");
         if committed.landed_before {
             // An earlier attempt's commit landed after all: its data files are the live ones,
-            // this attempt's are the orphans. Record what the table holds (row count unknown).
+            // this attempt's are the orphans. Record what the table holds (row count unknown),
+            // once it is known to be this state's own commit.
+            // Every attempt's files, as the staged hook recorded them (this one's included).
+            let ours = self
+                .state
+                .batch(batch_id)?
+                .map(|p| p.staged)
+                .unwrap_or_default();
+            crate::recovery::check_owned(&self.spec.name, self.committer.as_ref(), batch_id, &ours)
+                .await?;
             self.state
                 .record_committed(batch_id, CommitReceipt::recovered(committed.version))?;
             let mine: Vec<String> = staged.iter().map(|f| f.path.clone()).collect();

@@ -491,6 +491,34 @@ impl Committer for DeltaCommitter {
         Ok(guard.as_ref().and_then(|t| t.version()).map(|v| v as i64))
     }
 
+    async fn batch_files(&self, batch_id: u64) -> SeamResult<Option<Vec<String>>> {
+        let guard = self.refreshed().await?;
+        let Some(table) = guard.as_ref() else {
+            return Ok(None);
+        };
+        let Some(version) = self.find_batch(table, batch_id).await? else {
+            return Ok(None);
+        };
+        let bytes = table
+            .log_store()
+            .read_commit_entry(version as u64)
+            .await
+            .map_err(|e| SinkError::Delta {
+                location: self.uri.clone(),
+                op: format!("read log entry {version}"),
+                source: Box::new(e),
+            })?;
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
+        let adds = crate::delta_log::adds_in_commit(&bytes).map_err(|reason| SinkError::Log {
+            location: self.uri.clone(),
+            version,
+            reason,
+        })?;
+        Ok(Some(adds.iter().map(|p| percent_decode(p)).collect()))
+    }
+
     async fn complete(&self, _batch_id: u64) -> SeamResult<()> {
         Ok(())
     }

@@ -56,6 +56,26 @@ pub(crate) fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, S
     Ok(found)
 }
 
+/// The paths of the `add` actions in one commit file's bytes, as written (percent-encoded).
+pub(crate) fn adds_in_commit(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let action: serde_json::Value =
+            serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        if let Some(p) = action
+            .get("add")
+            .and_then(|a| a.get("path"))
+            .and_then(|p| p.as_str())
+        {
+            out.push(p.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// The version of the commit holding `txn { app_id, batch_id }`, scanning back from `latest`.
 pub(crate) async fn find_batch_version(
     location: &str,

@@ -249,6 +249,14 @@ impl Committer for ParquetDirCommitter {
             .max())
     }
 
+    async fn batch_files(&self, batch_id: u64) -> SeamResult<Option<Vec<String>>> {
+        // The staged names: those the hook recorded.
+        Ok(self
+            .read_manifest(batch_id)
+            .await?
+            .map(|m| m.files.into_iter().map(|f| f.staged).collect()))
+    }
+
     async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>> {
         // A Parquet directory's "version" of a batch is the batch id, once its manifest exists.
         Ok(self.read_manifest(batch_id).await?.map(|_| batch_id as i64))

@@ -768,3 +768,45 @@ fn files_of_an_attempt_that_reached_the_commit_call_do_not_outlive_the_batch() {
         );
     }
 }
+
+/// Two instances with their own state run one stream against one table. B plans batch 0,
+/// stages its files and stops just before committing; A commits batch 0. B's next start finds
+/// batch 0 in the table, committed with files B never wrote: it stops with the causes instead
+/// of recording A's commit as its own.
+#[test]
+fn a_batch_committed_by_another_instance_is_never_recorded_as_ours() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    let body = |state: &str| {
+        format!(
+            "[server]\nstate_dir = \"{root}/{state}\"\n\n[streams.events]\nsource = \"{root}/landing\"\nformat = \"json\"\nschema = \"id BIGINT, name STRING, amount DOUBLE, tag STRING\"\n\n[streams.events.sink]\npath = \"{root}/table\"\n",
+            root = root.display()
+        )
+    };
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let cfg_a = write_config(&root.join("a"), &body("state_a"));
+    let cfg_b = write_config(&root.join("b"), &body("state_b"));
+    crash_at(&cfg_b, "before_commit");
+    drain(&cfg_a);
+    let o = run(&cfg_b);
+    let out = text(&o);
+    assert!(!o.status.success(), "B must not go on:\n{out}");
+    assert!(
+        out.contains("committed with data files this state did not write")
+            && out.contains("Another landfall instance"),
+        "{out}"
+    );
+    // B recorded nothing: its state still holds batch 0 open, not committed.
+    let rows = state_rows(&cfg_b, "events");
+    assert!(
+        rows.iter().all(|r| r["state"] != "committed"),
+        "B recorded A's commit: {rows:?}"
+    );
+    assert_exactly(
+        &ids(&verify("delta", &root.join("table"), Some("events")), "id"),
+        &(0..5).collect::<Vec<_>>(),
+    );
+}
