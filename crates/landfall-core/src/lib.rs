@@ -20,7 +20,7 @@ pub use file::{FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKi
 pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
-    AckToken, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
-    MalformedMessage, MalformedRecord, QueueRound, SeamError, StateStore, StreamSummary,
+    AckToken, BatchCommit, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
+    MalformedMessage, MalformedRecord, OWNER_KEY, QueueRound, SeamError, StateStore, StreamSummary,
 };
 pub use text_encoding::TextEncoding;

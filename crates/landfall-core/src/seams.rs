@@ -257,6 +257,17 @@ pub trait Decoder: Send {
     }
 }
 
+/// The key of the state identity on commits.
+pub const OWNER_KEY: &str = "landfall.state";
+
+/// What a commit says about who made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchCommit {
+    pub files: Vec<String>,
+    /// The state identity stamped on it (commits of landfall before the stamp have none).
+    pub owner: Option<String>,
+}
+
 /// A boxed decoder is a decoder (wrappers hold `Box<dyn Decoder>`).
 impl<T: Decoder + ?Sized> Decoder for Box<T> {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
@@ -377,10 +388,14 @@ pub trait Committer: Send + Sync {
     async fn remove_orphans(&self, batch_id: u64, paths: &[String]) -> SeamResult<u64>;
     /// The table's current version, for summaries.
     async fn table_version(&self) -> SeamResult<Option<i64>>;
-    /// The data files the commit holding batch `batch_id` of this stream added, as the staged
-    /// hook named them, when the table can still tell (`None`: no such commit, or its log
-    /// entry is gone). Lets a process check that a batch the table holds is its own.
-    async fn batch_files(&self, batch_id: u64) -> SeamResult<Option<Vec<String>>>;
+    /// What the commit holding batch `batch_id` of this stream says about who made it: its
+    /// data files (as the staged hook named them) and the state identity stamped on it, when
+    /// the table can still tell (`None`: no such commit, or its log entry is gone).
+    async fn batch_commit(&self, batch_id: u64) -> SeamResult<Option<BatchCommit>>;
+    /// The identity of the state this committer commits for, stamped on every commit (Delta:
+    /// `commitInfo` and each `add`'s tags under [`OWNER_KEY`]; Parquet directory: the
+    /// manifest).
+    fn set_owner(&self, owner: &str);
     /// Finish the publication of a batch the table already holds (after a crash between
     /// commit and record). Idempotent; a no-op for Delta.
     async fn complete(&self, batch_id: u64) -> SeamResult<()>;

@@ -498,6 +498,10 @@ impl StreamWorker {
         } else {
             self.timed_discover().await?
         };
+        // Every commit carries this state's identity (checked before recording a batch the
+        // table already holds).
+        self.committer
+            .set_owner(&crate::recovery::state_id(self.state.as_ref())?);
         if !self.ensure_schema(&candidates).await? && self.available_now {
             return Ok(RunEnd::Drained);
         }
@@ -1012,8 +1016,14 @@ impl StreamWorker {
                 .batch(batch_id)?
                 .map(|p| p.staged)
                 .unwrap_or_default();
-            crate::recovery::check_owned(&self.spec.name, self.committer.as_ref(), batch_id, &ours)
-                .await?;
+            crate::recovery::check_owned(
+                &self.spec.name,
+                self.committer.as_ref(),
+                batch_id,
+                &ours,
+                &crate::recovery::state_id(self.state.as_ref())?,
+            )
+            .await?;
             self.state
                 .record_committed(batch_id, CommitReceipt::recovered(committed.version))?;
             let mine: Vec<String> = staged.iter().map(|f| f.path.clone()).collect();

@@ -34,7 +34,7 @@ use deltalake::protocol::{DeltaOperation, OutputMode, SaveMode};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use landfall_core::delta_types::delta_normalize;
 use landfall_core::seams::{SeamResult, StagedHook};
-use landfall_core::{BatchWriter, Committed, Committer, StagedFile};
+use landfall_core::{BatchCommit, BatchWriter, Committed, Committer, StagedFile};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -47,6 +47,8 @@ pub struct DeltaCommitter {
     layout: TableLayout,
     /// The normalised stream schema data files are written in (set by `prepare`).
     schema: std::sync::Mutex<Option<SchemaRef>>,
+    /// The state identity stamped on commits.
+    owner: std::sync::Mutex<Option<String>>,
 }
 
 impl DeltaCommitter {
@@ -64,6 +66,7 @@ impl DeltaCommitter {
             table: Mutex::new(None),
             layout: TableLayout::new(uri, target_file_size),
             schema: std::sync::Mutex::new(None),
+            owner: std::sync::Mutex::new(None),
         }
     }
 
@@ -259,7 +262,7 @@ impl DeltaCommitter {
         check_writable(&self.uri, snapshot)
     }
 
-    fn add_action(file: &StagedFile, now_ms: i64) -> Action {
+    fn add_action(file: &StagedFile, now_ms: i64, owner: Option<&String>) -> Action {
         Action::Add(Add {
             path: file.path.clone(),
             partition_values: file.partition_values.iter().cloned().collect(),
@@ -267,6 +270,10 @@ impl DeltaCommitter {
             modification_time: now_ms,
             data_change: true,
             stats: file.stats.clone(),
+            // Kept by checkpoints: the owner stays known after the commit's JSON is cleaned.
+            tags: owner.map(|o| {
+                std::iter::once((landfall_core::OWNER_KEY.to_string(), Some(o.clone()))).collect()
+            }),
             ..Default::default()
         })
     }
@@ -420,7 +427,11 @@ impl Committer for DeltaCommitter {
         // Features may have been enabled since prepare; refuse before committing.
         let writability = self.writability(table)?;
         let now = chrono::Utc::now().timestamp_millis();
-        let mut actions: Vec<Action> = files.iter().map(|f| Self::add_action(f, now)).collect();
+        let owner = self.owner.lock().expect("owner lock").clone();
+        let mut actions: Vec<Action> = files
+            .iter()
+            .map(|f| Self::add_action(f, now, owner.as_ref()))
+            .collect();
         // Columns the stream's schema gained: the table schema grows in the batch's own commit.
         if let Some(grown) = self.schema_growth(table, batch_id)? {
             actions.insert(0, grown);
@@ -431,6 +442,12 @@ impl Committer for DeltaCommitter {
                 batch_id as i64,
                 Some(now),
             ))
+            .with_metadata(owner.iter().map(|o| {
+                (
+                    landfall_core::OWNER_KEY.to_string(),
+                    serde_json::Value::String(o.clone()),
+                )
+            }))
             .with_create_checkpoint(writability.create_checkpoint)
             .with_cleanup_expired_logs(writability.cleanup_expired_logs);
         let operation = if partition_by.is_empty() {
@@ -491,7 +508,11 @@ impl Committer for DeltaCommitter {
         Ok(guard.as_ref().and_then(|t| t.version()).map(|v| v as i64))
     }
 
-    async fn batch_files(&self, batch_id: u64) -> SeamResult<Option<Vec<String>>> {
+    fn set_owner(&self, owner: &str) {
+        *self.owner.lock().expect("owner lock") = Some(owner.to_string());
+    }
+
+    async fn batch_commit(&self, batch_id: u64) -> SeamResult<Option<BatchCommit>> {
         let guard = self.refreshed().await?;
         let Some(table) = guard.as_ref() else {
             return Ok(None);
@@ -511,12 +532,16 @@ impl Committer for DeltaCommitter {
         let Some(bytes) = bytes else {
             return Ok(None);
         };
-        let adds = crate::delta_log::adds_in_commit(&bytes).map_err(|reason| SinkError::Log {
-            location: self.uri.clone(),
-            version,
-            reason,
-        })?;
-        Ok(Some(adds.iter().map(|p| percent_decode(p)).collect()))
+        let (adds, owner) =
+            crate::delta_log::adds_in_commit(&bytes).map_err(|reason| SinkError::Log {
+                location: self.uri.clone(),
+                version,
+                reason,
+            })?;
+        Ok(Some(BatchCommit {
+            files: adds.iter().map(|p| percent_decode(p)).collect(),
+            owner,
+        }))
     }
 
     async fn complete(&self, _batch_id: u64) -> SeamResult<()> {

@@ -56,8 +56,11 @@ pub(crate) fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, S
     Ok(found)
 }
 
-/// The paths of the `add` actions in one commit file's bytes, as written (percent-encoded).
-pub(crate) fn adds_in_commit(bytes: &[u8]) -> Result<Vec<String>, String> {
+/// The paths of the `add` actions in one commit file's bytes, as written (percent-encoded),
+/// and the state identity stamped on the commit (`commitInfo` or an `add`'s tags).
+pub(crate) fn adds_in_commit(bytes: &[u8]) -> Result<(Vec<String>, Option<String>), String> {
+    let key = landfall_core::OWNER_KEY;
+    let mut owner = None;
     let mut out = Vec::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -65,15 +68,27 @@ pub(crate) fn adds_in_commit(bytes: &[u8]) -> Result<Vec<String>, String> {
         }
         let action: serde_json::Value =
             serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1))?;
-        if let Some(p) = action
-            .get("add")
-            .and_then(|a| a.get("path"))
-            .and_then(|p| p.as_str())
+        if let Some(o) = action
+            .get("commitInfo")
+            .and_then(|c| c.get(key))
+            .and_then(|o| o.as_str())
         {
-            out.push(p.to_string());
+            owner = Some(o.to_string());
+        }
+        if let Some(add) = action.get("add") {
+            if let Some(p) = add.get("path").and_then(|p| p.as_str()) {
+                out.push(p.to_string());
+            }
+            if let Some(o) = add
+                .get("tags")
+                .and_then(|t| t.get(key))
+                .and_then(|o| o.as_str())
+            {
+                owner = Some(o.to_string());
+            }
         }
     }
-    Ok(out)
+    Ok((out, owner))
 }
 
 /// The version of the commit holding `txn { app_id, batch_id }`, scanning back from `latest`.

@@ -18,7 +18,7 @@ use arrow_schema::SchemaRef;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use landfall_core::seams::{SeamResult, StagedHook};
-use landfall_core::{BatchWriter, Committed, Committer, StagedFile};
+use landfall_core::{BatchCommit, BatchWriter, Committed, Committer, StagedFile};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
@@ -31,6 +31,9 @@ struct Manifest {
     batch_id: u64,
     committed_at: chrono::DateTime<chrono::Utc>,
     files: Vec<ManifestFile>,
+    /// The state identity of the committing process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -47,6 +50,7 @@ pub struct ParquetDirCommitter {
     uri: String,
     store: Arc<dyn ObjectStore>,
     layout: TableLayout,
+    owner: std::sync::Mutex<Option<String>>,
 }
 
 /// Delete paths relative to the store root; a missing file is not an error. For a local store
@@ -155,6 +159,7 @@ impl ParquetDirCommitter {
             uri: uri.to_string(),
             store: crate::table_store(uri, &options)?,
             layout: TableLayout::new(uri, target_file_size),
+            owner: std::sync::Mutex::new(None),
         })
     }
 
@@ -249,12 +254,16 @@ impl Committer for ParquetDirCommitter {
             .max())
     }
 
-    async fn batch_files(&self, batch_id: u64) -> SeamResult<Option<Vec<String>>> {
+    fn set_owner(&self, owner: &str) {
+        *self.owner.lock().expect("owner lock") = Some(owner.to_string());
+    }
+
+    async fn batch_commit(&self, batch_id: u64) -> SeamResult<Option<BatchCommit>> {
         // The staged names: those the hook recorded.
-        Ok(self
-            .read_manifest(batch_id)
-            .await?
-            .map(|m| m.files.into_iter().map(|f| f.staged).collect()))
+        Ok(self.read_manifest(batch_id).await?.map(|m| BatchCommit {
+            files: m.files.into_iter().map(|f| f.staged).collect(),
+            owner: m.owner,
+        }))
     }
 
     async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>> {
@@ -293,6 +302,7 @@ impl Committer for ParquetDirCommitter {
                     partition_values: f.partition_values.clone(),
                 })
                 .collect(),
+            owner: self.owner.lock().expect("owner lock").clone(),
         };
         let body = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
         let opts = PutOptions {

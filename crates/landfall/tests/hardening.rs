@@ -795,8 +795,9 @@ fn a_batch_committed_by_another_instance_is_never_recorded_as_ours() {
     let out = text(&o);
     assert!(!o.status.success(), "B must not go on:\n{out}");
     assert!(
-        out.contains("committed with data files this state did not write")
-            && out.contains("Another landfall instance"),
+        out.contains("committed by another state")
+            && out.contains("Another landfall instance")
+            && out.contains("landfall reset events"),
         "{out}"
     );
     // B recorded nothing: its state still holds batch 0 open, not committed.
@@ -809,4 +810,53 @@ fn a_batch_committed_by_another_instance_is_never_recorded_as_ours() {
         &ids(&verify("delta", &root.join("table"), Some("events")), "id"),
         &(0..5).collect::<Vec<_>>(),
     );
+    // The commit carries A's state identity, in commitInfo and on each add (kept by
+    // checkpoints).
+    let log =
+        std::fs::read_to_string(root.join("table/_delta_log/00000000000000000001.json")).unwrap();
+    let stamped = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|a| {
+            a["commitInfo"]["landfall.state"].is_string()
+                || a["add"]["tags"]["landfall.state"].is_string()
+        })
+        .count();
+    assert!(
+        stamped >= 2,
+        "commitInfo and the add carry the owner:\n{log}"
+    );
+}
+
+/// The same race where the other instance's batch holds no data file (its files had no rows):
+/// the commit has no add to compare, and its stamp still tells it is not this state's, so B's
+/// staged rows are not recorded as landed (which would lose them).
+#[test]
+fn an_empty_batch_of_another_instance_is_never_recorded_as_ours() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    land(root, "a.json", 0..5);
+    put_file(&root.join("landing_a"), "blank.json", "\n\n");
+    let body = |state: &str, source: &str| {
+        format!(
+            "[server]\nstate_dir = \"{root}/{state}\"\n\n[streams.events]\nsource = \"{root}/{source}\"\nformat = \"json\"\nschema = \"id BIGINT, name STRING, amount DOUBLE, tag STRING\"\n\n[streams.events.sink]\npath = \"{root}/table\"\n",
+            root = root.display()
+        )
+    };
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let cfg_a = write_config(&root.join("a"), &body("state_a", "landing_a"));
+    let cfg_b = write_config(&root.join("b"), &body("state_b", "landing"));
+    crash_at(&cfg_b, "before_commit");
+    drain(&cfg_a);
+    let o = run(&cfg_b);
+    let out = text(&o);
+    assert!(
+        !o.status.success(),
+        "B must not record A's empty batch:\n{out}"
+    );
+    assert!(out.contains("committed by another state"), "{out}");
+    let rows = state_rows(&cfg_b, "events");
+    assert!(rows.iter().all(|r| r["state"] != "committed"), "{rows:?}");
 }
