@@ -564,4 +564,8 @@ pub struct JsonOptions {
     /// (`primitivesAsString`).
     #[serde(default)]
     pub primitives_as_string: bool,
+    /// Spark datetime pattern of TIMESTAMP values (`timestampFormat`).
+    pub timestamp_format: Option<String>,
+    /// Spark datetime pattern of DATE values (`dateFormat`).
+    pub date_format: Option<String>,
 }

@@ -418,7 +418,9 @@ fn validate_stream(
     if (j.allow_comments
         || j.allow_single_quotes
         || j.allow_unquoted_field_names
-        || j.primitives_as_string)
+        || j.primitives_as_string
+        || j.timestamp_format.is_some()
+        || j.date_format.is_some())
         && s.format != Format::Json
     {
         ctx.err(k("json"), "the json options are for format = \"json\"");
@@ -675,6 +677,8 @@ fn validate_stream(
     for (key, pattern) in [
         ("csv.timestamp_format", &s.csv.timestamp_format),
         ("csv.date_format", &s.csv.date_format),
+        ("json.timestamp_format", &s.json.timestamp_format),
+        ("json.date_format", &s.json.date_format),
     ] {
         if let Some(p) = pattern
             && let Err(e) = landfall_core::datetime_pattern::chrono_format(p)

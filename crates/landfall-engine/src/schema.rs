@@ -139,6 +139,21 @@ fn infer_types(spec: &StreamSpec) -> bool {
     spec.infer_column_types && !(spec.format == Format::Json && spec.json.primitives_as_string)
 }
 
+/// `timestamp_format` and `date_format` as chrono formats (validated with the configuration).
+pub fn temporal_formats(
+    timestamp: &Option<String>,
+    date: &Option<String>,
+) -> landfall_formats::TemporalFormats {
+    let chrono = |p: &Option<String>| {
+        p.as_deref()
+            .and_then(|p| landfall_formats::chrono_format(p).ok())
+    };
+    landfall_formats::TemporalFormats {
+        timestamp: chrono(timestamp),
+        date: chrono(date),
+    }
+}
+
 /// The JSON leniencies of the stream.
 pub fn json_leniency(spec: &StreamSpec) -> landfall_formats::JsonLeniency {
     landfall_formats::JsonLeniency {
@@ -183,17 +198,7 @@ pub fn csv_format(spec: &StreamSpec) -> CsvFormat {
         ignore_leading_white_space: c.ignore_leading_white_space,
         ignore_trailing_white_space: c.ignore_trailing_white_space,
         max_columns: c.max_columns.unwrap_or(20480),
-        // Patterns validated with the configuration.
-        temporal: landfall_formats::TemporalFormats {
-            timestamp: c
-                .timestamp_format
-                .as_deref()
-                .and_then(|p| landfall_formats::chrono_format(p).ok()),
-            date: c
-                .date_format
-                .as_deref()
-                .and_then(|p| landfall_formats::chrono_format(p).ok()),
-        },
+        temporal: temporal_formats(&c.timestamp_format, &c.date_format),
         // Validated with the configuration.
         encoding: c
             .encoding

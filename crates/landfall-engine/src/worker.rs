@@ -848,6 +848,10 @@ impl StreamWorker {
                     text: schema::text_format(&self.spec),
                     json_multi_line: self.spec.json.multi_line,
                     json_leniency: schema::json_leniency(&self.spec),
+                    json_temporal: schema::temporal_formats(
+                        &self.spec.json.timestamp_format,
+                        &self.spec.json.date_format,
+                    ),
                     xml: schema::xml_format(&self.spec),
                     mode: if self.spec.fail_fast {
                         landfall_formats::ParseMode::FailFast

@@ -25,7 +25,7 @@ use crate::conform::conform;
 use crate::error::{FormatError, MalformedRecord, Tally};
 use crate::json_permissive::{Bounds, End, Fixer, Position, build, salvage};
 use crate::rescue::{INTERNAL_RESCUED, SchemaPolicy};
-use arrow::array::RecordBatch;
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow_json::reader::Decoder as JsonInner;
 use arrow_schema::SchemaRef;
 use arrow_schema::{DataType, Field, Schema};
@@ -56,6 +56,12 @@ pub struct JsonDecoder {
     /// What arrow-json decodes: `schema` with the rescued column under an internal name, plus
     /// the path columns (known keys, dropped from the output).
     decode_schema: SchemaRef,
+    /// Columns read as text and parsed with `timestamp_format` / `date_format`: name, type,
+    /// chrono format.
+    parsed: Vec<(String, DataType, String)>,
+    /// Rows rescued after decoding (a value that did not match its format, in a row with
+    /// nothing else rescued).
+    late_rescued: u64,
 }
 
 impl JsonDecoder {
@@ -79,6 +85,8 @@ impl JsonDecoder {
             policy: SchemaPolicy::default(),
             rescued_name: None,
             drop_malformed: false,
+            parsed: Vec::new(),
+            late_rescued: 0,
             decode_schema: schema,
         })
     }
@@ -125,9 +133,97 @@ impl JsonDecoder {
         self
     }
 
+    /// Read TIMESTAMP and DATE columns as text and parse them with these chrono formats
+    /// (`timestamp_format`, `date_format`). Call after [`Self::with_policy`].
+    pub fn with_temporal(mut self, t: &crate::TemporalFormats) -> Result<Self, FormatError> {
+        let mut fields: Vec<Field> = Vec::new();
+        for f in self.decode_schema.fields() {
+            match t.for_type(f.data_type()) {
+                Some(fmt) if f.name() != INTERNAL_RESCUED => {
+                    self.parsed
+                        .push((f.name().clone(), f.data_type().clone(), fmt.to_string()));
+                    fields.push(f.as_ref().clone().with_data_type(DataType::Utf8));
+                }
+                _ => fields.push(f.as_ref().clone()),
+            }
+        }
+        if !self.parsed.is_empty() {
+            self.decode_schema = Arc::new(Schema::new(fields));
+            self.fresh_inner()?;
+        }
+        Ok(self)
+    }
+
+    /// Parse the columns read as text (`parsed`); a value that does not match its format is
+    /// rescued when the stream has a rescued column, else null and its row malformed.
+    fn parse_temporal(&mut self, b: RecordBatch) -> Result<RecordBatch, FormatError> {
+        if self.parsed.is_empty() {
+            return Ok(b);
+        }
+        let schema = b.schema();
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut cols = b.columns().to_vec();
+        let rescue_at = self
+            .rescued_name
+            .as_ref()
+            .and_then(|n| schema.index_of(n).ok());
+        let mut rescued: Option<Vec<Option<String>>> = rescue_at.map(|i| {
+            let c = cols[i].as_string::<i32>();
+            (0..c.len())
+                .map(|r| c.is_valid(r).then(|| c.value(r).to_string()))
+                .collect()
+        });
+        for (name, ty, fmt) in self.parsed.clone() {
+            let Ok(i) = schema.index_of(&name) else {
+                continue;
+            };
+            let text = cols[i].as_string::<i32>().clone();
+            let Some((parsed, lost)) = crate::temporal::parse_with(&text, &ty, &fmt) else {
+                continue;
+            };
+            for r in lost {
+                let value = text.value(r).to_string();
+                match rescued.as_mut() {
+                    Some(rows) => {
+                        let mut m: serde_json::Map<String, serde_json::Value> = rows[r]
+                            .as_deref()
+                            .and_then(|t| serde_json::from_str(t).ok())
+                            .unwrap_or_default();
+                        if m.is_empty() {
+                            self.late_rescued += 1;
+                            m.insert(
+                                crate::RESCUED_FILE_KEY.into(),
+                                serde_json::Value::String(self.path.clone()),
+                            );
+                        }
+                        m.insert(name.clone(), serde_json::Value::String(value));
+                        rows[r] = Some(serde_json::Value::Object(m).to_string());
+                    }
+                    None => {
+                        let path = self.path.clone();
+                        let reason = format!("column `{name}`: {value:?} does not match {fmt:?}");
+                        self.tally.note(|| MalformedRecord {
+                            path,
+                            line: 0,
+                            offset: 0,
+                            reason,
+                            record: None,
+                        });
+                    }
+                }
+            }
+            fields[i] = fields[i].clone().with_data_type(ty.clone());
+            cols[i] = parsed;
+        }
+        if let (Some(i), Some(rows)) = (rescue_at, rescued) {
+            cols[i] = Arc::new(arrow::array::StringArray::from(rows));
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| self.malformed(e))
+    }
+
     /// A batch of `decode_schema` as the stream's `schema`: the rescued column under its own
-    /// name, path columns dropped.
-    fn output(&self, b: RecordBatch) -> Result<RecordBatch, FormatError> {
+    /// name, path columns dropped, formatted temporal columns parsed.
+    fn output(&mut self, b: RecordBatch) -> Result<RecordBatch, FormatError> {
         let b = match &self.rescued_name {
             Some(name) => {
                 let fields: Vec<Field> = b
@@ -147,6 +243,7 @@ impl JsonDecoder {
             }
             None => b,
         };
+        let b = self.parse_temporal(b)?;
         conform(&self.path, b, &self.schema)
     }
 
@@ -372,7 +469,7 @@ impl landfall_core::Decoder for JsonDecoder {
     }
 
     fn rescued_rows(&self) -> u64 {
-        self.fixer.as_ref().map_or(0, |f| f.rescued_rows)
+        self.fixer.as_ref().map_or(0, |f| f.rescued_rows) + self.late_rescued
     }
 
     fn take_malformed(&mut self) -> Vec<MalformedRecord> {

@@ -86,6 +86,8 @@ pub struct DecodeOptions {
     pub json_multi_line: bool,
     /// JSON: comments, single quotes, unquoted field names.
     pub json_leniency: JsonLeniency,
+    /// JSON: `timestamp_format` and `date_format` (chrono formats).
+    pub json_temporal: TemporalFormats,
     /// XML: the row tag and names of attribute and text fields.
     pub xml: XmlFormat,
     /// What a malformed record does (json, csv, text).
@@ -118,6 +120,7 @@ impl Default for DecodeOptions {
             text: TextFormat::default(),
             json_multi_line: false,
             json_leniency: JsonLeniency::default(),
+            json_temporal: TemporalFormats::default(),
             xml: XmlFormat::default(),
             mode: ParseMode::Permissive,
             policy: SchemaPolicy::default(),
@@ -288,6 +291,7 @@ fn plain_decoder(
         FileFormat::Json => {
             let json = json::JsonDecoder::new(path, schema, opts.batch_size)?
                 .with_policy(opts.policy.clone())?
+                .with_temporal(&opts.json_temporal)?
                 .with_malformed(
                     opts.mode == ParseMode::DropMalformed,
                     opts.collect_malformed,

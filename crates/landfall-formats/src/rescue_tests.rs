@@ -407,3 +407,63 @@ fn drop_malformed_leaves_out_malformed_records_of_every_text_format() {
     assert_eq!(rows, 2);
     assert_eq!(d.malformed_rows(), 1);
 }
+
+/// JSON `timestamp_format` / `date_format`: values are parsed with the patterns; one that does
+/// not match is rescued (with a rescued column) or null and malformed (without).
+#[test]
+fn json_temporal_formats_parse_and_rescue_what_does_not_match() {
+    use arrow::datatypes::{Date32Type, TimestampMicrosecondType};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(
+            "ts",
+            // (The formats crate alone builds arrow without chrono-tz: an offset, not "UTC".)
+            DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("+00:00".into())),
+            true,
+        ),
+        Field::new("d", DataType::Date32, true),
+        Field::new("_rescued_data", DataType::Utf8, true),
+    ]));
+    let input = "{\"ts\":\"30/11/2026 13:05\",\"d\":\"30.11.2026\"}\n{\"ts\":\"2026-11-30\",\"d\":\"31.02.2026\",\"x\":1}\n";
+    for (rescue, cut) in [(true, 17), (false, 40)] {
+        let opts = DecodeOptions {
+            batch_size: 1,
+            policy: policy(rescue, false),
+            json_temporal: crate::TemporalFormats {
+                timestamp: Some(crate::chrono_format("dd/MM/yyyy HH:mm").unwrap()),
+                date: Some(crate::chrono_format("dd.MM.yyyy").unwrap()),
+            },
+            ..Default::default()
+        };
+        let target = if rescue {
+            schema.clone()
+        } else {
+            Arc::new(Schema::new(schema.fields()[..2].to_vec()))
+        };
+        let mut d = decoder(
+            FileFormat::Json,
+            "t.json",
+            &meta("t.json"),
+            target.clone(),
+            &opts,
+        )
+        .unwrap();
+        let batches = crate::decode_in_two(d.as_mut(), input.as_bytes(), cut);
+        let b = concat_batches(&target, &batches).unwrap();
+        let ts = b.column(0).as_primitive::<TimestampMicrosecondType>();
+        assert_eq!(ts.value(0), 1_796_043_900_000_000);
+        assert!(ts.is_null(1));
+        let dd = b.column(1).as_primitive::<Date32Type>();
+        assert_eq!(dd.value(0), 20_787);
+        assert!(dd.is_null(1));
+        if rescue {
+            let r = rescued(&b, 1).unwrap();
+            assert_eq!(r["ts"], "2026-11-30");
+            assert_eq!(r["d"], "31.02.2026");
+            assert_eq!(r["x"], 1, "merged with what the decoder rescued");
+            assert_eq!(rescued(&b, 0), None);
+            assert_eq!(d.malformed_rows(), 0);
+        } else {
+            assert_eq!(d.malformed_rows(), 2, "two values lost to null");
+        }
+    }
+}

@@ -44,6 +44,15 @@ json.allow_unquoted_field_names = true
 json.primitives_as_string = true
 sink.path = "{root}/j_table"
 
+[streams.jt]
+source = "{root}/jt"
+format = "json"
+schema = "id BIGINT, at TIMESTAMP, day DATE"
+rescued_data_column = "_rescued_data"
+json.timestamp_format = "dd/MM/yyyy HH:mm"
+json.date_format = "dd.MM.yyyy"
+sink.path = "{root}/jt_table"
+
 [streams.c16]
 source = "{root}/csv"
 format = "csv"
@@ -73,7 +82,12 @@ csv.skip_rows = 1
 sink.path = "{root}/c1_table"
 "#,
     );
-    for s in ["j", "c16", "c16i", "c1"] {
+    put_file(
+        &root.join("jt"),
+        "a.json",
+        "{\"id\":1,\"at\":\"30/11/2026 13:05\",\"day\":\"30.11.2026\"}\n{\"id\":2,\"at\":\"soon\",\"day\":\"30.11.2026\"}\n",
+    );
+    for s in ["j", "jt", "c16", "c16i", "c1"] {
         drain_stream(&cfg, s);
     }
     let v = verify("delta", &root.join("j_table"), Some("j"));
@@ -89,6 +103,17 @@ sink.path = "{root}/c1_table"
     assert_eq!(r[0]["n"], "2.5");
     assert!(r[0]["_rescued_data"].is_null(), "{}", r[0]);
     assert_eq!(r[1]["n"], "3");
+
+    let v = verify("delta", &root.join("jt_table"), Some("jt"));
+    let r = sorted_rows(&v, "id");
+    assert_eq!(r[0]["at"], "2026-11-30T13:05:00", "UTC: {}", r[0]);
+    assert_eq!(r[0]["day"], "2026-11-30");
+    assert!(r[1]["at"].is_null());
+    let rescued: Value = serde_json::from_str(r[1]["_rescued_data"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        rescued["at"], "soon",
+        "a value that does not match its format is rescued"
+    );
 
     let v = verify("delta", &root.join("c16_table"), Some("c16"));
     let r = sorted_rows(&v, "id");
