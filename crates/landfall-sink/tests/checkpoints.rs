@@ -59,6 +59,7 @@ async fn the_txn_survives_in_checkpoints_after_old_commits_are_gone() {
     let uri = table_uri(dir.path());
     let c = DeltaCommitter::new("stream", &uri, HashMap::new(), 1 << 30);
     c.prepare(schema(), &[]).await.unwrap();
+    c.set_owner("state-a");
     for batch_id in 0..250 {
         commit_batch(&c, batch_id).await;
     }
@@ -102,6 +103,28 @@ async fn the_txn_survives_in_checkpoints_after_old_commits_are_gone() {
     commit_batch(&fresh, 250).await;
     assert_eq!(fresh.last_committed().await.unwrap(), Some(250));
     assert_eq!(fresh.table_version().await.unwrap(), Some(251));
+
+    // The owner stamp: read back from a commit still in the log; kept in the checkpoint's adds
+    // (tags); a commit whose JSON is gone cannot tell.
+    let b = c.batch_commit(240).await.unwrap().unwrap();
+    assert_eq!(b.owner.as_deref(), Some("state-a"));
+    assert_eq!(b.files.len(), 1);
+    assert_eq!(c.batch_commit(150).await.unwrap(), None);
+    let cp = std::fs::File::open(log.join(format!("{:020}.checkpoint.parquet", 199))).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(cp)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut json = arrow::json::LineDelimitedWriter::new(Vec::new());
+    for b in reader {
+        json.write(&b.unwrap()).unwrap();
+    }
+    json.finish().unwrap();
+    let text = String::from_utf8(json.into_inner()).unwrap();
+    assert!(
+        text.matches("\"landfall.state\":\"state-a\"").count() >= 199,
+        "the checkpoint keeps every add's owner tag"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
