@@ -968,6 +968,13 @@ impl StreamWorker {
         }
         .await;
         let read_loop = reading.elapsed();
+        // Per-file counts, once the attempt is known not to be read again.
+        if !(written.is_ok() && evolution.is_some()) {
+            for (shown, n, malformed, rescued) in &decoded_files {
+                self.events
+                    .file_decoded(batch_id, shown, *n, *malformed, *rescued);
+            }
+        }
         let staged = match written {
             Ok(_) if evolution.is_some() => {
                 self.discard_attempt(batch_id, &earlier_staged).await?;
@@ -976,10 +983,6 @@ impl StreamWorker {
             }
             Ok(s) => s,
             Err(e) => {
-                for (shown, n, malformed, rescued) in &decoded_files {
-                    self.events
-                        .file_decoded(batch_id, shown, *n, *malformed, *rescued);
-                }
                 self.events.batch_failed(batch_id, &e);
                 // Nothing was committed: this attempt's files can go now (recovery would
                 // remove them too, from the ledger's list). The batch's own error is what the
@@ -988,10 +991,6 @@ impl StreamWorker {
                 return Err(e);
             }
         };
-        for (shown, n, malformed, rescued) in &decoded_files {
-            self.events
-                .file_decoded(batch_id, shown, *n, *malformed, *rescued);
-        }
         // Written (again, whole, under the same name) by every attempt before it commits.
         self.write_bad_records(batch_id, &bad_records, bad_records_over, plan.attempts)
             .await?;

@@ -95,8 +95,9 @@ fn header_len(buf: &[u8]) -> Result<Option<usize>, String> {
     Ok(Some(at + SYNC))
 }
 
-/// The length of the block at `buf[0..]` (count, size, data, sync), once it is all there.
-fn block_len(buf: &[u8], sync: &[u8]) -> Result<Option<usize>, String> {
+/// The length of the block at `buf[0..]` (count, size, data, sync) and its object count, once
+/// it is all there.
+fn block_len(buf: &[u8], sync: &[u8]) -> Result<Option<(usize, usize)>, String> {
     let mut at = 0;
     let Some(count) = long(buf, &mut at)? else {
         return Ok(None);
@@ -121,7 +122,7 @@ fn block_len(buf: &[u8], sync: &[u8]) -> Result<Option<usize>, String> {
     if &buf[end - SYNC..end] != sync {
         return Err("a block does not end with the file's sync marker".into());
     }
-    Ok(Some(end))
+    Ok(Some((end, count as usize)))
 }
 
 pub struct AvroDecoder {
@@ -166,13 +167,9 @@ impl AvroDecoder {
         let header = self.header.clone().expect("header read");
         let sync = header[header.len() - SYNC..].to_vec();
         loop {
-            let Some(n) = block_len(&self.buf, &sync).map_err(|e| self.corrupt(e))? else {
+            let Some((n, count)) = block_len(&self.buf, &sync).map_err(|e| self.corrupt(e))? else {
                 return Ok(out);
             };
-            let mut at = 0;
-            let count = long(&self.buf, &mut at)
-                .map_err(|e| self.corrupt(e))?
-                .unwrap_or(0) as usize;
             let mut file = header.clone();
             file.extend_from_slice(&self.buf[..n]);
             self.buf.drain(..n);

@@ -12,6 +12,22 @@
 
 use crate::CsvFormat;
 
+/// The bytes of `buf` up to `lines` whole lines take (all of it when it holds fewer, the last
+/// one unfinished), counting `lines` down by the lines passed.
+pub(crate) fn pass_lines(buf: &[u8], lines: &mut usize) -> usize {
+    let mut i = 0;
+    while *lines > 0 && i < buf.len() {
+        match memchr::memchr(b'\n', &buf[i..]) {
+            Some(j) => {
+                i += j + 1;
+                *lines -= 1;
+            }
+            None => i = buf.len(),
+        }
+    }
+    i
+}
+
 /// File position of a record's first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Position {
@@ -153,17 +169,9 @@ impl Tokenizer {
     /// Pass over whole lines at the start of the file (`skip_rows`), counting them down in
     /// `lines`; returns the bytes used.
     pub fn skip_lines(&mut self, buf: &[u8], lines: &mut usize) -> usize {
-        let mut i = 0;
-        while *lines > 0 && i < buf.len() {
-            match memchr::memchr(b'\n', &buf[i..]) {
-                Some(j) => {
-                    i += j + 1;
-                    *lines -= 1;
-                    self.next.line += 1;
-                }
-                None => i = buf.len(),
-            }
-        }
+        let before = *lines;
+        let i = pass_lines(buf, lines);
+        self.next.line += (before - *lines) as u64;
         self.next.offset += i as u64;
         self.start = self.next;
         i

@@ -216,12 +216,7 @@ impl SchemaMerger {
         if self.format == FileFormat::Csv {
             // As the decoder sees the file: transcoded, its first `skip_rows` lines gone.
             text = crate::encoding::transcode_all(self.csv.encoding, &text);
-            let mut skip = self.csv.skip_rows;
-            let mut at = 0;
-            while skip > 0 && at < text.len() {
-                at = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i + 1);
-                skip -= 1;
-            }
+            let at = crate::csv_tokenize::pass_lines(&text, &mut self.csv.skip_rows.clone());
             text.drain(..at);
         }
         if self.format == FileFormat::Json && self.json_leniency.any() {

@@ -58,12 +58,15 @@ impl Default for XmlFormat {
 }
 
 /// The local part of a (possibly prefixed) XML name.
-fn local(name: &[u8]) -> String {
-    let local = match name.iter().rposition(|&b| b == b':') {
+fn local_part(name: &[u8]) -> &[u8] {
+    match name.iter().rposition(|&b| b == b':') {
         Some(i) => &name[i + 1..],
         None => name,
-    };
-    String::from_utf8_lossy(local).into_owned()
+    }
+}
+
+fn local(name: &[u8]) -> String {
+    String::from_utf8_lossy(local_part(name)).into_owned()
 }
 
 /// One element being read: its fields so far and its text.
@@ -139,12 +142,7 @@ impl XmlRows {
                     tag.starts_with(name) || name.contains(&b':')
                 });
             }
-            let name = &buf[name_start..end];
-            let local_part = match name.iter().rposition(|&b| b == b':') {
-                Some(p) => &name[p + 1..],
-                None => name,
-            };
-            if local_part == tag {
+            if local_part(&buf[name_start..end]) == tag {
                 return Some(at);
             }
             i = at + 1;
@@ -166,12 +164,7 @@ impl XmlRows {
         while let Some(off) = memchr::memmem::find(&buf[i..], b"</") {
             let name_start = i + off + 2;
             let gt = name_start + memchr::memchr(b'>', &buf[name_start..])?;
-            let name = buf[name_start..gt].trim_ascii_end();
-            let local_part = match name.iter().rposition(|&b| b == b':') {
-                Some(p) => &name[p + 1..],
-                None => name,
-            };
-            if local_part == tag {
+            if local_part(buf[name_start..gt].trim_ascii_end()) == tag {
                 return Some(gt + 1);
             }
             i = name_start;

@@ -152,6 +152,11 @@ impl DeltaCommitter {
 
     /// The table's schema as Arrow reads it back.
     fn table_schema(&self, table: &DeltaTable) -> Result<Schema, SinkError> {
+        Ok(self.parsed_schema(table)?.1)
+    }
+
+    /// The table's schema as Delta states it, and as Arrow reads it back.
+    fn parsed_schema(&self, table: &DeltaTable) -> Result<(StructType, Schema), SinkError> {
         let incompatible = |reason: String| SinkError::Incompatible {
             location: self.uri.clone(),
             reason,
@@ -161,9 +166,10 @@ impl DeltaCommitter {
             .metadata()
             .parse_schema()
             .map_err(|e| incompatible(e.to_string()))?;
-        (&parsed)
+        let arrow = (&parsed)
             .try_into_arrow()
-            .map_err(|e| incompatible(format!("the table schema has no Arrow equivalent: {e}")))
+            .map_err(|e| incompatible(format!("the table schema has no Arrow equivalent: {e}")))?;
+        Ok((parsed, arrow))
     }
 
     /// `schema` must be normalised.
@@ -235,12 +241,10 @@ impl DeltaCommitter {
             location: self.uri.clone(),
             reason,
         };
-        let have = metadata
-            .parse_schema()
-            .map_err(|e| incompatible(e.to_string()))?;
+        let (have, have_arrow) = self.parsed_schema(table)?;
         // The table as it is now (another writer may have changed it since `evolve`): every
         // column the stream shares with it must still fit.
-        check_fits_growing(&stream, &self.table_schema(table)?).map_err(incompatible)?;
+        check_fits_growing(&stream, &have_arrow).map_err(incompatible)?;
         let want = StructType::try_from_arrow(stream.as_ref())
             .map_err(|e| incompatible(format!("cannot be stored in Delta: {e}")))?;
         let Some(merged) = merge_new_fields(&have, &want) else {

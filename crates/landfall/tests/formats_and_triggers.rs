@@ -85,29 +85,29 @@ sink.path = "{root}/table"
     );
 }
 
-#[test]
-fn continuous_run_stops_cleanly_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for f in 0..30u64 {
+/// `files` files of 10 rows (`f000.json` holds ids 0..10, and so on) in `root/landing`, and a
+/// continuous stream `live` reading them into `root/table`, with `settings` added.
+fn live_stream(root: &std::path::Path, files: u64, settings: &str) -> std::path::PathBuf {
+    for f in 0..files {
         write_rows(
             &root.join("landing"),
             &format!("f{f:03}.json"),
             f * 10..f * 10 + 10,
         );
     }
-    let cfg = config_in(
+    config_in(
         root,
-        r#"
-[streams.live]
-source = "{root}/landing"
-format = "json"
-schema = "id BIGINT, name STRING"
-max_files_per_trigger = 5
-poll_interval = "100ms"
-sink.path = "{root}/table"
-"#,
-    );
+        &format!(
+            "\n[streams.live]\nsource = \"{{root}}/landing\"\nformat = \"json\"\nschema = \"id BIGINT, name STRING\"\n{settings}\npoll_interval = \"100ms\"\nsink.path = \"{{root}}/table\"\n"
+        ),
+    )
+}
+
+#[test]
+fn continuous_run_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = live_stream(root, 30, "max_files_per_trigger = 5");
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut d = Daemon::start_with(bin(), &cfg, &root.join("daemon.log"), deadline, &[], &[]);
     // Wait until everything present is committed, then add more and wait again.
@@ -216,25 +216,10 @@ sink.path = "{root}/table"
 fn sigterm_with_a_backlog_pending_stops_at_a_safe_point_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    for f in 0..40u64 {
-        write_rows(
-            &root.join("landing"),
-            &format!("f{f:03}.json"),
-            f * 10..f * 10 + 10,
-        );
-    }
-    let cfg = config_in(
+    let cfg = live_stream(
         root,
-        r#"
-[streams.live]
-source = "{root}/landing"
-format = "json"
-schema = "id BIGINT, name STRING"
-max_files_per_trigger = 1
-trigger.processing_time = "200ms"
-poll_interval = "100ms"
-sink.path = "{root}/table"
-"#,
+        40,
+        "max_files_per_trigger = 1\ntrigger.processing_time = \"200ms\"",
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut d = Daemon::start_with(bin(), &cfg, &root.join("daemon.log"), deadline, &[], &[]);

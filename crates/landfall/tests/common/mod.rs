@@ -60,17 +60,17 @@ pub fn crash_at(config: &Path, point: &str) -> Output {
 
 /// `landfall state <stream> --format json` as JSON rows.
 pub fn state_rows(config: &Path, stream: &str) -> Vec<Value> {
-    let o = landfall(&[
-        "state",
-        stream,
-        "--config",
-        config.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    json_rows(config, &["state", stream])
+}
+
+/// `landfall <command...> --config <config> --format json`: the JSON array it prints.
+pub fn json_rows(config: &Path, command: &[&str]) -> Vec<Value> {
+    let mut args = command.to_vec();
+    args.extend(["--config", config.to_str().unwrap(), "--format", "json"]);
+    let o = landfall(&args);
     assert!(o.status.success(), "{}", text(&o));
     serde_json::from_slice::<Value>(&o.stdout)
-        .expect("state prints JSON")
+        .expect("landfall prints JSON")
         .as_array()
         .unwrap()
         .clone()
@@ -489,18 +489,5 @@ pub fn put_file(dir: &Path, name: &str, body: impl AsRef<[u8]>) {
 
 /// `landfall schema <stream> --format json`: the stream's schema versions, oldest first.
 pub fn schema_history(config: &Path, stream: &str) -> Vec<Value> {
-    let o = landfall(&[
-        "schema",
-        stream,
-        "--config",
-        config.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    serde_json::from_slice::<Value>(&o.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    json_rows(config, &["schema", stream])
 }
