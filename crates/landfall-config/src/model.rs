@@ -170,8 +170,7 @@ impl EvolutionMode {
     }
 }
 
-/// Input file format. json, csv, parquet, text and binary_file decode today; avro, orc and xml
-/// are recognised so the error says "not supported yet" instead of "unknown".
+/// Input file format: Auto Loader's eight (`cloudFiles.format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum Format {

@@ -338,24 +338,6 @@ fn validate_stream(
     }
     let source = ctx.ok(k("source"), Location::parse(&s.source));
     let source_store = ctx.store(k("source_store"), &s.source_store);
-    if !matches!(
-        s.format,
-        Format::Json
-            | Format::Csv
-            | Format::Parquet
-            | Format::Text
-            | Format::BinaryFile
-            | Format::Xml
-            | Format::Avro
-    ) {
-        ctx.err(
-            k("format"),
-            format!(
-                "format `{}` is not supported yet (supported: json, csv, parquet, avro, text, binary_file, xml)",
-                s.format.as_str()
-            ),
-        );
-    }
     let fixed = matches!(s.format, Format::Text | Format::BinaryFile);
     if fixed && s.schema.is_some() {
         ctx.err(
@@ -439,7 +421,7 @@ fn validate_stream(
             let store = ctx.store(k("bad_records_store"), &s.bad_records_store);
             if matches!(
                 s.format,
-                Format::Parquet | Format::BinaryFile | Format::Avro | Format::Text
+                Format::Parquet | Format::BinaryFile | Format::Avro | Format::Orc | Format::Text
             ) {
                 ctx.err(
                     k("bad_records_path"),

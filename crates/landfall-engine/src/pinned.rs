@@ -7,8 +7,8 @@
 //! store error that leaves the file unchanged is transient (the batch is retried).
 //!
 //! [`fetch`] reads a whole file (small ones in one piece, large ones as a stream of chunks);
-//! [`PinnedReader`] serves the ranged reads of the Parquet reader, which reads the footer and
-//! then one row group at a time.
+//! [`PinnedReader`] serves the ranged reads of the Parquet and ORC readers, which read the
+//! footer and then one row group (stripe) at a time.
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -197,6 +197,26 @@ impl AsyncFileReader for PinnedReader {
                 .load_and_finish(self, size)
                 .await
                 .map(Arc::new)
+        })
+    }
+}
+
+/// The ORC reader's ranged reads: the tail, then one stripe at a time, pinned like Parquet's.
+impl orc_rust::reader::AsyncChunkReader for PinnedReader {
+    fn len(&mut self) -> BoxFuture<'_, std::io::Result<u64>> {
+        Box::pin(futures::future::ready(Ok(self.meta.size)))
+    }
+
+    fn get_bytes(
+        &mut self,
+        offset_from_start: u64,
+        length: u64,
+    ) -> BoxFuture<'_, std::io::Result<Bytes>> {
+        Box::pin(async move {
+            let range = offset_from_start..offset_from_start.saturating_add(length);
+            self.read(range)
+                .await
+                .map_err(|e| std::io::Error::other(self.fail(e).to_string()))
         })
     }
 }

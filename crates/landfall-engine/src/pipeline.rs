@@ -133,8 +133,10 @@ pub fn spawn(
                     }
                     Ok(())
                 }
-                Ok(FileRead::Large(meta)) if job.format == FileFormat::Parquet => {
-                    stream_parquet(&job, store.clone(), &meta, &tx, &mut sent).await
+                Ok(FileRead::Large(meta))
+                    if matches!(job.format, FileFormat::Parquet | FileFormat::Orc) =>
+                {
+                    stream_columnar(&job, store.clone(), &meta, &tx, &mut sent).await
                 }
                 Ok(FileRead::Large(meta)) => match fetch(store.clone(), meta).await {
                     Ok((meta, body)) => stream_file(&job, &meta, body, &tx, &mut sent).await,
@@ -242,9 +244,9 @@ async fn stream_file(
     }
 }
 
-/// Read a large Parquet file row group by row group (pinned ranged reads), sending its
-/// partitions as they come.
-async fn stream_parquet(
+/// Read a large Parquet (ORC) file row group (stripe) by row group with pinned ranged reads,
+/// sending its partitions as they come.
+async fn stream_columnar(
     job: &DecodeJob,
     store: Arc<dyn ObjectStore>,
     meta: &FileMeta,
@@ -260,14 +262,13 @@ async fn stream_parquet(
             .unwrap_or_else(|| FileError::corrupt(&shown)(e.into()))
     };
     let mut file = FileDecoder::new(job, meta).map_err(FileError::corrupt(&shown))?;
-    let (mut batches, conformer) = landfall_formats::parquet_batches(
-        &shown,
-        reader,
-        job.schema.decoded.clone(),
-        job.options.batch_size,
-        job.options.policy.clone(),
-    )
-    .await
+    let (schema, size) = (job.schema.decoded.clone(), job.options.batch_size);
+    let policy = job.options.policy.clone();
+    let (mut batches, conformer) = if job.format == FileFormat::Orc {
+        landfall_formats::orc_batches(&shown, reader, schema, size, policy).await
+    } else {
+        landfall_formats::parquet_batches(&shown, reader, schema, size, policy).await
+    }
     .map_err(fail)?;
     file.conformer = Some(conformer);
     loop {
@@ -296,7 +297,7 @@ struct FileDecoder {
     decoder: Box<dyn landfall_core::Decoder>,
     constants: Vec<(arrow_schema::FieldRef, Constant)>,
     rows: u64,
-    /// A Parquet file read by ranges: its batches are conformed here, not by `decoder`.
+    /// A Parquet or ORC file read by ranges: its batches are conformed here, not by `decoder`.
     conformer: Option<std::sync::Arc<std::sync::Mutex<landfall_formats::Conformer>>>,
 }
 

@@ -91,19 +91,16 @@ impl Stored {
     }
 }
 
-pub fn file_format(f: Format) -> Result<FileFormat, SeamError> {
+pub fn file_format(f: Format) -> FileFormat {
     match f {
-        Format::Json => Ok(FileFormat::Json),
-        Format::Csv => Ok(FileFormat::Csv),
-        Format::Parquet => Ok(FileFormat::Parquet),
-        Format::Text => Ok(FileFormat::Text),
-        Format::BinaryFile => Ok(FileFormat::BinaryFile),
-        Format::Xml => Ok(FileFormat::Xml),
-        Format::Avro => Ok(FileFormat::Avro),
-        other => Err(SeamError::fatal(format!(
-            "format `{}` is not supported yet",
-            other.as_str()
-        ))),
+        Format::Json => FileFormat::Json,
+        Format::Csv => FileFormat::Csv,
+        Format::Parquet => FileFormat::Parquet,
+        Format::Text => FileFormat::Text,
+        Format::BinaryFile => FileFormat::BinaryFile,
+        Format::Xml => FileFormat::Xml,
+        Format::Avro => FileFormat::Avro,
+        Format::Orc => FileFormat::Orc,
     }
 }
 
@@ -252,7 +249,7 @@ async fn infer_from_sample(
     store: &Arc<dyn ObjectStore>,
     files: &[FileMeta],
 ) -> SeamResult<Schema> {
-    let format = file_format(spec.format)?;
+    let format = file_format(spec.format);
     let mut merger =
         landfall_formats::SchemaMerger::new(format, csv_format(spec), infer_types(spec))
             .with_json_multi_line(spec.json.multi_line)
@@ -267,8 +264,8 @@ async fn infer_from_sample(
             break;
         }
         let shown = landfall_discovery::display_path(&spec.source.url, &f.path);
-        let sampled = if format == FileFormat::Parquet {
-            footer_schema(store, f, &shown).await
+        let sampled = if matches!(format, FileFormat::Parquet | FileFormat::Orc) {
+            footer_schema(store, f, &shown, format).await
         } else {
             head_of(store, f, &shown).await
         };
@@ -298,23 +295,29 @@ async fn infer_from_sample(
 }
 
 enum Sampled {
-    /// A Parquet footer's schema, or why the footer is unreadable.
+    /// A Parquet or ORC footer's schema, or why the footer is unreadable.
     Schema(Result<SchemaRef, landfall_formats::FormatError>),
     /// A text file's first bytes as stored (compressed or not), and whether they are all of
     /// it.
     Bytes(bytes::Bytes, bool),
 }
 
-/// A Parquet file's schema from its footer (pinned ranged reads); `None` when the file is gone
-/// or changed.
+/// A Parquet or ORC file's schema from its footer (pinned ranged reads); `None` when the file
+/// is gone or changed.
 async fn footer_schema(
     store: &Arc<dyn ObjectStore>,
     f: &FileMeta,
     shown: &str,
+    format: FileFormat,
 ) -> SeamResult<Option<Sampled>> {
     let (reader, failure) = PinnedReader::new(store.clone(), f)
         .map_err(|e| SeamError::fatal(format!("schema sample {shown}: {e}")))?;
-    match landfall_formats::parquet_footer_schema(shown, reader).await {
+    let schema = if format == FileFormat::Orc {
+        landfall_formats::orc_footer_schema(shown, reader).await
+    } else {
+        landfall_formats::parquet_footer_schema(shown, reader).await
+    };
+    match schema {
         Ok(s) => Ok(Some(Sampled::Schema(Ok(s)))),
         Err(e) => match failure.take() {
             Some(FileError::Unreadable(_)) => Ok(None),
@@ -374,7 +377,7 @@ pub async fn resolve(
         return Ok(Some((built, false)));
     }
     // text and binary_file have a fixed schema: as if given explicitly.
-    let fixed = file_format(spec.format)?.fixed_schema();
+    let fixed = file_format(spec.format).fixed_schema();
     let (mut schema, inferred) = match (&spec.schema, fixed) {
         (_, Some(f)) => (f, false),
         (Some(s), None) => (s.as_ref().clone(), false),
@@ -550,7 +553,8 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
                 | EvolutionMode::AddNewColumnsWithTypeWidening
                 | EvolutionMode::FailOnNewColumns
         ),
-        infer_types: infer_types(spec) || matches!(spec.format, Format::Parquet | Format::Avro),
+        infer_types: infer_types(spec)
+            || matches!(spec.format, Format::Parquet | Format::Avro | Format::Orc),
         path_columns: schema
             .path_columns
             .iter()

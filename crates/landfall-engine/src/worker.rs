@@ -842,7 +842,7 @@ impl StreamWorker {
             // Fetching and decoding run in their own task, ahead of the writer: decoding one
             // file overlaps encoding the previous one, and object-store latency overlaps both.
             let job = DecodeJob {
-                format: schema::file_format(self.spec.format)?,
+                format: schema::file_format(self.spec.format),
                 options: DecodeOptions {
                     csv: schema::csv_format(&self.spec),
                     text: schema::text_format(&self.spec),

@@ -110,6 +110,11 @@ fn file_schema(
                 .as_ref()
                 .clone());
         }
+        FileFormat::Orc => {
+            return Ok(crate::orc_file::orc_schema(path, bytes.clone())?
+                .as_ref()
+                .clone());
+        }
         // Fixed schemas: nothing to infer.
         FileFormat::Text | FileFormat::BinaryFile => {
             return Ok(format.fixed_schema().expect("a fixed schema"));

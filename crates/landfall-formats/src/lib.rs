@@ -4,7 +4,8 @@
 //! Text formats (json, csv) decode incrementally as chunks arrive, so memory stays bounded by
 //! the batch size rather than the file size; compressed files (by extension, [`Codec`]) are
 //! decompressed as they arrive, and a leading UTF-8 BOM is skipped ([`TextInput`]). Parquet
-//! needs its footer and decodes at `finish`.
+//! and ORC need their footers: a small file decodes at `finish`, a large one through ranged
+//! reads ([`parquet_batches`], [`orc_batches`]).
 
 /// The reports of a decoder that wraps another in `self.inner` (malformed rows, rescued rows,
 /// new columns), passed through unchanged.
@@ -48,6 +49,7 @@ mod json_lenient;
 mod json_multiline;
 mod json_permissive;
 mod metadata;
+mod orc_file;
 mod parquet_file;
 mod rescue;
 mod temporal;
@@ -67,6 +69,7 @@ pub use json::JsonDecoder;
 pub use json_lenient::{JsonLeniency, lenient_text};
 pub use landfall_core::MalformedRecord;
 pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
+pub use orc_file::{OrcDecoder, orc_batches, orc_footer_schema, orc_schema};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
 pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
 pub use temporal::{TemporalFormats, chrono_format};
@@ -185,6 +188,7 @@ pub enum FileFormat {
     BinaryFile,
     Xml,
     Avro,
+    Orc,
 }
 
 impl FileFormat {
@@ -339,6 +343,12 @@ fn plain_decoder(
             opts.policy.clone(),
         )),
         FileFormat::Parquet => Box::new(parquet_file::ParquetDecoder::new(
+            path,
+            schema,
+            opts.batch_size,
+            opts.policy.clone(),
+        )),
+        FileFormat::Orc => Box::new(orc_file::OrcDecoder::new(
             path,
             schema,
             opts.batch_size,

@@ -80,6 +80,7 @@ fn invalid_config_names_every_key() {
 [streams.a]
 source = "ftp://x/y"
 format = "orc"
+bad_records_path = "/tmp/bad"
 max_files_per_trigger = 0
 max_file_age = "3d"
 trigger.processing_time = "10 parsecs"
@@ -91,7 +92,7 @@ sink.path = "/tmp/t"
     let err = String::from_utf8_lossy(&o.stderr);
     for expected in [
         "streams.a.source: unsupported scheme `ftp://`",
-        "streams.a.format: format `orc` is not supported yet (supported: json, csv, parquet, avro, text, binary_file, xml)",
+        "streams.a.bad_records_path: format `orc` has no malformed records to write (json, csv, xml)",
         "streams.a.max_files_per_trigger: must be at least 1",
         "streams.a.max_file_age: `3d` is shorter than the minimum of 14 days",
         "streams.a.trigger.processing_time: `10 parsecs` is not a duration",

@@ -1,0 +1,86 @@
+"""Test helper: write ORC files with pyarrow (an independent writer: the ORC C++ library) and
+print what pyarrow reads back, each value rendered as the table verifier renders it.
+
+  orc_files.py DIR  ->  prints {"a": [row, ...], "b": [...], "c": [...]} (each file's rows)
+
+a.orc (zstd, several stripes): id long, name string, score double or null, amount
+  decimal(10,2), day date, ts timestamp (zone-less), ts_utc timestamp with local time zone,
+  tags list<string>, info struct<city string, zip int>, attrs map<string, int>.
+b.orc (snappy): columns in another order, `score` gone, a new column `extra`.
+c.orc (uncompressed, many stripes): id long, name string; big enough for the ranged path.
+d.orc: a.orc cut short (its tail is gone): corrupt.
+"""
+import datetime, decimal, json, os, sys
+
+import pyarrow as pa
+import pyarrow.orc as orc
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "verify"))
+from verify_table import canon  # noqa: E402
+
+
+def render(table):
+    rows = []
+    maps = {f.name for f in table.schema if pa.types.is_map(f.type)}
+    for r in table.to_pylist():
+        out = {}
+        for k, v in r.items():
+            if k in maps and v is not None:
+                v = dict(v)
+            out[k] = canon(v)
+        rows.append(out)
+    return rows
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    n = 3000
+    utc = datetime.timezone.utc
+    a = pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "name": [f"n{i}" if i % 7 else None for i in range(n)],
+        "score": [None if i % 3 == 0 else i / 4 for i in range(n)],
+        "amount": pa.array([decimal.Decimal(i * 101 - 5000).scaleb(-2) for i in range(n)],
+                           pa.decimal128(10, 2)),
+        "day": pa.array([datetime.date(2026, 1, 1) + datetime.timedelta(days=i % 400)
+                         for i in range(n)], pa.date32()),
+        "ts": pa.array([datetime.datetime(2026, 11, 30, 13, 5) + datetime.timedelta(seconds=i * 61,
+                                                                                  microseconds=i)
+                        for i in range(n)], pa.timestamp("us")),
+        "ts_utc": pa.array([datetime.datetime(2020, 2, 29, 23, 59, 59, tzinfo=utc)
+                            + datetime.timedelta(hours=i) for i in range(n)],
+                           pa.timestamp("us", tz="UTC")),
+        "tags": [[f"t{i}", "x"][: i % 3] for i in range(n)],
+        "info": [{"city": f"c{i % 11}", "zip": i} if i % 5 else None for i in range(n)],
+        "attrs": pa.array([[("k", i), ("j", -i)] if i % 4 else [] for i in range(n)],
+                          pa.map_(pa.string(), pa.int32())),
+    })
+    orc.write_table(a, os.path.join(out, "a.orc"), compression="zstd", stripe_size=64 * 1024)
+    b = pa.table({
+        "extra": [f"e{i}" for i in range(n, n + 40)],
+        "name": [f"n{i}" for i in range(n, n + 40)],
+        "id": pa.array(range(n, n + 40), pa.int64()),
+    })
+    orc.write_table(b, os.path.join(out, "b.orc"), compression="snappy")
+    m = 20000
+    c = pa.table({
+        "id": pa.array(range(10 * n, 10 * n + m), pa.int64()),
+        "name": [f"big{i}" for i in range(m)],
+    })
+    orc.write_table(c, os.path.join(out, "c.orc"), compression="uncompressed",
+                    stripe_size=16 * 1024)
+    with open(os.path.join(out, "a.orc"), "rb") as f:
+        whole = f.read()
+    with open(os.path.join(out, "d.orc"), "wb") as f:
+        f.write(whole[: len(whole) // 2])
+    stripes = {k: orc.ORCFile(os.path.join(out, f"{k}.orc")).nstripes for k in "ac"}
+    print(json.dumps({
+        "a": render(orc.read_table(os.path.join(out, "a.orc"))),
+        "b": render(orc.read_table(os.path.join(out, "b.orc"))),
+        "c": render(orc.read_table(os.path.join(out, "c.orc"))),
+        "stripes": stripes,
+    }))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
