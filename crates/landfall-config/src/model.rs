@@ -563,6 +563,11 @@ pub struct JsonOptions {
     /// (`primitivesAsString`).
     #[serde(default)]
     pub primitives_as_string: bool,
+    /// Inference types JSON fractions as DECIMAL where every value of the column fits one
+    /// (38 digits), else DOUBLE (`prefersDecimal`). No effect with `primitives_as_string` or
+    /// without `infer_column_types`.
+    #[serde(default)]
+    pub prefers_decimal: bool,
     /// Spark datetime pattern of TIMESTAMP values (`timestampFormat`).
     pub timestamp_format: Option<String>,
     /// Spark datetime pattern of DATE values (`dateFormat`).

@@ -401,6 +401,7 @@ fn validate_stream(
         || j.allow_single_quotes
         || j.allow_unquoted_field_names
         || j.primitives_as_string
+        || j.prefers_decimal
         || j.timestamp_format.is_some()
         || j.date_format.is_some())
         && s.format != Format::Json

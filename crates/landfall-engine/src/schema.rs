@@ -254,6 +254,7 @@ async fn infer_from_sample(
         landfall_formats::SchemaMerger::new(format, csv_format(spec), infer_types(spec))
             .with_json_multi_line(spec.json.multi_line)
             .with_json_leniency(json_leniency(spec))
+            .with_json_prefers_decimal(spec.json.prefers_decimal)
             .with_xml(xml_format(spec));
     let fatal =
         |e: landfall_formats::FormatError| SeamError::fatal(format!("stream `{}`: {e}", spec.name));
@@ -555,6 +556,7 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
         ),
         infer_types: infer_types(spec)
             || matches!(spec.format, Format::Parquet | Format::Avro | Format::Orc),
+        prefers_decimal: spec.format == Format::Json && spec.json.prefers_decimal,
         path_columns: schema
             .path_columns
             .iter()

@@ -30,6 +30,26 @@ fn cast_column(
     if col.data_type() == field.data_type() {
         return Ok(col.clone());
     }
+    let cast = cast_strict(path, name, col, field)?;
+    match inexact_decimals(col, &cast).first() {
+        None => Ok(cast),
+        Some(&row) => Err(FormatError::Column {
+            path: path.to_string(),
+            column: name.to_string(),
+            reason: format!(
+                "row {row}: the value has more digits than {} keeps",
+                landfall_core::ddl::type_to_ddl(field.data_type())
+            ),
+        }),
+    }
+}
+
+fn cast_strict(
+    path: &str,
+    name: &str,
+    col: &ArrayRef,
+    field: &Field,
+) -> Result<ArrayRef, FormatError> {
     cast_with_options(col, field.data_type(), &STRICT).map_err(|e| FormatError::Column {
         path: path.to_string(),
         column: name.to_string(),
@@ -68,14 +88,70 @@ pub(crate) fn cast_permissive(
                 landfall_core::ddl::type_to_ddl(field.data_type())
             ),
         })?;
-    let lost = match cast.logical_nulls() {
+    let mut lost = match cast.logical_nulls() {
         None => Vec::new(),
         Some(nulls) if nulls.null_count() == col.logical_null_count() => Vec::new(),
         Some(nulls) => (0..col.len())
             .filter(|&i| nulls.is_null(i) && col.is_valid(i))
             .collect(),
     };
+    let inexact = inexact_decimals(col, &cast);
+    if inexact.is_empty() {
+        return Ok((cast, lost));
+    }
+    let mask: arrow::array::BooleanArray =
+        (0..col.len()).map(|i| Some(inexact.contains(&i))).collect();
+    let cast = arrow::compute::nullif(&cast, &mask).map_err(|e| FormatError::Column {
+        path: path.to_string(),
+        column: name.to_string(),
+        reason: e.to_string(),
+    })?;
+    lost.extend(inexact);
+    lost.sort_unstable();
     Ok((cast, lost))
+}
+
+/// The rows whose value a cast to a decimal changed: arrow rounds digits past the scale
+/// (`12.345` into DECIMAL(4,2) is 12.35), where landfall keeps the value out of the column
+/// instead (null and counted, or rescued). Strings are checked digit by digit; numbers by
+/// casting back and comparing.
+pub(crate) fn inexact_decimals(src: &ArrayRef, cast: &ArrayRef) -> Vec<usize> {
+    let (p, s) = match cast.data_type() {
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => (*p, *s),
+        _ => return Vec::new(),
+    };
+    let valid = |i: usize| cast.is_valid(i) && src.is_valid(i);
+    match src.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let Ok(text) = arrow::compute::cast(src, &DataType::Utf8) else {
+                return Vec::new();
+            };
+            let text = text.as_string::<i32>();
+            (0..src.len())
+                .filter(|&i| valid(i))
+                .filter(|&i| {
+                    let v = text.value(i).trim().as_bytes();
+                    !crate::json_decimal::literal_fits(
+                        crate::json_decimal::Literal::Number(v),
+                        p,
+                        s,
+                    ) && v.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b))
+                })
+                .collect()
+        }
+        t if t.is_numeric() => {
+            let Ok(back) = arrow::compute::cast(cast, t) else {
+                return Vec::new();
+            };
+            let Ok(same) = arrow::compute::kernels::cmp::eq(src, &back) else {
+                return Vec::new();
+            };
+            (0..src.len())
+                .filter(|&i| valid(i) && !same.value(i))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Reorder, cast and fill `batch` so it has exactly `target`'s columns: by name at every

@@ -258,3 +258,23 @@ fn timestamp_and_date_formats() {
         "the second row matches neither pattern"
     );
 }
+
+/// A decimal with more fraction digits than the column's scale is a misfit, never rounded.
+#[test]
+fn decimals_that_do_not_fit_are_never_rounded() {
+    let s = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("m", DataType::Decimal128(4, 2), true),
+    ]));
+    let mut d = CsvDecoder::new("t.csv", s, &opts(1024));
+    let input = "id,m\n1,12.5\n2,12.345\n3,123.45\n4,-0.01\n";
+    let mut batches = d.push(Bytes::copy_from_slice(input.as_bytes())).unwrap();
+    batches.extend(d.finish().unwrap());
+    let got = pretty_format_batches(&batches).unwrap().to_string();
+    assert_eq!(d.malformed_rows(), 2, "{got}");
+    assert!(
+        got.contains("| 1  | 12.50 |") && got.contains("| 4  | -0.01 |"),
+        "{got}"
+    );
+    assert!(!got.contains("12.34 ") && !got.contains("12.35"), "{got}");
+}

@@ -36,6 +36,21 @@ pub fn merge_widen(a: &DataType, b: &DataType) -> DataType {
         _ if a == b => a.clone(),
         (Null, t) | (t, Null) => t.clone(),
         (Int8 | Int16 | Int32 | Int64, Int8 | Int16 | Int32 | Int64) => Int64,
+        // Spark's decimal merge: the most integer digits and the largest scale, DOUBLE past
+        // 38 digits; an integer counts as the digits of its type (BIGINT: 20).
+        (Decimal128(p1, s1), Decimal128(p2, s2)) => {
+            let scale = (*s1).max(*s2).max(0) as u8;
+            let int = (*p1 as i16 - *s1 as i16)
+                .max(*p2 as i16 - *s2 as i16)
+                .max(0) as u8;
+            match int.checked_add(scale) {
+                Some(p) if p <= 38 => Decimal128(p.max(1), scale as i8),
+                _ => Float64,
+            }
+        }
+        (Decimal128(..), Int8 | Int16 | Int32 | Int64) => merge_widen(a, &integer_decimal(b)),
+        (Int8 | Int16 | Int32 | Int64, Decimal128(..)) => merge_widen(&integer_decimal(a), b),
+        (Decimal128(..), Float32 | Float64) | (Float32 | Float64, Decimal128(..)) => Float64,
         (Int8 | Int16 | Int32 | Int64 | Float32 | Float64, Float32 | Float64)
         | (Float32 | Float64, Int8 | Int16 | Int32 | Int64) => Float64,
         (Struct(x), Struct(y)) => Struct(merge_fields(x, y)),
@@ -46,6 +61,17 @@ pub fn merge_widen(a: &DataType, b: &DataType) -> DataType {
         ))),
         _ => Utf8,
     }
+}
+
+/// An integer type as the decimal that holds all its values (Spark's `DecimalType.forType`).
+fn integer_decimal(t: &DataType) -> DataType {
+    let digits = match t {
+        DataType::Int8 => 3,
+        DataType::Int16 => 5,
+        DataType::Int32 => 10,
+        _ => 20,
+    };
+    DataType::Decimal128(digits, 0)
 }
 
 fn merge_fields(a: &Fields, b: &Fields) -> Fields {
@@ -157,6 +183,8 @@ pub struct SchemaMerger {
     files: usize,
     json_multi_line: bool,
     json_leniency: crate::JsonLeniency,
+    /// `json.prefers_decimal`: the sample's number literals, by path.
+    json_decimals: Option<crate::DecimalStats>,
     xml: crate::XmlFormat,
 }
 
@@ -170,8 +198,17 @@ impl SchemaMerger {
             files: 0,
             json_multi_line: false,
             json_leniency: crate::JsonLeniency::default(),
+            json_decimals: None,
             xml: crate::XmlFormat::default(),
         }
+    }
+
+    /// JSON fractions are DECIMAL where every value of the column fits one
+    /// (`json.prefers_decimal`; only with typed inference).
+    pub fn with_json_prefers_decimal(mut self, prefers: bool) -> Self {
+        self.json_decimals = (prefers && self.infer_types && self.format == FileFormat::Json)
+            .then(crate::DecimalStats::default);
+        self
     }
 
     /// JSON samples may have comments, single quotes, unquoted field names.
@@ -202,6 +239,9 @@ impl SchemaMerger {
             bytes,
             self.infer_types,
         )?;
+        if let Some(d) = &mut self.json_decimals {
+            d.scan(bytes);
+        }
         self.merged = merge_fields(&self.merged, s.fields());
         self.files += 1;
         Ok(())
@@ -250,8 +290,12 @@ impl SchemaMerger {
                 ),
             });
         }
+        let merged = match &self.json_decimals {
+            Some(d) => d.apply(&self.merged),
+            None => self.merged.clone(),
+        };
         Ok(Schema::new(
-            self.merged
+            merged
                 .iter()
                 .map(|f| {
                     // Columns seen only as JSON null have no type yet: strings hold anything.

@@ -56,6 +56,9 @@ pub struct JsonDecoder {
     /// What arrow-json decodes: `schema` with the rescued column under an internal name, plus
     /// the path columns (known keys, dropped from the output).
     decode_schema: SchemaRef,
+    /// Decimal columns of `decode_schema`: a batch holding a value with digits they would cut
+    /// takes the slow path.
+    decimals: Option<crate::json_decimal::DecimalColumns>,
     /// Columns read as text and parsed with `timestamp_format` / `date_format`: name, type,
     /// chrono format.
     parsed: Vec<(String, DataType, String)>,
@@ -87,6 +90,7 @@ impl JsonDecoder {
             drop_malformed: false,
             parsed: Vec::new(),
             late_rescued: 0,
+            decimals: crate::json_decimal::DecimalColumns::of(schema.fields()),
             decode_schema: schema,
         })
     }
@@ -263,6 +267,7 @@ impl JsonDecoder {
     }
 
     fn fresh_inner(&mut self) -> Result<(), FormatError> {
+        self.decimals = crate::json_decimal::DecimalColumns::of(self.decode_schema.fields());
         self.inner = build(
             self.decode_schema.clone(),
             self.batch_size,
@@ -297,6 +302,7 @@ impl JsonDecoder {
 
     fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<bool, FormatError> {
         match self.inner.flush() {
+            Ok(_) if !self.pending_decimals_fit() => Ok(false),
             Ok(batch) => {
                 self.settle();
                 if let Some(b) = batch {
@@ -305,6 +311,19 @@ impl JsonDecoder {
                 Ok(true)
             }
             Err(_) => Ok(false),
+        }
+    }
+
+    /// Whether the pending records' decimal values keep all their digits (arrow-json would
+    /// cut extra fraction digits silently).
+    fn pending_decimals_fit(&self) -> bool {
+        let Some(d) = &self.decimals else {
+            return true;
+        };
+        match self.pending.len() {
+            0 => true,
+            1 => d.all_fit(&self.pending[0]),
+            _ => d.all_fit(&self.pending.concat()),
         }
     }
 

@@ -16,6 +16,7 @@
 //! re-implementation of its conversion rules.
 
 use crate::error::{MalformedRecord, Tally};
+use crate::json_decimal::DecimalColumns;
 use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, json_value_type};
 use arrow_json::reader::{Decoder as JsonInner, ReaderBuilder};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
@@ -216,6 +217,8 @@ pub(crate) struct Fixer {
     record: Option<JsonInner>,
     /// One single-column decoder per leaf type, reused until it fails.
     probes: HashMap<DataType, JsonInner>,
+    /// The schema's decimal columns, whose literals must keep every digit.
+    decimals: Option<DecimalColumns>,
     pub new_columns: NewColumns,
     pub rescued_rows: u64,
     /// Records with a value lost to null yield no row (`mode = "drop_malformed"`).
@@ -258,6 +261,7 @@ impl At {
 
 impl Fixer {
     pub fn new(schema: SchemaRef, policy: SchemaPolicy, file: &str) -> Self {
+        let decimals = DecimalColumns::of(schema.fields());
         let data_fields: Fields = schema
             .fields()
             .iter()
@@ -271,6 +275,7 @@ impl Fixer {
             file: file.to_string(),
             record: None,
             probes: HashMap::new(),
+            decimals,
             new_columns: NewColumns::default(),
             rescued_rows: 0,
             drop_malformed: false,
@@ -281,7 +286,12 @@ impl Fixer {
     pub fn fix_record(&mut self, raw: &RawValue) -> Fixed {
         let schema = self.schema.clone();
         let strict = self.policy.watches_unknown();
-        if Self::fits(&mut self.record, &schema, raw.get(), strict) {
+        if Self::fits(&mut self.record, &schema, raw.get(), strict)
+            && self
+                .decimals
+                .as_ref()
+                .is_none_or(|d| d.all_fit(raw.get().as_bytes()))
+        {
             return Fixed::Fits;
         }
         if !raw.get().starts_with('{') {
@@ -336,7 +346,10 @@ impl Fixer {
     fn probe(&mut self, ty: &DataType, text: &str) -> bool {
         let mut slot = self.probes.remove(ty);
         let schema = Arc::new(Schema::new(vec![Field::new("v", ty.clone(), true)]));
-        let ok = Self::fits(&mut slot, &schema, &format!("{{\"v\":{text}}}"), false);
+        let record = format!("{{\"v\":{text}}}");
+        // arrow-json cuts a decimal's extra fraction digits: such a value is a misfit.
+        let ok = Self::fits(&mut slot, &schema, &record, false)
+            && DecimalColumns::of(schema.fields()).is_none_or(|d| d.all_fit(record.as_bytes()));
         if let Some(d) = slot {
             self.probes.insert(ty.clone(), d);
         }
@@ -369,8 +382,14 @@ impl Fixer {
                     let value: serde_json::Value =
                         serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null);
                     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-                    self.new_columns
-                        .note(&segs, json_value_type(&value, self.policy.infer_types));
+                    self.new_columns.note(
+                        &segs,
+                        json_value_type(
+                            &value,
+                            self.policy.infer_types,
+                            self.policy.prefers_decimal,
+                        ),
+                    );
                 }
                 if self.policy.rescued_column.is_some() {
                     rescued.put_raw(here.path, v.get());

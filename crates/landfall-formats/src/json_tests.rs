@@ -224,3 +224,24 @@ fn non_object_records_are_malformed() {
     let (got, bad, _) = decode(id_s(), "{\"id\":1}\n[1,2]\n3\n\"x\"\n", 1024);
     assert_eq!((got, bad), (table("{\"id\":1}\n", id_s()), 3));
 }
+
+/// A number with more fraction digits than the column's scale, or more integer digits than its
+/// precision allows, is a misfit (null and counted, rescued where there is a rescued column),
+/// never rounded or truncated into the column.
+#[test]
+fn decimals_that_do_not_fit_are_never_rounded() {
+    let s = schema(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("m", DataType::Decimal128(4, 2), true),
+    ]);
+    let input = "{\"id\":1,\"m\":12.5}\n{\"id\":2,\"m\":12.345}\n{\"id\":3,\"m\":123.45}\n{\"id\":4,\"m\":-0.01}\n";
+    let (got, bad, _) = decode(s.clone(), input, 1024);
+    assert_eq!(bad, 2, "{got}");
+    assert_eq!(
+        got,
+        table(
+            "{\"id\":1,\"m\":12.5}\n{\"id\":2}\n{\"id\":3}\n{\"id\":4,\"m\":-0.01}\n",
+            s
+        )
+    );
+}

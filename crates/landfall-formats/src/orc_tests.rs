@@ -114,6 +114,7 @@ fn a_column_the_stream_lacks_is_rescued_and_reported() {
         rescued_column: Some("_rescued_data".into()),
         detect_new_columns: true,
         infer_types: true,
+        prefers_decimal: false,
         path_columns: Vec::new(),
     };
     let opts = DecodeOptions {

@@ -38,6 +38,8 @@ pub struct SchemaPolicy {
     pub detect_new_columns: bool,
     /// Type new columns as `infer_column_types` would (else strings, nested structure kept).
     pub infer_types: bool,
+    /// New JSON columns of fractions are DECIMAL where the value fits (`json.prefers_decimal`).
+    pub prefers_decimal: bool,
     /// Columns filled from elsewhere (Hive partition values, `_metadata`): a file's column of
     /// that name is dropped, neither rescued nor new (the path's value wins, as in Spark).
     pub path_columns: Vec<String>,
@@ -254,7 +256,7 @@ fn append_into(out: &mut Vec<Field>, new: &[Field]) {
 
 /// The type inference gives a JSON value: strings unless `infer_types` (structure kept); a
 /// value seen only as null is a string.
-pub(crate) fn json_value_type(value: &Value, infer_types: bool) -> DataType {
+pub(crate) fn json_value_type(value: &Value, infer_types: bool, prefers_decimal: bool) -> DataType {
     let mut record = Map::new();
     record.insert("v".into(), value.clone());
     let inferred = arrow_json::reader::infer_json_schema_from_iterator(std::iter::once(Ok(
@@ -263,7 +265,13 @@ pub(crate) fn json_value_type(value: &Value, infer_types: bool) -> DataType {
     .ok()
     .and_then(|s| s.field_with_name("v").ok().map(|f| f.data_type().clone()))
     .unwrap_or(DataType::Utf8);
-    let ty = if infer_types {
+    let ty = if infer_types && prefers_decimal {
+        // The value as serde_json prints it: a fraction's shortest round-trip digits.
+        let mut stats = crate::DecimalStats::default();
+        stats.scan(format!("{{\"v\":{value}}}").as_bytes());
+        let fields = Fields::from(vec![Field::new("v", inferred, true)]);
+        stats.apply(&fields)[0].data_type().clone()
+    } else if infer_types {
         inferred
     } else {
         crate::infer::stringify_leaves(&inferred)
@@ -372,14 +380,14 @@ mod tests {
     fn value_types_follow_infer_column_types() {
         let v: Value = serde_json::from_str(r#"{"x": [1, 2], "y": null}"#).unwrap();
         assert_eq!(
-            landfall_core::ddl::type_to_ddl(&json_value_type(&v, true)),
+            landfall_core::ddl::type_to_ddl(&json_value_type(&v, true, false)),
             "STRUCT<x: ARRAY<BIGINT>, y: STRING>"
         );
         assert_eq!(
-            landfall_core::ddl::type_to_ddl(&json_value_type(&v, false)),
+            landfall_core::ddl::type_to_ddl(&json_value_type(&v, false, false)),
             "STRUCT<x: ARRAY<STRING>, y: STRING>"
         );
-        assert_eq!(json_value_type(&Value::Null, true), DataType::Utf8);
+        assert_eq!(json_value_type(&Value::Null, true, false), DataType::Utf8);
     }
 }
 

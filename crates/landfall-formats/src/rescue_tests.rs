@@ -23,6 +23,7 @@ fn policy(rescue: bool, detect: bool) -> SchemaPolicy {
         rescued_column: rescue.then(|| "_rescued_data".to_string()),
         detect_new_columns: detect,
         infer_types: true,
+        prefers_decimal: false,
         path_columns: vec!["day".into()],
     }
 }

@@ -145,3 +145,57 @@ sink.path = "{root}/x_table"
     assert!(!o.status.success());
     assert!(text(&o).contains("UTF-16LE"), "{}", text(&o));
 }
+
+/// `json.prefers_decimal`: fractions are inferred as exact decimals (Spark's rules: 12.50 is
+/// DECIMAL(4,2), 0.001 DECIMAL(3,3), a value past 38 digits keeps the column DOUBLE), nested
+/// ones too, and a new column of fractions is a decimal as well. A later value with more
+/// fraction digits than its column keeps is rescued with every digit, never rounded into it.
+#[test]
+fn prefers_decimal_infers_exact_decimals_and_rescues_what_would_be_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    put_file(
+        &src,
+        "a.json",
+        "{\"id\":1,\"price\":12.50,\"rate\":0.001,\"big\":1e40,\"q\":{\"w\":3.25}}\n\
+         {\"id\":2,\"price\":7.1,\"rate\":0.5,\"big\":2.5,\"q\":{\"w\":-0.5}}\n",
+    );
+    let cfg = config_in(
+        root,
+        r#"
+[streams.d]
+source = "{root}/src"
+format = "json"
+infer_column_types = true
+json.prefers_decimal = true
+sink.path = "{root}/table"
+"#,
+    );
+    drain_stream(&cfg, "d");
+    put_file(
+        &src,
+        "b.json",
+        "{\"id\":3,\"price\":1.255,\"rate\":0.25,\"fee\":0.75}\n",
+    );
+    drain_stream(&cfg, "d");
+    let v = verify("delta", &root.join("table"), Some("d"));
+    let schema = &v["schema"];
+    assert_eq!(schema["price"], "decimal(4,2)", "{schema}");
+    assert_eq!(schema["rate"], "decimal(3,3)", "{schema}");
+    assert_eq!(schema["big"], "double", "{schema}");
+    assert_eq!(schema["fee"], "decimal(2,2)", "{schema}");
+    assert!(schema["q"].to_string().contains("decimal(3,2)"), "{schema}");
+    let rows = sorted_rows(&v, "id");
+    assert_eq!(rows[0]["price"], "12.50");
+    assert_eq!(rows[0]["rate"], "0.001");
+    assert_eq!(rows[1]["price"], "7.10");
+    assert_eq!(rows[1]["rate"], "0.500");
+    assert_eq!(rows[1]["big"], "2.5");
+    assert_eq!(rows[2]["rate"], "0.250");
+    assert_eq!(rows[2]["fee"], "0.75");
+    assert!(rows[2]["price"].is_null(), "{}", rows[2]);
+    let rescued: Value = serde_json::from_str(rows[2]["_rescued_data"].as_str().unwrap()).unwrap();
+    assert_eq!(rescued["price"].to_string(), "1.255", "{rescued}");
+    assert!(rows[0]["_rescued_data"].is_null() && rows[1]["_rescued_data"].is_null());
+}
