@@ -4,7 +4,7 @@
 //! [`CountingStore`] wraps the source's object store and counts each call as the request(s) it
 //! makes: a `get_opts` with `head` set is a HEAD; `get_ranges` is one GET per range (an upper
 //! bound: stores may merge nearby ranges); a `list` stream is one LIST per call (object_store
-//! does not expose its pages; S3 sources are listed by [`crate::S3Lister`], which counts each
+//! does not expose its pages; cloud sources are listed by [`crate::RawLister`], which counts each
 //! ListObjectsV2 page itself). Retries inside object_store are not visible here.
 
 use async_trait::async_trait;

@@ -1,6 +1,7 @@
 //! Finding files: flat recursive listing through object_store for local directories, S3, Azure
 //! and GCS, with the stream's filters, plus Hive `key=value` partition values from paths. S3
-//! is listed by [`S3Lister`], which survives keys object_store cannot represent.
+//! is listed by [`RawLister`] (S3, GCS, Azure), which survives keys object_store cannot
+//! represent.
 //!
 //! Listing is full or incremental (keys after the last one seen) round by round, as
 //! [`incremental`] describes.
@@ -13,6 +14,7 @@
 //! location's queue, and each stream under it reads the cache from its own position
 //! ([`FileEventsDiscovery`]).
 
+mod azure_list;
 mod azure_queue;
 mod counting;
 #[cfg(test)]
@@ -28,11 +30,13 @@ mod partitions;
 mod queue;
 mod queue_discovery;
 mod queue_reader;
+mod raw_list;
 mod s3_list;
 mod setup;
 mod source;
 mod stores;
 
+pub use azure_list::AzureLister;
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
 pub use counting::{CountRequests, CountingStore};
 pub use file_events::{FileEventsDiscovery, Position, READ_PER_ROUND, parse_position};
@@ -49,7 +53,8 @@ pub use partitions::hive_partitions;
 pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
 pub use queue_discovery::{NotificationDiscovery, QueueOptions};
 pub use queue_reader::{MAX_MESSAGES_PER_ROUND, QueueReader};
-pub use s3_list::{Listed, S3Lister};
+pub use raw_list::{Listed, RawLister};
+pub use s3_list::S3Lister;
 pub use setup::{
     AwsNotifications, CreatedResources, ResourceStatus, SetupError, SetupRequest, notification_id,
 };

@@ -32,7 +32,7 @@
 //! (`unrepresentable_key`, e.g. `a//b`: it could be neither read nor committed).
 
 use crate::incremental::{FullListingOutcome, Layout, ListingKind, ListingPolicy};
-use crate::s3_list::{Listed, S3Lister};
+use crate::raw_list::{Listed, RawLister};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use landfall_core::seams::{NewFilter, SeamResult};
@@ -91,8 +91,8 @@ impl Filters {
 pub struct ListingDiscovery {
     stream: String,
     store: Arc<dyn ObjectStore>,
-    /// S3 sources are listed with our own ListObjectsV2 (see [`S3Lister`]).
-    s3: Option<S3Lister>,
+    /// Cloud sources are listed with our own list requests (see [`RawLister`]).
+    raw: Option<RawLister>,
     prefix: Path,
     filters: Filters,
     /// Full or incremental, round by round.
@@ -108,7 +108,7 @@ impl ListingDiscovery {
         ListingDiscovery {
             stream: stream.to_string(),
             store,
-            s3: None,
+            raw: None,
             prefix,
             filters,
             policy: Mutex::new(ListingPolicy::new(IncrementalListing::Off, 1)),
@@ -116,9 +116,9 @@ impl ListingDiscovery {
         }
     }
 
-    /// List with `lister` instead of the store (S3 sources).
-    pub fn with_s3_lister(mut self, lister: Option<S3Lister>) -> Self {
-        self.s3 = lister;
+    /// List with `lister` instead of the store (cloud sources).
+    pub fn with_raw_lister(mut self, lister: Option<RawLister>) -> Self {
+        self.raw = lister;
         self
     }
 
@@ -198,8 +198,8 @@ impl ListingDiscovery {
     ) -> futures::stream::BoxStream<'static, Result<Listed, String>> {
         let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
         let after = cursor.filter(|_| incremental);
-        match (&self.s3, after) {
-            (Some(s3), after) => s3.list_after(prefix, after),
+        match (&self.raw, after) {
+            (Some(raw), after) => raw.list_after(prefix, after),
             (None, Some(c)) => match Path::parse(c) {
                 Ok(offset) => self
                     .store

@@ -1,44 +1,46 @@
-//! S3 listing that survives keys object_store cannot represent.
+//! ListObjectsV2 of S3 (and S3-compatible stores) and of GCS's XML API, keeping keys
+//! object_store cannot represent (see [`crate::raw_list`]).
 //!
-//! object_store parses a whole ListObjectsV2 page at once and fails the page when one key is
-//! not a valid [`Path`] (an empty segment such as `a//b`, a `.` or `..` segment, a trailing
-//! `/` on a non-empty object). One such key would stop a stream's discovery for good. This
-//! lister sends ListObjectsV2 itself, with object_store's own HTTP client, credential provider
-//! and SigV4 signer (the same configuration keys as the store), asks for URL-encoded keys, and
-//! hands every key back: representable ones as [`ObjectMeta`], the others as
-//! [`Listed::Unrepresentable`], which discovery passes over with a counted reason.
+//! S3 requests carry SigV4 from object_store's signer (or none with `aws_skip_signature`) and
+//! ask for URL-encoded keys; GCS requests carry object_store's OAuth bearer token (GCS and
+//! its emulators may ignore `encoding-type`: keys then come as they are).
 
+use crate::raw_list::{Listed, http_failure, listed, page_size, paged, with_retries};
 use chrono::{DateTime, Utc};
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::BoxStream;
 use object_store::ClientOptions;
-use object_store::ObjectMeta;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer, AwsCredentialProvider};
 use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
+use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::path::Path;
 use serde::Deserialize;
 use url::Url;
 
-/// One listed object.
-pub enum Listed {
-    Object(ObjectMeta),
-    /// A key object_store cannot address (e.g. `a//b`), with its modification time: it can be
-    /// neither read nor ingested.
-    Unrepresentable(String, DateTime<Utc>),
+/// How a request is authorised.
+#[derive(Clone)]
+enum Auth {
+    /// SigV4 with object_store's AWS credentials.
+    Aws {
+        credentials: AwsCredentialProvider,
+        region: String,
+        /// `aws_request_payer`: requester-pays buckets.
+        request_payer: bool,
+    },
+    /// `aws_skip_signature`: anonymous requests (public buckets).
+    Anonymous { request_payer: bool },
+    /// GCS: object_store's OAuth bearer token (empty with `disable_oauth`).
+    Gcp(GcpCredentialProvider),
 }
 
 /// ListObjectsV2 for one S3 bucket.
 #[derive(Clone)]
 pub struct S3Lister {
     client: HttpClient,
-    credentials: AwsCredentialProvider,
+    auth: Auth,
     /// `https://bucket.s3.region.amazonaws.com`, `https://s3.region.amazonaws.com/bucket`, or
-    /// the configured endpoint (plus `/bucket` unless virtual-hosted).
+    /// the configured endpoint (plus `/bucket` unless virtual-hosted); GCS:
+    /// `https://storage.googleapis.com/bucket` or the configured base URL plus `/bucket`.
     bucket_url: String,
-    region: String,
-    /// `aws_skip_signature`: anonymous requests (public buckets).
-    skip_signature: bool,
-    /// `aws_request_payer`: requester-pays buckets.
-    request_payer: bool,
     /// Counts each ListObjectsV2 request (`LIST`).
     count: Option<crate::CountRequests>,
 }
@@ -61,9 +63,6 @@ fn bucket_url(bucket: &str, region: &str, endpoint: Option<&str>, virtual_hosted
     }
 }
 
-/// How often one page is tried before the listing round fails (throttling, resets).
-const PAGE_ATTEMPTS: u32 = 4;
-
 /// Query values encoded as SigV4 canonicalises them: everything but `A-Za-z0-9-_.~`.
 const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
@@ -75,7 +74,6 @@ impl std::fmt::Debug for S3Lister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Lister")
             .field("bucket_url", &self.bucket_url)
-            .field("region", &self.region)
             .finish()
     }
 }
@@ -131,13 +129,89 @@ impl S3Lister {
         let client = ReqwestConnector::default()
             .connect(&client)
             .map_err(|e| err(&e))?;
+        let auth = if skip_signature {
+            Auth::Anonymous { request_payer }
+        } else {
+            Auth::Aws {
+                credentials: store.credentials().clone(),
+                region,
+                request_payer,
+            }
+        };
         Ok(Some(S3Lister {
             client,
-            credentials: store.credentials().clone(),
+            auth,
             bucket_url,
-            region,
-            skip_signature,
-            request_payer,
+            count: None,
+        }))
+    }
+
+    /// A lister for a `gs://` URL with the store's options (GCS's XML API speaks
+    /// ListObjectsV2); `None` for other schemes.
+    pub fn for_gcs_url<'a>(
+        url: &Url,
+        options: impl Iterator<Item = (&'a String, &'a String)>,
+    ) -> Result<Option<Self>, String> {
+        if url.scheme() != "gs" {
+            return Ok(None);
+        }
+        let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
+        let mut builder = GoogleCloudStorageBuilder::new().with_url(url.to_string());
+        let mut client = ClientOptions::new();
+        for (k, v) in options {
+            if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
+                if let GoogleConfigKey::Client(c) = &key {
+                    client = client.with_config(*c, v.clone());
+                }
+                builder = builder.with_config(key, v.clone());
+            }
+        }
+        let bucket = url
+            .host_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| err(&"no bucket"))?
+            .to_string();
+        // As object_store: the configured base URL, else the service account's
+        // `gcs_base_url`, else Google's.
+        let account = builder
+            .get_config_value(&GoogleConfigKey::ServiceAccountKey)
+            .or_else(|| {
+                builder
+                    .get_config_value(&GoogleConfigKey::ServiceAccount)
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+            })
+            .and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok());
+        let base = builder
+            .get_config_value(&GoogleConfigKey::BaseUrl)
+            .or_else(|| {
+                account
+                    .as_ref()
+                    .and_then(|a| a["gcs_base_url"].as_str().map(str::to_string))
+            })
+            .unwrap_or_else(|| "https://storage.googleapis.com".to_string());
+        let bucket_url = format!(
+            "{}/{}",
+            base.trim_end_matches('/'),
+            percent_encoding::utf8_percent_encode(&bucket, QUERY)
+        );
+        let skip_signature = builder
+            .get_config_value(&GoogleConfigKey::SkipSignature)
+            .is_some_and(|v| truthy(&v));
+        let store = builder.build().map_err(|e| err(&e))?;
+        let client = ReqwestConnector::default()
+            .connect(&client)
+            .map_err(|e| err(&e))?;
+        let auth = if skip_signature {
+            Auth::Anonymous {
+                request_payer: false,
+            }
+        } else {
+            Auth::Gcp(store.credentials().clone())
+        };
+        Ok(Some(S3Lister {
+            client,
+            auth,
+            bucket_url,
             count: None,
         }))
     }
@@ -164,67 +238,34 @@ impl S3Lister {
         let this = self.clone();
         let prefix = prefix.map(|p| format!("{}/", p.as_ref()));
         let start_after = start_after.map(str::to_string);
-        futures::stream::try_unfold(Some(None::<String>), move |token| {
+        paged(move |token: Option<String>| {
             let (this, prefix, start_after) = (this.clone(), prefix.clone(), start_after.clone());
             async move {
-                let Some(token) = token else {
-                    return Ok(None);
-                };
-                let page = this
-                    .page_with_retries(prefix.as_deref(), start_after.as_deref(), token.as_deref())
-                    .await?;
-                let next = page
-                    .is_truncated
-                    .then_some(page.next_continuation_token.clone());
-                if page.is_truncated && next.as_ref().is_none_or(|t| t.is_none()) {
+                let page = with_retries("ListObjectsV2", || {
+                    this.page(prefix.as_deref(), start_after.as_deref(), token.as_deref())
+                })
+                .await?;
+                let next = page.next_continuation_token.clone();
+                if page.is_truncated && next.is_none() {
                     return Err(
                         "ListObjectsV2: a truncated page without a continuation token".to_string(),
                     );
                 }
-                if token.is_some() && next.as_ref() == Some(&token) {
+                if token.is_some() && page.is_truncated && next == token {
                     return Err(
                         "ListObjectsV2: the store returned the same continuation token twice"
                             .to_string(),
                     );
                 }
                 let encoded = page.encoding_type.as_deref() == Some("url");
-                let items: Vec<Result<Listed, String>> = page
+                let items = page
                     .contents
                     .into_iter()
-                    .map(|c| Ok(c.listed(encoded)))
+                    .map(|c| c.listed(encoded))
                     .collect();
-                Ok(Some((futures::stream::iter(items), next)))
+                Ok((items, next.filter(|_| page.is_truncated)))
             }
         })
-        .map(|page| match page {
-            Ok(items) => items.boxed(),
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-        })
-        .flatten()
-        .boxed()
-    }
-
-    /// One page, tried again with backoff after errors that may pass (5xx, 429, resets).
-    async fn page_with_retries(
-        &self,
-        prefix: Option<&str>,
-        start_after: Option<&str>,
-        token: Option<&str>,
-    ) -> Result<ListPage, String> {
-        let mut wait = std::time::Duration::from_millis(200);
-        let mut attempt = 1;
-        loop {
-            match self.page(prefix, start_after, token).await {
-                Ok(p) => return Ok(p),
-                Err((e, true)) if attempt < PAGE_ATTEMPTS => {
-                    tracing::debug!(error = %e, attempt, "ListObjectsV2 page failed; retrying");
-                    tokio::time::sleep(wait).await;
-                    wait *= 3;
-                    attempt += 1;
-                }
-                Err((e, _)) => return Err(e),
-            }
-        }
     }
 
     /// One ListObjectsV2 call; on error, the message and whether trying again may help.
@@ -236,26 +277,48 @@ impl S3Lister {
     ) -> Result<ListPage, (String, bool)> {
         let fixed = |e: String| (e, false);
         let mut url = Url::parse(&self.bucket_url).map_err(|e| fixed(e.to_string()))?;
-        url.set_query(Some(&list_query(prefix, start_after, token, max_keys())));
+        url.set_query(Some(&list_query(prefix, start_after, token, page_size())));
         let mut request = http::Request::builder()
             .method(http::Method::GET)
             .uri(url.as_str())
             .body(HttpRequestBody::empty())
             .map_err(|e| fixed(e.to_string()))?;
-        if !self.skip_signature {
-            let credential = self
-                .credentials
-                .get_credential()
-                .await
-                .map_err(|e| (format!("S3 credentials: {e}"), true))?;
-            AwsAuthorizer::new(&credential, "s3", &self.region)
-                .with_request_payer(self.request_payer)
-                .authorize(&mut request, None);
-        } else if self.request_payer {
-            request.headers_mut().insert(
-                "x-amz-request-payer",
-                http::HeaderValue::from_static("requester"),
-            );
+        match &self.auth {
+            Auth::Aws {
+                credentials,
+                region,
+                request_payer,
+            } => {
+                let credential = credentials
+                    .get_credential()
+                    .await
+                    .map_err(|e| (format!("S3 credentials: {e}"), true))?;
+                AwsAuthorizer::new(&credential, "s3", region)
+                    .with_request_payer(*request_payer)
+                    .authorize(&mut request, None);
+            }
+            Auth::Anonymous { request_payer } => {
+                if *request_payer {
+                    request.headers_mut().insert(
+                        "x-amz-request-payer",
+                        http::HeaderValue::from_static("requester"),
+                    );
+                }
+            }
+            Auth::Gcp(credentials) => {
+                let credential = credentials
+                    .get_credential()
+                    .await
+                    .map_err(|e| (format!("GCS credentials: {e}"), true))?;
+                if !credential.bearer.is_empty() {
+                    let bearer =
+                        http::HeaderValue::from_str(&format!("Bearer {}", credential.bearer))
+                            .map_err(|e| (format!("GCS credentials: {e}"), false))?;
+                    request
+                        .headers_mut()
+                        .insert(http::header::AUTHORIZATION, bearer);
+                }
+            }
         }
         let failed =
             |e: &dyn std::fmt::Display| (format!("ListObjectsV2 {}: {e}", self.bucket_url), true);
@@ -267,15 +330,8 @@ impl S3Lister {
         let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;
         let body = String::from_utf8_lossy(&body);
         if !status.is_success() {
-            let again = status.is_server_error() || status.as_u16() == 429;
-            return Err((
-                format!(
-                    "ListObjectsV2 {}: HTTP {status}: {}",
-                    self.bucket_url,
-                    body.chars().take(500).collect::<String>()
-                ),
-                again,
-            ));
+            let what = format!("ListObjectsV2 {}", self.bucket_url);
+            return Err(http_failure(&what, status, &body));
         }
         parse_page(&body).map_err(fixed)
     }
@@ -308,17 +364,6 @@ fn list_query(
     query
 }
 
-/// `LANDFALL_S3_LIST_MAX_KEYS`: a smaller page than S3's 1,000 keys, so tests can drive the
-/// continuation of a listing with a few objects.
-fn max_keys() -> Option<u32> {
-    static N: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("LANDFALL_S3_LIST_MAX_KEYS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-    })
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct ListPage {
@@ -345,9 +390,7 @@ struct Contents {
 
 impl Contents {
     /// With `encoding-type=url`, keys are percent-encoded (`+` for a space, as S3 does). A key
-    /// that does not decode, or that object_store would address as another path (an empty,
-    /// `.` or `..` segment; a leading or trailing `/` on an object with content), is
-    /// unrepresentable: reading "it" would read something else.
+    /// that does not decode is unrepresentable; the others are checked by [`listed`].
     fn listed(self, encoded: bool) -> Listed {
         let key = if encoded {
             match percent_encoding::percent_decode_str(&self.key.replace('+', " ")).decode_utf8() {
@@ -357,17 +400,7 @@ impl Contents {
         } else {
             self.key
         };
-        let marker = self.size == 0 && key.ends_with('/');
-        match Path::parse(&key) {
-            Ok(location) if location.as_ref() == key || marker => Listed::Object(ObjectMeta {
-                location,
-                last_modified: self.last_modified,
-                size: self.size,
-                e_tag: self.e_tag,
-                version: None,
-            }),
-            _ => Listed::Unrepresentable(key, self.last_modified),
-        }
+        listed(key, self.size, self.last_modified, self.e_tag)
     }
 }
 
@@ -524,13 +557,48 @@ mod tests {
         ]);
         let l = lister(&o).unwrap();
         assert_eq!(l.bucket_url, "http://s3only:2/bucket");
-        assert!(l.request_payer && l.skip_signature);
+        assert!(matches!(
+            l.auth,
+            Auth::Anonymous {
+                request_payer: true
+            }
+        ));
         // S3 Express is left to object_store.
         let mut o = base.to_vec();
         o.push(("aws_s3_express", "true"));
         assert!(lister(&o).is_none());
         assert!(
             S3Lister::for_url(&Url::parse("file:///tmp/x").unwrap(), std::iter::empty())
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn gcs_lists_its_xml_api_at_the_base_url_object_store_uses() {
+        let gs = |opts: &[(&str, &str)]| {
+            let opts: Vec<(String, String)> = opts
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            S3Lister::for_gcs_url(
+                &Url::parse("gs://bucket/in/").unwrap(),
+                opts.iter().map(|(k, v)| (k, v)),
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let key = r#"{"disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": "", "gcs_base_url": "http://127.0.0.1:4443/"}"#;
+        let l = gs(&[("google_service_account_key", key)]);
+        assert_eq!(l.bucket_url, "http://127.0.0.1:4443/bucket");
+        let l = gs(&[
+            ("google_service_account_key", key),
+            ("google_base_url", "http://other:1"),
+        ]);
+        assert_eq!(l.bucket_url, "http://other:1/bucket");
+        assert!(matches!(l.auth, Auth::Gcp(_)));
+        assert!(
+            S3Lister::for_gcs_url(&Url::parse("s3://b/x").unwrap(), std::iter::empty())
                 .unwrap()
                 .is_none()
         );

@@ -7,7 +7,7 @@ use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
     AzureQueue, CountRequests, CountingStore, FileEventsDiscovery, Filters, ListingDiscovery,
-    MessageQueue, NotificationDiscovery, QueueOptions, S3Lister, SourceDiscovery, SqsQueue,
+    MessageQueue, NotificationDiscovery, QueueOptions, RawLister, SourceDiscovery, SqsQueue,
     StoreRef, open_store,
 };
 use object_store::ObjectStore;
@@ -129,7 +129,7 @@ pub(crate) fn open_listing(
     let (store, prefix) = open_store(url, options.iter())
         .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?;
     let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(store, count.clone()));
-    let s3 = S3Lister::for_url(url, options.iter())
+    let raw = RawLister::for_url(url, options.iter())
         .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?
         .map(|l| l.with_counter(count));
     let Some(spec) = spec else {
@@ -139,7 +139,7 @@ pub(crate) fn open_listing(
             keep_hidden: true,
             ..Filters::default()
         };
-        return Ok(ListingDiscovery::new(name, store, prefix, everything).with_s3_lister(s3));
+        return Ok(ListingDiscovery::new(name, store, prefix, everything).with_raw_lister(raw));
     };
     let filters = Filters {
         glob: spec.glob.as_ref().map(|(_, m)| m.clone()),
@@ -149,7 +149,7 @@ pub(crate) fn open_listing(
         keep_hidden: false,
     };
     Ok(ListingDiscovery::new(&spec.name, store, prefix, filters)
-        .with_s3_lister(s3)
+        .with_raw_lister(raw)
         .with_incremental(spec.incremental_listing, spec.full_listing_interval))
 }
 

@@ -1,0 +1,386 @@
+//! Azure List Blobs, keeping keys object_store cannot represent (see [`crate::raw_list`]).
+//!
+//! Requests are addressed as object_store addresses them (Azurite with `use_emulator`, the
+//! configured endpoint, or `https://<account>.blob.core.windows.net`) and signed by its
+//! `AzureAuthorizer` with its credential provider: shared key, SAS or bearer token alike.
+//! List Blobs has no `start-after`: a listing after a cursor filters the keys, as object_store
+//! does. ADLS Gen2 directory entries are not objects and are left out, as object_store does.
+
+use crate::raw_list::{Listed, http_failure, listed, page_size, paged, with_retries};
+use chrono::{DateTime, Utc};
+use futures::stream::{BoxStream, StreamExt};
+use object_store::ClientOptions;
+use object_store::azure::{
+    AzureAuthorizer, AzureConfigKey, AzureCredentialProvider, MicrosoftAzureBuilder,
+};
+use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
+use object_store::path::Path;
+use serde::Deserialize;
+use url::Url;
+
+/// The storage service version the requests ask for (object_store's).
+const VERSION: &str = "2023-11-03";
+
+/// List Blobs for one container.
+#[derive(Clone)]
+pub struct AzureLister {
+    client: HttpClient,
+    /// `None` with `azure_skip_signature`.
+    credentials: Option<AzureCredentialProvider>,
+    account: String,
+    /// `https://<account>.blob.core.windows.net/<container>`, the endpoint plus
+    /// `/<container>`, or Azurite's `<url>/<account>/<container>`.
+    container_url: String,
+    count: Option<crate::CountRequests>,
+}
+
+impl std::fmt::Debug for AzureLister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AzureLister")
+            .field("container_url", &self.container_url)
+            .finish()
+    }
+}
+
+/// Booleans as object_store reads its configuration.
+fn truthy(v: &str) -> bool {
+    matches!(
+        v.to_ascii_lowercase().as_str(),
+        "1" | "true" | "on" | "yes" | "y"
+    )
+}
+
+impl AzureLister {
+    /// A lister for an `az://`, `azure://`, `adl://` or `abfs(s)://` URL with the store's
+    /// options; `None` for other schemes and for Fabric OneLake (listed by object_store).
+    pub fn for_url<'a>(
+        url: &Url,
+        options: impl Iterator<Item = (&'a String, &'a String)>,
+    ) -> Result<Option<Self>, String> {
+        let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
+        let host = url.host_str().unwrap_or_default();
+        let (container, url_account) = match url.scheme() {
+            "az" | "azure" | "adl" => (host.to_string(), None),
+            "abfs" | "abfss" if !url.username().is_empty() => {
+                if host.contains("fabric") {
+                    return Ok(None);
+                }
+                let account = host.split('.').next().unwrap_or_default().to_string();
+                (url.username().to_string(), Some(account))
+            }
+            _ => return Ok(None),
+        };
+        if container.is_empty() {
+            return Err(err(&"no container"));
+        }
+        let mut builder = MicrosoftAzureBuilder::new().with_url(url.to_string());
+        let mut client = ClientOptions::new();
+        for (k, v) in options {
+            if let Ok(key) = k.to_ascii_lowercase().parse::<AzureConfigKey>() {
+                if let AzureConfigKey::Client(c) = &key {
+                    client = client.with_config(*c, v.clone());
+                }
+                builder = builder.with_config(key, v.clone());
+            }
+        }
+        let config = |k: AzureConfigKey| builder.get_config_value(&k);
+        let flag = |k: AzureConfigKey| config(k).is_some_and(|v| truthy(&v));
+        if flag(AzureConfigKey::UseFabricEndpoint) {
+            return Ok(None);
+        }
+        let emulator = flag(AzureConfigKey::UseEmulator);
+        let account = url_account
+            .or_else(|| config(AzureConfigKey::AccountName))
+            .or_else(|| emulator.then(|| "devstoreaccount1".to_string()))
+            .ok_or_else(|| err(&"no storage account (azure_storage_account_name)"))?;
+        let container_url = if emulator {
+            let base = std::env::var("AZURITE_BLOB_STORAGE_URL")
+                .unwrap_or_else(|_| "http://127.0.0.1:10000".into());
+            format!("{}/{account}/{container}", base.trim_end_matches('/'))
+        } else {
+            match config(AzureConfigKey::Endpoint) {
+                Some(e) => format!("{}/{container}", e.trim_end_matches('/')),
+                None => format!("https://{account}.blob.core.windows.net/{container}"),
+            }
+        };
+        if emulator {
+            client = client.with_allow_http(true);
+        }
+        let skip_signature = flag(AzureConfigKey::SkipSignature);
+        let store = builder.build().map_err(|e| err(&e))?;
+        let client = ReqwestConnector::default()
+            .connect(&client)
+            .map_err(|e| err(&e))?;
+        Ok(Some(AzureLister {
+            client,
+            credentials: (!skip_signature).then(|| store.credentials().clone()),
+            account,
+            container_url,
+            count: None,
+        }))
+    }
+
+    /// Count each List Blobs request with `count`.
+    pub fn with_counter(mut self, count: crate::CountRequests) -> Self {
+        self.count = Some(count);
+        self
+    }
+
+    /// The blobs under `prefix` whose names sort after `start_after` (all of them when
+    /// `None`), page by page, in name order.
+    pub fn list_after(
+        &self,
+        prefix: Option<&Path>,
+        start_after: Option<&str>,
+    ) -> BoxStream<'static, Result<Listed, String>> {
+        let this = self.clone();
+        let prefix = prefix.map(|p| format!("{}/", p.as_ref()));
+        let listing = paged(move |marker: Option<String>| {
+            let (this, prefix) = (this.clone(), prefix.clone());
+            async move {
+                let page = with_retries("List Blobs", || {
+                    this.page(prefix.as_deref(), marker.as_deref())
+                })
+                .await?;
+                let next = page.next_marker.filter(|m| !m.is_empty());
+                if marker.is_some() && next == marker {
+                    return Err("List Blobs: the store returned the same marker twice".to_string());
+                }
+                let items = page
+                    .blobs
+                    .blobs
+                    .into_iter()
+                    .filter(|b| b.properties.resource_type.as_deref() != Some("directory"))
+                    .map(Blob::listed)
+                    .collect();
+                Ok((items, next))
+            }
+        });
+        match start_after.map(str::to_string) {
+            None => listing,
+            Some(after) => listing
+                .filter(move |l| {
+                    let keep = match l {
+                        Ok(Listed::Object(m)) => m.location.as_ref() > after.as_str(),
+                        Ok(Listed::Unrepresentable(k, _)) => k.as_str() > after.as_str(),
+                        Err(_) => true,
+                    };
+                    futures::future::ready(keep)
+                })
+                .boxed(),
+        }
+    }
+
+    /// One List Blobs call; on error, the message and whether trying again may help.
+    async fn page(
+        &self,
+        prefix: Option<&str>,
+        marker: Option<&str>,
+    ) -> Result<EnumerationResults, (String, bool)> {
+        let fixed = |e: String| (e, false);
+        let mut url = Url::parse(&self.container_url).map_err(|e| fixed(e.to_string()))?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("restype", "container")
+                .append_pair("comp", "list");
+            if let Some(p) = prefix {
+                q.append_pair("prefix", p);
+            }
+            if let Some(m) = marker {
+                q.append_pair("marker", m);
+            }
+            if let Some(n) = page_size() {
+                q.append_pair("maxresults", &n.to_string());
+            }
+        }
+        let mut request = http::Request::builder()
+            .method(http::Method::GET)
+            .uri(url.as_str())
+            .body(HttpRequestBody::empty())
+            .map_err(|e| fixed(e.to_string()))?;
+        match &self.credentials {
+            Some(provider) => {
+                let credential = provider
+                    .get_credential()
+                    .await
+                    .map_err(|e| (format!("Azure credentials: {e}"), true))?;
+                AzureAuthorizer::new(&credential, &self.account).authorize(&mut request);
+            }
+            None => {
+                request
+                    .headers_mut()
+                    .insert("x-ms-version", http::HeaderValue::from_static(VERSION));
+            }
+        }
+        let failed =
+            |e: &dyn std::fmt::Display| (format!("List Blobs {}: {e}", self.container_url), true);
+        if let Some(count) = &self.count {
+            count("LIST", 1);
+        }
+        let response = self.client.execute(request).await.map_err(|e| failed(&e))?;
+        let status = response.status();
+        let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;
+        let body = String::from_utf8_lossy(&body);
+        if !status.is_success() {
+            let what = format!("List Blobs {}", self.container_url);
+            return Err(http_failure(&what, status, &body));
+        }
+        parse_page(&body).map_err(fixed)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct EnumerationResults {
+    #[serde(default)]
+    blobs: Blobs,
+    #[serde(default)]
+    next_marker: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Blobs {
+    #[serde(default, rename = "Blob")]
+    blobs: Vec<Blob>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Blob {
+    name: BlobName,
+    properties: Properties,
+}
+
+/// A name with characters XML cannot carry comes percent-encoded, marked `Encoded="true"`.
+#[derive(Debug, Deserialize)]
+struct BlobName {
+    #[serde(rename = "@Encoded", default)]
+    encoded: Option<String>,
+    #[serde(rename = "$text", default)]
+    value: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Properties {
+    #[serde(rename = "Last-Modified")]
+    last_modified: String,
+    #[serde(rename = "Content-Length")]
+    content_length: u64,
+    #[serde(rename = "Etag", default)]
+    etag: Option<String>,
+    #[serde(rename = "ResourceType", default)]
+    resource_type: Option<String>,
+}
+
+impl Blob {
+    fn listed(self) -> Listed {
+        let modified = DateTime::parse_from_rfc2822(&self.properties.last_modified)
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
+        let name = if self.name.encoded.as_deref().is_some_and(|e| e == "true") {
+            match percent_encoding::percent_decode_str(&self.name.value).decode_utf8() {
+                Ok(n) => n.into_owned(),
+                Err(_) => return Listed::Unrepresentable(self.name.value, modified),
+            }
+        } else {
+            self.name.value
+        };
+        listed(
+            name,
+            self.properties.content_length,
+            modified,
+            self.properties.etag,
+        )
+    }
+}
+
+fn parse_page(body: &str) -> Result<EnumerationResults, String> {
+    quick_xml::de::from_str(body).map_err(|e| format!("List Blobs: unreadable response: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<EnumerationResults ServiceEndpoint="http://127.0.0.1:10000/devstoreaccount1" ContainerName="c">
+  <Prefix>in/</Prefix><MaxResults>5</MaxResults>
+  <Blobs>
+    <Blob><Name>in/a b.json</Name><Properties><Creation-Time>Tue, 01 Dec 2026 01:00:00 GMT</Creation-Time>
+      <Last-Modified>Tue, 01 Dec 2026 01:00:00 GMT</Last-Modified><Etag>0x8DD1</Etag>
+      <Content-Length>10</Content-Length><BlobType>BlockBlob</BlobType></Properties></Blob>
+    <Blob><Name>in/x//y.json</Name><Properties>
+      <Last-Modified>Tue, 01 Dec 2026 01:00:01 GMT</Last-Modified><Etag>0x8DD2</Etag>
+      <Content-Length>11</Content-Length></Properties></Blob>
+    <Blob><Name Encoded="true">in/%01bell.json</Name><Properties>
+      <Last-Modified>Tue, 01 Dec 2026 01:00:02 GMT</Last-Modified><Etag>0x8DD3</Etag>
+      <Content-Length>12</Content-Length></Properties></Blob>
+    <Blob><Name>in/dir</Name><Properties>
+      <Last-Modified>Tue, 01 Dec 2026 01:00:03 GMT</Last-Modified><Etag>0x8DD4</Etag>
+      <Content-Length>0</Content-Length><ResourceType>directory</ResourceType></Properties></Blob>
+  </Blobs>
+  <NextMarker>2!80!tok</NextMarker>
+</EnumerationResults>"#;
+
+    #[test]
+    fn blobs_are_read_and_odd_names_passed_over() {
+        let page = parse_page(PAGE).unwrap();
+        assert_eq!(page.next_marker.as_deref(), Some("2!80!tok"));
+        let dirs = page
+            .blobs
+            .blobs
+            .iter()
+            .filter(|b| b.properties.resource_type.as_deref() == Some("directory"))
+            .count();
+        assert_eq!(dirs, 1);
+        let l: Vec<Listed> = page.blobs.blobs.into_iter().map(Blob::listed).collect();
+        match &l[0] {
+            Listed::Object(m) => {
+                assert_eq!(m.location.as_ref(), "in/a b.json");
+                assert_eq!((m.size, m.e_tag.as_deref()), (10, Some("0x8DD1")));
+                assert_eq!(m.last_modified.to_rfc3339(), "2026-12-01T01:00:00+00:00");
+            }
+            Listed::Unrepresentable(k, _) => panic!("{k} is representable"),
+        }
+        assert!(matches!(&l[1], Listed::Unrepresentable(k, _) if k == "in/x//y.json"));
+        // Decoded from its percent-encoded form (object_store cannot address a control
+        // character either).
+        assert!(matches!(&l[2], Listed::Unrepresentable(k, _) if k == "in/\u{1}bell.json"));
+        let empty =
+            parse_page("<EnumerationResults><Blobs /><NextMarker /></EnumerationResults>").unwrap();
+        assert!(empty.blobs.blobs.is_empty());
+        assert_eq!(empty.next_marker.as_deref().filter(|m| !m.is_empty()), None);
+    }
+
+    fn lister(url: &str, options: &[(&str, &str)]) -> Option<AzureLister> {
+        let opts: Vec<(String, String)> = options
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        AzureLister::for_url(&Url::parse(url).unwrap(), opts.iter().map(|(k, v)| (k, v))).unwrap()
+    }
+
+    #[test]
+    fn containers_are_addressed_as_object_store_does() {
+        let key = ("azure_storage_account_key", "a2V5");
+        let l = lister("az://c/in/", &[("azure_storage_account_name", "acct"), key]).unwrap();
+        assert_eq!(l.container_url, "https://acct.blob.core.windows.net/c");
+        let l = lister("abfss://c@acct.dfs.core.windows.net/in/", &[key]).unwrap();
+        assert_eq!(
+            (l.container_url.as_str(), l.account.as_str()),
+            ("https://acct.blob.core.windows.net/c", "acct")
+        );
+        let l = lister(
+            "az://c/",
+            &[
+                ("azure_storage_account_name", "acct"),
+                key,
+                ("azure_storage_endpoint", "http://proxy:1/"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(l.container_url, "http://proxy:1/c");
+        assert!(lister("abfss://ws@onelake.dfs.fabric.microsoft.com/x", &[]).is_none());
+        assert!(lister("s3://b/x", &[]).is_none());
+    }
+}

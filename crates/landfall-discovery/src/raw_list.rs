@@ -1,0 +1,179 @@
+//! Listings that survive keys object_store cannot represent, for every cloud store.
+//!
+//! object_store parses a whole list page at once (S3 and GCS ListObjectsV2, Azure List Blobs)
+//! and fails the page when one key is not a valid [`Path`] (an empty segment such as `a//b`, a
+//! `.` or `..` segment, a trailing `/` on an object with content). One such key would stop a
+//! stream's discovery for good. [`RawLister`] sends the list requests itself, with
+//! object_store's own HTTP client, credential providers and request signers (the same
+//! configuration keys as the store), and hands every key back: representable ones as
+//! [`ObjectMeta`], the others as [`Listed::Unrepresentable`], which discovery passes over with
+//! a counted reason.
+//!
+//! - S3 (and S3-compatible stores): ListObjectsV2 with URL-encoded keys ([`S3Lister`]).
+//! - GCS: the same ListObjectsV2 on its XML API, with object_store's OAuth bearer token.
+//! - Azure Blob and ADLS Gen2: List Blobs ([`AzureLister`]), signed with object_store's
+//!   `AzureAuthorizer` (shared key, SAS or bearer token). Azure has no `start-after`: an
+//!   incremental listing filters after the cursor, as object_store's `list_with_offset` does.
+//!
+//! Configurations a lister would not address exactly as object_store does (S3 Express zonal
+//! endpoints, Fabric OneLake) keep object_store's listing.
+
+use crate::azure_list::AzureLister;
+use crate::s3_list::S3Lister;
+use chrono::{DateTime, Utc};
+use futures::stream::{BoxStream, StreamExt};
+use object_store::ObjectMeta;
+use object_store::path::Path;
+use url::Url;
+
+/// One listed object.
+pub enum Listed {
+    Object(ObjectMeta),
+    /// A key object_store cannot address (e.g. `a//b`), with its modification time: it can be
+    /// neither read nor ingested.
+    Unrepresentable(String, DateTime<Utc>),
+}
+
+/// A listed key checked against what object_store can address. A key that object_store would
+/// address as another path (an empty, `.` or `..` segment; a leading or trailing `/` on an
+/// object with content) is unrepresentable: reading "it" would read something else. A
+/// zero-byte "folder/" marker stays an object (discovery passes it over as empty).
+pub(crate) fn listed(
+    key: String,
+    size: u64,
+    last_modified: DateTime<Utc>,
+    e_tag: Option<String>,
+) -> Listed {
+    let marker = size == 0 && key.ends_with('/');
+    match Path::parse(&key) {
+        Ok(location) if location.as_ref() == key || marker => Listed::Object(ObjectMeta {
+            location,
+            last_modified,
+            size,
+            e_tag,
+            version: None,
+        }),
+        _ => Listed::Unrepresentable(key, last_modified),
+    }
+}
+
+/// `LANDFALL_S3_LIST_MAX_KEYS`: a smaller page than the stores' 1,000 (S3 `max-keys`, Azure
+/// `maxresults`), so tests can drive the continuation of a listing with a few objects.
+pub(crate) fn page_size() -> Option<u32> {
+    static N: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("LANDFALL_S3_LIST_MAX_KEYS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
+}
+
+/// How often one page is tried before the listing round fails (throttling, resets).
+const PAGE_ATTEMPTS: u32 = 4;
+
+/// One page request, tried again with backoff after errors that may pass (5xx, 429, resets):
+/// `page` returns the message and whether trying again may help.
+pub(crate) async fn with_retries<T, F, Fut>(what: &str, mut page: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, (String, bool)>>,
+{
+    let mut wait = std::time::Duration::from_millis(200);
+    let mut attempt = 1;
+    loop {
+        match page().await {
+            Ok(p) => return Ok(p),
+            Err((e, true)) if attempt < PAGE_ATTEMPTS => {
+                tracing::debug!(error = %e, attempt, "{what} page failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait *= 3;
+                attempt += 1;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// A listing as a stream of keys from a page function: `page(token)` returns one page's
+/// keys and the next page's token (`None`: the last page). The first error ends the stream.
+pub(crate) fn paged<F, Fut>(page: F) -> BoxStream<'static, Result<Listed, String>>
+where
+    F: Fn(Option<String>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(Vec<Listed>, Option<String>), String>> + Send,
+{
+    futures::stream::try_unfold(Some(None::<String>), move |token| {
+        let page = page.clone();
+        async move {
+            let Some(token) = token else {
+                return Ok(None);
+            };
+            let (items, next) = page(token).await?;
+            let items: Vec<Result<Listed, String>> = items.into_iter().map(Ok).collect();
+            Ok(Some((futures::stream::iter(items), next.map(Some))))
+        }
+    })
+    .map(|page| match page {
+        Ok(items) => items.boxed(),
+        Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+    })
+    .flatten()
+    .boxed()
+}
+
+/// The HTTP status of a failed list request as an error, and whether trying again may help.
+pub(crate) fn http_failure(what: &str, status: http::StatusCode, body: &str) -> (String, bool) {
+    let again = status.is_server_error() || status.as_u16() == 429;
+    (
+        format!(
+            "{what}: HTTP {status}: {}",
+            body.chars().take(500).collect::<String>()
+        ),
+        again,
+    )
+}
+
+/// A cloud store's own listing (see the module docs).
+#[derive(Clone, Debug)]
+pub enum RawLister {
+    S3(S3Lister),
+    Azure(AzureLister),
+}
+
+impl RawLister {
+    /// The lister of an `s3://`, `gs://` or Azure URL with the store's options; `None` for
+    /// local paths and for configurations listed by object_store (see the module docs).
+    pub fn for_url<'a>(
+        url: &Url,
+        options: impl Iterator<Item = (&'a String, &'a String)>,
+    ) -> Result<Option<Self>, String> {
+        let options: Vec<_> = options.collect();
+        if let Some(s3) = S3Lister::for_url(url, options.iter().copied())? {
+            return Ok(Some(RawLister::S3(s3)));
+        }
+        if let Some(gcs) = S3Lister::for_gcs_url(url, options.iter().copied())? {
+            return Ok(Some(RawLister::S3(gcs)));
+        }
+        Ok(AzureLister::for_url(url, options.into_iter())?.map(RawLister::Azure))
+    }
+
+    /// Count each list request with `count` (`LIST`).
+    pub fn with_counter(self, count: crate::CountRequests) -> Self {
+        match self {
+            RawLister::S3(l) => RawLister::S3(l.with_counter(count)),
+            RawLister::Azure(l) => RawLister::Azure(l.with_counter(count)),
+        }
+    }
+
+    /// The objects under `prefix` whose keys sort after `start_after` (all of them when
+    /// `None`), page by page, in key order.
+    pub fn list_after(
+        &self,
+        prefix: Option<&Path>,
+        start_after: Option<&str>,
+    ) -> BoxStream<'static, Result<Listed, String>> {
+        match self {
+            RawLister::S3(l) => l.list_after(prefix, start_after),
+            RawLister::Azure(l) => l.list_after(prefix, start_after),
+        }
+    }
+}
