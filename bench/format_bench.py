@@ -6,7 +6,7 @@ For each format one file of about `--mb` MB holding the same rows (id, name, amo
 ingested by `landfall run --available-now` into a local Delta table with an explicit schema
 (no inference); wall time and peak RSS come from bench/measure.py (a fresh process per run,
 so process start and the Delta commit are included: the figures are end to end, not the
-decoder alone). References, in this process: pyarrow (json, csv, parquet), fastavro (avro),
+decoder alone). References, in this process: pyarrow (json, csv, parquet, orc), fastavro (avro),
 Python's xml.etree iterparse (xml), a plain line read (text).
 
 Inference: `--infer-files` small JSON files ingested without a schema (inferred from a sample
@@ -21,6 +21,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.csv as pc
 import pyarrow.json as pj
+import pyarrow.orc as po
 import pyarrow.parquet as pq
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,6 +50,8 @@ def write(fmt, path, rows):
             w.writerows(rows)
     elif fmt == "parquet":
         pq.write_table(pa.Table.from_pylist(rows), path)
+    elif fmt == "orc":
+        po.write_table(pa.Table.from_pylist(rows), path, compression="zstd")
     elif fmt == "avro":
         schema = {"type": "record", "name": "R", "fields": [
             {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
@@ -74,6 +77,8 @@ def reference(fmt, path):
         n = pc.read_csv(path).num_rows
     elif fmt == "parquet":
         n = pq.read_table(path).num_rows
+    elif fmt == "orc":
+        n = po.read_table(path).num_rows
     elif fmt == "avro":
         with open(path, "rb") as f:
             n = sum(1 for _ in fastavro.reader(f))
@@ -94,6 +99,7 @@ STREAM = {
     "csv": f'format = "csv"\nschema = "{SCHEMA}"',
     "parquet": f'format = "parquet"\nschema = "{SCHEMA}"',
     "avro": f'format = "avro"\nschema = "{SCHEMA}"',
+    "orc": f'format = "orc"\nschema = "{SCHEMA}"',
     "xml": 'format = "xml"\nxml.row_tag = "row"\nschema = "_id BIGINT, name STRING, amount DOUBLE, tag STRING"',
     "text": 'format = "text"',
 }

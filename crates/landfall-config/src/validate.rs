@@ -478,7 +478,7 @@ fn validate_stream(
     if evolution == crate::EvolutionMode::AddNewColumnsWithTypeWidening {
         ctx.err(
             k("schema_evolution_mode"),
-            "`add_new_columns_with_type_widening` is not supported yet (add_new_columns, rescue, fail_on_new_columns, none)",
+            "`add_new_columns_with_type_widening` is not supported yet: the Delta writer landfall builds on (delta-rs 1.1) refuses every write to a table with the typeWidening feature; use add_new_columns, rescue, fail_on_new_columns or none (a value wider than its column is rescued)",
         );
     }
     if fixed && evolution != crate::EvolutionMode::None {
