@@ -3,12 +3,18 @@ print what pyarrow reads back, each value rendered as the table verifier renders
 
   orc_files.py DIR  ->  prints {"a": [row, ...], "b": [...], "c": [...]} (each file's rows)
 
-a.orc (zstd, several stripes): id long, name string, score double or null, amount
-  decimal(10,2), day date, ts timestamp (zone-less), ts_utc timestamp with local time zone,
-  tags list<string>, info struct<city string, zip int>, attrs map<string, int>.
+a.orc (zstd): id long, name string, score double or null, amount decimal(10,2), day date,
+  ts timestamp (zone-less), ts_utc timestamp with local time zone, ts_ns timestamp with
+  nanosecond digits, ts_far timestamps outside 1677-2262 (nanosecond timestamps cannot hold
+  them), tags list<string>, info struct<city string, zip int, seen timestamp>, attrs
+  map<string, int>. Its rows are rendered from the table written (pyarrow reads ORC timestamps
+  back as nanoseconds, which overflow for ts_far), after checking that every other column
+  reads back the same; timestamps floored to microseconds, as Spark and Delta keep them.
 b.orc (snappy): columns in another order, `score` gone, a new column `extra`.
 c.orc (uncompressed, many stripes): id long, name string; big enough for the ranged path.
 d.orc: a.orc cut short (its tail is gone): corrupt.
+e.orc: a timestamp before 1970 with a fraction of a second, as the ORC C++ writer stores it:
+  corrupt to orc-rust 0.9 (see below).
 """
 import datetime, decimal, json, os, sys
 
@@ -50,8 +56,17 @@ def main(out):
         "ts_utc": pa.array([datetime.datetime(2020, 2, 29, 23, 59, 59, tzinfo=utc)
                             + datetime.timedelta(hours=i) for i in range(n)],
                            pa.timestamp("us", tz="UTC")),
+        "ts_ns": pa.array([1_700_000_000_123_456_789 + i * 1_000_000_007 for i in range(n)],
+                          pa.timestamp("ns")),
+        "ts_far": pa.array([datetime.datetime(9999, 12, 31, 23, 59, 59, 999999) if i % 2
+                            else datetime.datetime(1066, 10, 14, 9, 0, 0) for i in range(n)],
+                           pa.timestamp("us")),
         "tags": [[f"t{i}", "x"][: i % 3] for i in range(n)],
-        "info": [{"city": f"c{i % 11}", "zip": i} if i % 5 else None for i in range(n)],
+        "info": pa.array([{"city": f"c{i % 11}", "zip": i,
+                           "seen": datetime.datetime(2026, 1, 1, tzinfo=utc) + datetime.timedelta(minutes=i)}
+                          if i % 5 else None for i in range(n)],
+                         pa.struct([("city", pa.string()), ("zip", pa.int64()),
+                                    ("seen", pa.timestamp("us", tz="UTC"))])),
         "attrs": pa.array([[("k", i), ("j", -i)] if i % 4 else [] for i in range(n)],
                           pa.map_(pa.string(), pa.int32())),
     })
@@ -69,13 +84,26 @@ def main(out):
     })
     orc.write_table(c, os.path.join(out, "c.orc"), compression="uncompressed",
                     stripe_size=16 * 1024)
+    # Before 1970 with a fraction of a second: the ORC C++ writer stores a negative
+    # nanosecond part, which orc-rust 0.9 cannot decode (it follows the Java writer's
+    # non-negative one). landfall must report the file corrupt, never ingest wrong values.
+    e = pa.table({"id": pa.array([-1], pa.int64()),
+                  "ts": pa.array([datetime.datetime(1969, 12, 31, 23, 59, 59, 500000)],
+                                 pa.timestamp("us"))})
+    orc.write_table(e, os.path.join(out, "e.orc"))
     with open(os.path.join(out, "a.orc"), "rb") as f:
         whole = f.read()
     with open(os.path.join(out, "d.orc"), "wb") as f:
         f.write(whole[: len(whole) // 2])
     stripes = {k: orc.ORCFile(os.path.join(out, f"{k}.orc")).nstripes for k in "ac"}
+    cols = ["id", "name", "score", "amount", "day", "tags", "attrs"]
+    back = orc.read_table(os.path.join(out, "a.orc"), columns=cols)
+    for col in cols:
+        assert back.column(col).equals(a.column(col)), col
+    floored = a.set_column(a.schema.get_field_index("ts_ns"), "ts_ns",
+                           a.column("ts_ns").cast(pa.timestamp("us"), safe=False))
     print(json.dumps({
-        "a": render(orc.read_table(os.path.join(out, "a.orc"))),
+        "a": render(floored),
         "b": render(orc.read_table(os.path.join(out, "b.orc"))),
         "c": render(orc.read_table(os.path.join(out, "c.orc"))),
         "stripes": stripes,

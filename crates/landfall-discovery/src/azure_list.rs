@@ -60,14 +60,15 @@ impl AzureLister {
         let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
         let host = url.host_str().unwrap_or_default();
         let (container, url_account) = match url.scheme() {
-            "az" | "azure" | "adl" => (host.to_string(), None),
-            "abfs" | "abfss" if !url.username().is_empty() => {
+            // `container@account.dfs.core.windows.net`, in any of the schemes (as object_store).
+            "az" | "azure" | "adl" | "abfs" | "abfss" if !url.username().is_empty() => {
                 if host.contains("fabric") {
                     return Ok(None);
                 }
                 let account = host.split('.').next().unwrap_or_default().to_string();
                 (url.username().to_string(), Some(account))
             }
+            "az" | "azure" | "adl" => (host.to_string(), None),
             _ => return Ok(None),
         };
         if container.is_empty() {
@@ -135,11 +136,12 @@ impl AzureLister {
     ) -> BoxStream<'static, Result<Listed, String>> {
         let this = self.clone();
         let prefix = prefix.map(|p| format!("{}/", p.as_ref()));
+        let from = start_after.map(str::to_string);
         let listing = paged(move |marker: Option<String>| {
-            let (this, prefix) = (this.clone(), prefix.clone());
+            let (this, prefix, from) = (this.clone(), prefix.clone(), from.clone());
             async move {
                 let page = with_retries("List Blobs", || {
-                    this.page(prefix.as_deref(), marker.as_deref())
+                    this.page(prefix.as_deref(), from.as_deref(), marker.as_deref())
                 })
                 .await?;
                 let next = page.next_marker.filter(|m| !m.is_empty());
@@ -152,7 +154,7 @@ impl AzureLister {
                     .into_iter()
                     .filter(|b| b.properties.resource_type.as_deref() != Some("directory"))
                     .map(Blob::listed)
-                    .collect();
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok((items, next))
             }
         });
@@ -172,9 +174,12 @@ impl AzureLister {
     }
 
     /// One List Blobs call; on error, the message and whether trying again may help.
+    /// `start_from`: the first page starts at this name (`startFrom`, as object_store sends
+    /// it; a store that ignores it lists from the start, and the caller filters).
     async fn page(
         &self,
         prefix: Option<&str>,
+        start_from: Option<&str>,
         marker: Option<&str>,
     ) -> Result<EnumerationResults, (String, bool)> {
         let fixed = |e: String| (e, false);
@@ -186,8 +191,14 @@ impl AzureLister {
             if let Some(p) = prefix {
                 q.append_pair("prefix", p);
             }
-            if let Some(m) = marker {
-                q.append_pair("marker", m);
+            match (marker, start_from) {
+                (Some(m), _) => {
+                    q.append_pair("marker", m);
+                }
+                (None, Some(from)) => {
+                    q.append_pair("startFrom", from);
+                }
+                (None, None) => {}
             }
             if let Some(n) = page_size() {
                 q.append_pair("maxresults", &n.to_string());
@@ -273,24 +284,31 @@ struct Properties {
 }
 
 impl Blob {
-    fn listed(self) -> Listed {
+    /// The blob as listed; an unreadable modification time fails the page (as in
+    /// object_store), since the age and modification filters depend on it.
+    fn listed(self) -> Result<Listed, String> {
         let modified = DateTime::parse_from_rfc2822(&self.properties.last_modified)
             .map(|t| t.with_timezone(&Utc))
-            .unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
+            .map_err(|e| {
+                format!(
+                    "List Blobs: `{}` has an unreadable Last-Modified `{}`: {e}",
+                    self.name.value, self.properties.last_modified
+                )
+            })?;
         let name = if self.name.encoded.as_deref().is_some_and(|e| e == "true") {
             match percent_encoding::percent_decode_str(&self.name.value).decode_utf8() {
                 Ok(n) => n.into_owned(),
-                Err(_) => return Listed::Unrepresentable(self.name.value, modified),
+                Err(_) => return Ok(Listed::Unrepresentable(self.name.value, modified)),
             }
         } else {
             self.name.value
         };
-        listed(
+        Ok(listed(
             name,
             self.properties.content_length,
             modified,
             self.properties.etag,
-        )
+        ))
     }
 }
 
@@ -333,7 +351,12 @@ mod tests {
             .filter(|b| b.properties.resource_type.as_deref() == Some("directory"))
             .count();
         assert_eq!(dirs, 1);
-        let l: Vec<Listed> = page.blobs.blobs.into_iter().map(Blob::listed).collect();
+        let l: Vec<Listed> = page
+            .blobs
+            .blobs
+            .into_iter()
+            .map(|b| Blob::listed(b).unwrap())
+            .collect();
         match &l[0] {
             Listed::Object(m) => {
                 assert_eq!(m.location.as_ref(), "in/a b.json");
@@ -346,6 +369,22 @@ mod tests {
         // Decoded from its percent-encoded form (object_store cannot address a control
         // character either).
         assert!(matches!(&l[2], Listed::Unrepresentable(k, _) if k == "in/\u{1}bell.json"));
+        let bad = parse_page(
+            "<EnumerationResults><Blobs><Blob><Name>a</Name><Properties>\
+             <Last-Modified>yesterday</Last-Modified><Content-Length>1</Content-Length>\
+             </Properties></Blob></Blobs></EnumerationResults>",
+        )
+        .unwrap();
+        let err = bad
+            .blobs
+            .blobs
+            .into_iter()
+            .next()
+            .unwrap()
+            .listed()
+            .err()
+            .unwrap();
+        assert!(err.contains("Last-Modified `yesterday`"), "{err}");
         let empty =
             parse_page("<EnumerationResults><Blobs /><NextMarker /></EnumerationResults>").unwrap();
         assert!(empty.blobs.blobs.is_empty());
@@ -380,6 +419,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(l.container_url, "http://proxy:1/c");
+        let l = lister("az://c@acct.dfs.core.windows.net/in/", &[key]).unwrap();
+        assert_eq!(l.container_url, "https://acct.blob.core.windows.net/c");
         assert!(lister("abfss://ws@onelake.dfs.fabric.microsoft.com/x", &[]).is_none());
         assert!(lister("s3://b/x", &[]).is_none());
     }

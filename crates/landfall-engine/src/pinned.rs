@@ -136,8 +136,20 @@ impl PinnedReader {
     }
 
     async fn read(&self, range: Range<u64>) -> Result<Bytes, FileError> {
-        if range.end > self.meta.size {
-            return Err(changed(&self.meta, self.meta.size));
+        if range.end > self.meta.size || range.start > range.end {
+            // The reader asks for bytes past the listed size: the file's own offsets (its
+            // footer) say so, and the read is pinned to the listed version, so the file is
+            // damaged, not changed.
+            return Err(FileError::Unreadable(SkipReason {
+                kind: SkipKind::Corrupt,
+                detail: format!(
+                    "its footer points at bytes {}..{}, past its {} bytes",
+                    range.start, range.end, self.meta.size
+                ),
+            }));
+        }
+        if range.is_empty() {
+            return Ok(Bytes::new());
         }
         let result = pinned_get(&self.store, &self.path, &self.meta, range.clone()).await?;
         let bytes = result.bytes().await.map_err(|e| {
@@ -201,10 +213,46 @@ impl AsyncFileReader for PinnedReader {
     }
 }
 
-/// The ORC reader's ranged reads: the tail, then one stripe at a time, pinned like Parquet's.
-impl orc_rust::reader::AsyncChunkReader for PinnedReader {
+/// The ORC reader asks for each stream of a stripe in turn, often a few KB each: reads are
+/// widened to this many bytes and the rest kept for the next asks, so a stripe costs a few GETs
+/// rather than one per stream.
+const ORC_READ_AHEAD: u64 = 1 << 20;
+
+/// The ORC reader's ranged reads (the tail, then one stripe at a time), pinned like Parquet's.
+pub(crate) struct PinnedOrcReader {
+    inner: PinnedReader,
+    /// Bytes read ahead, and where they start in the file.
+    ahead: Option<(u64, Bytes)>,
+}
+
+impl PinnedOrcReader {
+    pub(crate) fn new(inner: PinnedReader) -> Self {
+        PinnedOrcReader { inner, ahead: None }
+    }
+
+    async fn read(&mut self, start: u64, length: u64) -> Result<Bytes, FileError> {
+        let end = start.saturating_add(length);
+        if let Some((at, bytes)) = &self.ahead
+            && start >= *at
+            && end <= at + bytes.len() as u64
+        {
+            return Ok(bytes.slice((start - at) as usize..(end - at) as usize));
+        }
+        let wide = end.max(
+            start
+                .saturating_add(ORC_READ_AHEAD)
+                .min(self.inner.meta.size),
+        );
+        let bytes = self.inner.read(start..wide).await?;
+        let out = bytes.slice(..(end - start) as usize);
+        self.ahead = Some((start, bytes));
+        Ok(out)
+    }
+}
+
+impl orc_rust::reader::AsyncChunkReader for PinnedOrcReader {
     fn len(&mut self) -> BoxFuture<'_, std::io::Result<u64>> {
-        Box::pin(futures::future::ready(Ok(self.meta.size)))
+        Box::pin(futures::future::ready(Ok(self.inner.meta.size)))
     }
 
     fn get_bytes(
@@ -213,10 +261,9 @@ impl orc_rust::reader::AsyncChunkReader for PinnedReader {
         length: u64,
     ) -> BoxFuture<'_, std::io::Result<Bytes>> {
         Box::pin(async move {
-            let range = offset_from_start..offset_from_start.saturating_add(length);
-            self.read(range)
+            self.read(offset_from_start, length)
                 .await
-                .map_err(|e| std::io::Error::other(self.fail(e).to_string()))
+                .map_err(|e| std::io::Error::other(self.inner.fail(e).to_string()))
         })
     }
 }
@@ -392,6 +439,53 @@ mod tests {
             Some(FileError::Unreadable(r)) => assert_eq!(r.kind, SkipKind::ChangedAfterListing),
             Some(other) => panic!("expected changed_after_listing, got {other}"),
             None => panic!("the rewrite went unnoticed"),
+        }
+    }
+
+    /// An ORC file read through pinned ranges, a few GETs for its many small streams; a read
+    /// past the listed size (a footer's offset) is a corrupt file, not a changed one; an empty
+    /// range is no request at all.
+    #[tokio::test]
+    async fn orc_reads_by_ranges_and_offsets_past_the_end_are_corrupt() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let mut out = Vec::new();
+        let mut w = orc_rust::ArrowWriterBuilder::new(&mut out, schema.clone())
+            .try_build()
+            .unwrap();
+        for part in 0..3 {
+            let ids = Int64Array::from_iter_values(part * 1000..(part + 1) * 1000);
+            w.write(&RecordBatch::try_new(schema.clone(), vec![Arc::new(ids)]).unwrap())
+                .unwrap();
+            w.flush_stripe().unwrap();
+        }
+        w.close().unwrap();
+        let meta = listed(&store, "in/a.orc", out.into()).await;
+        let (reader, failure) = PinnedReader::new(store.clone(), &meta).unwrap();
+        let (mut batches, _) = landfall_formats::orc_batches(
+            "a",
+            PinnedOrcReader::new(reader),
+            schema,
+            1000,
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        let mut rows = 0;
+        while let Some(b) = batches.next().await {
+            rows += b.unwrap().num_rows();
+        }
+        assert_eq!(rows, 3000);
+        assert!(failure.take().is_none());
+
+        let (reader, _) = PinnedReader::new(store, &meta).unwrap();
+        assert!(reader.read(3..3).await.unwrap().is_empty());
+        match reader.read(meta.size - 2..meta.size + 5).await {
+            Err(FileError::Unreadable(r)) => {
+                assert_eq!(r.kind, SkipKind::Corrupt, "{}", r.detail);
+                assert!(r.detail.contains("past its"), "{}", r.detail);
+            }
+            other => panic!("expected a corrupt file, got {:?}", other.map(|b| b.len())),
         }
     }
 

@@ -265,6 +265,7 @@ async fn stream_columnar(
     let (schema, size) = (job.schema.decoded.clone(), job.options.batch_size);
     let policy = job.options.policy.clone();
     let (mut batches, conformer) = if job.format == FileFormat::Orc {
+        let reader = crate::pinned::PinnedOrcReader::new(reader);
         landfall_formats::orc_batches(&shown, reader, schema, size, policy).await
     } else {
         landfall_formats::parquet_batches(&shown, reader, schema, size, policy).await

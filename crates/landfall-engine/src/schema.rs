@@ -314,7 +314,8 @@ async fn footer_schema(
     let (reader, failure) = PinnedReader::new(store.clone(), f)
         .map_err(|e| SeamError::fatal(format!("schema sample {shown}: {e}")))?;
     let schema = if format == FileFormat::Orc {
-        landfall_formats::orc_footer_schema(shown, reader).await
+        landfall_formats::orc_footer_schema(shown, crate::pinned::PinnedOrcReader::new(reader))
+            .await
     } else {
         landfall_formats::parquet_footer_schema(shown, reader).await
     };

@@ -99,8 +99,11 @@ pub(crate) fn cast_permissive(
     if inexact.is_empty() {
         return Ok((cast, lost));
     }
-    let mask: arrow::array::BooleanArray =
-        (0..col.len()).map(|i| Some(inexact.contains(&i))).collect();
+    let mut flags = vec![false; col.len()];
+    for &i in &inexact {
+        flags[i] = true;
+    }
+    let mask = arrow::array::BooleanArray::from(flags);
     let cast = arrow::compute::nullif(&cast, &mask).map_err(|e| FormatError::Column {
         path: path.to_string(),
         column: name.to_string(),
@@ -137,6 +140,20 @@ pub(crate) fn inexact_decimals(src: &ArrayRef, cast: &ArrayRef) -> Vec<usize> {
                         s,
                     ) && v.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b))
                 })
+                .collect()
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            // Compared as numbers: -0.0 equals 0.0 (a bitwise compare would flag it).
+            let as_f64 = |a: &ArrayRef| arrow::compute::cast(a, &DataType::Float64).ok();
+            let (Some(before), Some(back)) = (as_f64(src), as_f64(cast)) else {
+                return Vec::new();
+            };
+            let (before, back) = (
+                before.as_primitive::<arrow::datatypes::Float64Type>(),
+                back.as_primitive::<arrow::datatypes::Float64Type>(),
+            );
+            (0..src.len())
+                .filter(|&i| valid(i) && before.value(i) != back.value(i))
                 .collect()
         }
         t if t.is_numeric() => {

@@ -36,8 +36,10 @@ pub fn merge_widen(a: &DataType, b: &DataType) -> DataType {
         _ if a == b => a.clone(),
         (Null, t) | (t, Null) => t.clone(),
         (Int8 | Int16 | Int32 | Int64, Int8 | Int16 | Int32 | Int64) => Int64,
-        // Spark's decimal merge: the most integer digits and the largest scale, DOUBLE past
-        // 38 digits; an integer counts as the digits of its type (BIGINT: 20).
+        // Decimals merge as Spark merges them: the most integer digits and the largest scale; an
+        // integer counts as the digits of its type (BIGINT: 20). Past 38 digits, or with a
+        // floating-point type, no number type holds both exactly: strings (Spark's JSON
+        // inference would pick DOUBLE and round).
         (Decimal128(p1, s1), Decimal128(p2, s2)) => {
             let scale = (*s1).max(*s2).max(0) as u8;
             let int = (*p1 as i16 - *s1 as i16)
@@ -45,12 +47,11 @@ pub fn merge_widen(a: &DataType, b: &DataType) -> DataType {
                 .max(0) as u8;
             match int.checked_add(scale) {
                 Some(p) if p <= 38 => Decimal128(p.max(1), scale as i8),
-                _ => Float64,
+                _ => Utf8,
             }
         }
         (Decimal128(..), Int8 | Int16 | Int32 | Int64) => merge_widen(a, &integer_decimal(b)),
         (Int8 | Int16 | Int32 | Int64, Decimal128(..)) => merge_widen(&integer_decimal(a), b),
-        (Decimal128(..), Float32 | Float64) | (Float32 | Float64, Decimal128(..)) => Float64,
         (Int8 | Int16 | Int32 | Int64 | Float32 | Float64, Float32 | Float64)
         | (Float32 | Float64, Int8 | Int16 | Int32 | Int64) => Float64,
         (Struct(x), Struct(y)) => Struct(merge_fields(x, y)),

@@ -35,6 +35,8 @@ struct Digits {
     too_wide: bool,
     /// An integer literal was seen too.
     ints: bool,
+    /// Most significant digits of an integer literal.
+    int_literal: u32,
 }
 
 /// Number literals by JSON path (object keys; array elements share their array's path).
@@ -57,7 +59,10 @@ impl DecimalStats {
     fn note(&mut self, path: &[String], literal: &[u8]) {
         let d = self.paths.entry(path.to_vec()).or_default();
         match decimal_of(literal) {
-            None => d.ints = true,
+            None => {
+                d.ints = true;
+                d.int_literal = d.int_literal.max(integer_digits(literal));
+            }
             Some(Some((p, s))) => {
                 d.int = d.int.max(p - s);
                 d.scale = d.scale.max(s);
@@ -72,8 +77,10 @@ impl DecimalStats {
         if d.too_wide || (d.int == 0 && d.scale == 0 && !d.ints) {
             return None;
         }
+        // An integer counts as a BIGINT's digits, or its own when it has more (arrow-json
+        // types integers past BIGINT as DOUBLE; Spark as DECIMAL(n, 0)).
         let int = if d.ints {
-            d.int.max(LONG_DIGITS)
+            d.int.max(LONG_DIGITS).max(d.int_literal)
         } else {
             d.int
         };
@@ -205,6 +212,35 @@ impl DecimalColumns {
     }
 }
 
+/// Significant digits of an integer literal.
+fn integer_digits(literal: &[u8]) -> u32 {
+    let digits = literal.strip_prefix(b"-").unwrap_or(literal);
+    digits.iter().skip_while(|&&b| b == b'0').count() as u32
+}
+
+/// A number literal without the zeros that end its fraction (`12.50` is `12.5`, `3.0e2` is
+/// `3e2`): they do not change the value, so a column with less scale holds it exactly.
+fn without_trailing_fraction_zeros(text: &[u8]) -> Vec<u8> {
+    let exp_at = text
+        .iter()
+        .position(|&b| b == b'e' || b == b'E')
+        .unwrap_or(text.len());
+    let (mantissa, exp) = text.split_at(exp_at);
+    let Some(dot) = mantissa.iter().position(|&b| b == b'.') else {
+        return text.to_vec();
+    };
+    let mut end = mantissa.len();
+    while end > dot + 1 && mantissa[end - 1] == b'0' {
+        end -= 1;
+    }
+    if end == dot + 1 {
+        end = dot;
+    }
+    let mut out = mantissa[..end].to_vec();
+    out.extend_from_slice(exp);
+    out
+}
+
 /// Whether a literal read into DECIMAL(p, s) keeps every digit. A string that is not a plain
 /// number is left to arrow-json (which rejects it or reads it as its rules say).
 pub(crate) fn literal_fits(lit: Literal<'_>, p: u8, s: i8) -> bool {
@@ -222,14 +258,10 @@ pub(crate) fn literal_fits(lit: Literal<'_>, p: u8, s: i8) -> bool {
             inner
         }
     };
-    let text = text.strip_prefix(b"+").unwrap_or(text);
+    let text = without_trailing_fraction_zeros(text.strip_prefix(b"+").unwrap_or(text));
     let (p, s) = (p as u32, s.max(0) as u32);
-    match decimal_of(text) {
-        None => {
-            let digits = text.strip_prefix(b"-").unwrap_or(text);
-            let significant = digits.iter().skip_while(|&&b| b == b'0').count() as u32;
-            significant <= p - s.min(p)
-        }
+    match decimal_of(&text) {
+        None => integer_digits(&text) <= p - s.min(p),
         Some(Some((pp, ss))) => ss <= s && pp - ss <= p - s.min(p),
         Some(None) => false,
     }
@@ -442,6 +474,11 @@ mod tests {
             infer("{\"a\":1,\"b\":1}\n{\"a\":2.5,\"b\":0.1234567890123456789}\n"),
             "a DECIMAL(21,1), b DOUBLE"
         );
+        // Integers past BIGINT among fractions keep their digits.
+        assert_eq!(
+            infer("{\"a\":123456789012345678901234567890}\n{\"a\":0.5}\n"),
+            "a DECIMAL(31,1)"
+        );
         // Too wide for a decimal: DOUBLE; integers alone stay BIGINT.
         assert_eq!(
             infer("{\"a\":1e40,\"b\":7,\"c\":\"x\"}\n"),
@@ -459,6 +496,10 @@ mod tests {
         let fits = |t: &str| literal_fits(Literal::Number(t.as_bytes()), 4, 2);
         assert!(fits("12.5") && fits("-12.34") && fits("0.01") && fits("12") && fits("0"));
         assert!(fits("1.2e1") && fits("00012.10"));
+        // Zeros ending the fraction change nothing.
+        let scale0 = |t: &str| literal_fits(Literal::Number(t.as_bytes()), 10, 0);
+        assert!(scale0("12.0") && scale0("12.000") && scale0("1.50e1") && !scale0("12.5"));
+        assert!(literal_fits(Literal::String(b"\"12.3400\""), 10, 2));
         assert!(!fits("12.345"), "a third fraction digit would be cut");
         assert!(!fits("123.4") && !fits("123") && !fits("1e3") && !fits("1e-3"));
         let s = |t: &str| literal_fits(Literal::String(t.as_bytes()), 4, 2);

@@ -387,7 +387,7 @@ impl Fixer {
                         json_value_type(
                             &value,
                             self.policy.infer_types,
-                            self.policy.prefers_decimal,
+                            self.policy.prefers_decimal.then_some(v.get()),
                         ),
                     );
                 }

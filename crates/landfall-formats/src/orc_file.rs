@@ -6,25 +6,163 @@
 //! an [`AsyncChunkReader`] (ranged reads): the tail first, then one stripe at a time, so memory
 //! follows the largest stripe, not the file.
 //!
-//! Types as orc-rust maps them: `timestamp` is a zone-less TIMESTAMP_NTZ and `timestamp with
-//! local time zone` a UTC TIMESTAMP, both read at microsecond precision (Delta's); `char` and
-//! `varchar` are STRING; a `union` has no Delta type (a stream inferring one stops with the
-//! column named). The reader is younger than the Parquet one: a panic inside it on a damaged
-//! file is caught and the file reported corrupt, never a crashed stream.
+//! Types: `timestamp` and `timestamp with local time zone` are both TIMESTAMP (a UTC instant:
+//! orc-rust moves a plain timestamp from the stripe's writer time zone to UTC), as Spark reads
+//! them. They are decoded as nanoseconds (orc-rust's DECIMAL(38, 9) form, which neither fails
+//! on sub-microsecond digits nor overflows outside 1677-2262 as nanosecond timestamps would)
+//! and floored to microseconds, Delta's unit, as Spark truncates them. `char` and `varchar` are
+//! STRING; a `union` has no Delta type (a stream inferring one stops with the column named).
+//! The reader is younger than the Parquet one: a panic inside it on a damaged file is caught
+//! and the file reported corrupt, never a crashed stream.
 
 use crate::conform::Conformer;
 use crate::error::FormatError;
 use crate::rescue::SchemaPolicy;
-use arrow::array::RecordBatch;
-use arrow_schema::SchemaRef;
+use arrow::array::{
+    Array, ArrayRef, AsArray, ListArray, MapArray, RecordBatch, StructArray,
+    TimestampMicrosecondArray,
+};
+use arrow::datatypes::Decimal128Type;
+use arrow_schema::{ArrowError, DataType, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 use bytes::{Bytes, BytesMut};
 use futures::stream::{BoxStream, StreamExt};
 use landfall_core::seams::SeamResult;
 use orc_rust::ArrowReaderBuilder;
 use orc_rust::reader::AsyncChunkReader;
-use orc_rust::schema::TimestampPrecision;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+
+/// orc-rust's nanosecond form of a timestamp: seconds with nine decimals.
+const NANOS: DataType = DataType::Decimal128(38, 9);
+
+fn has_timestamp(ty: &DataType) -> bool {
+    match ty {
+        DataType::Timestamp(..) => true,
+        DataType::Struct(fs) => fs.iter().any(|f| has_timestamp(f.data_type())),
+        DataType::List(f) | DataType::Map(f, _) => has_timestamp(f.data_type()),
+        _ => false,
+    }
+}
+
+/// `ty` with every timestamp replaced by `leaf`.
+fn map_timestamps(ty: &DataType, leaf: &DataType) -> DataType {
+    let field = |f: &FieldRef| {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(map_timestamps(f.data_type(), leaf)),
+        )
+    };
+    match ty {
+        DataType::Timestamp(..) => leaf.clone(),
+        DataType::Struct(fs) => DataType::Struct(fs.iter().map(field).collect()),
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        other => other.clone(),
+    }
+}
+
+fn map_schema(schema: &Schema, leaf: &DataType) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                f.as_ref()
+                    .clone()
+                    .with_data_type(map_timestamps(f.data_type(), leaf))
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn micros_utc() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// The schema a file is reported with (timestamps as UTC microseconds) and the one it is read
+/// with (timestamps as nanosecond decimals), from the file's own.
+fn schemas(file: &Schema) -> (SchemaRef, SchemaRef) {
+    (map_schema(file, &micros_utc()), map_schema(file, &NANOS))
+}
+
+/// A decoded array of the read schema as the reported one: nanosecond decimals floored to
+/// microseconds, at every level. `file`: the column's type in the file.
+fn to_micros(a: &ArrayRef, file: &DataType) -> Result<ArrayRef, ArrowError> {
+    if !has_timestamp(file) {
+        return Ok(a.clone());
+    }
+    let reported = |f: &FieldRef| {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(map_timestamps(f.data_type(), &micros_utc())),
+        )
+    };
+    Ok(match file {
+        DataType::Timestamp(..) => {
+            let nanos = a.as_primitive::<Decimal128Type>();
+            let micros: TimestampMicrosecondArray = nanos.try_unary(|n| {
+                i64::try_from(n.div_euclid(1000)).map_err(|_| {
+                    ArrowError::ComputeError(format!("timestamp {n} ns is out of range"))
+                })
+            })?;
+            Arc::new(micros.with_timezone("UTC"))
+        }
+        DataType::Struct(fields) => {
+            let s = a.as_struct();
+            let cols = s
+                .columns()
+                .iter()
+                .zip(fields)
+                .map(|(c, f)| to_micros(c, f.data_type()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let fields: Fields = fields.iter().map(reported).collect();
+            Arc::new(StructArray::try_new(fields, cols, s.nulls().cloned())?)
+        }
+        DataType::List(f) => {
+            let l = a.as_list::<i32>();
+            let values = to_micros(l.values(), f.data_type())?;
+            Arc::new(ListArray::try_new(
+                reported(f),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )?)
+        }
+        DataType::Map(f, sorted) => {
+            let m = a.as_map();
+            let entries: ArrayRef = Arc::new(m.entries().clone());
+            let entries = to_micros(&entries, f.data_type())?;
+            Arc::new(MapArray::try_new(
+                reported(f),
+                m.offsets().clone(),
+                entries.as_struct().clone(),
+                m.nulls().cloned(),
+                *sorted,
+            )?)
+        }
+        _ => a.clone(),
+    })
+}
+
+/// A decoded batch as the reported schema.
+fn reported_batch(
+    b: RecordBatch,
+    file: &Schema,
+    reported: &SchemaRef,
+) -> Result<RecordBatch, ArrowError> {
+    if !file.fields().iter().any(|f| has_timestamp(f.data_type())) {
+        return Ok(b);
+    }
+    let cols = b
+        .columns()
+        .iter()
+        .zip(file.fields())
+        .map(|(c, f)| to_micros(c, f.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(reported.clone(), cols)
+}
 
 fn unreadable(path: &str, e: &dyn std::fmt::Display) -> FormatError {
     FormatError::Unreadable {
@@ -53,10 +191,7 @@ fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, FormatError>) -> Result<
 pub fn orc_schema(path: &str, bytes: Bytes) -> Result<SchemaRef, FormatError> {
     guarded(path, || {
         ArrowReaderBuilder::try_new(bytes)
-            .map(|b| {
-                b.with_timestamp_precision(TimestampPrecision::Microsecond)
-                    .schema()
-            })
+            .map(|b| schemas(&b.schema()).0)
             .map_err(|e| unreadable(path, &e))
     })
 }
@@ -68,9 +203,7 @@ where
 {
     let open = AssertUnwindSafe(ArrowReaderBuilder::try_new_async(reader));
     match futures::FutureExt::catch_unwind(open).await {
-        Ok(Ok(b)) => Ok(b
-            .with_timestamp_precision(TimestampPrecision::Microsecond)
-            .schema()),
+        Ok(Ok(b)) => Ok(schemas(&b.schema()).0),
         Ok(Err(e)) => Err(unreadable(path, &e)),
         Err(p) => Err(unreadable(path, &panicked(p))),
     }
@@ -101,9 +234,11 @@ where
         Ok(b) => b.map_err(|e| unreadable(path, &e))?,
         Err(p) => return Err(unreadable(path, &panicked(p))),
     };
+    let file = builder.schema();
+    let (reported, read) = schemas(&file);
     let stream = builder
         .with_batch_size(batch_size)
-        .with_timestamp_precision(TimestampPrecision::Microsecond)
+        .with_schema(read)
         .build_async();
     let conformer = Arc::new(Mutex::new(Conformer::new(path, schema, policy)));
     let shared = conformer.clone();
@@ -112,7 +247,10 @@ where
     let batches = AssertUnwindSafe(stream)
         .catch_unwind()
         .map(move |b| match b {
-            Ok(Ok(b)) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
+            Ok(Ok(b)) => match reported_batch(b, &file, &reported) {
+                Ok(b) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
+                Err(e) => Err(unreadable(&path, &e)),
+            },
             Ok(Err(e)) => Err(unreadable(&path, &e)),
             Err(p) => Err(unreadable(&path, &panicked(p))),
         })
@@ -150,14 +288,18 @@ impl landfall_core::Decoder for OrcDecoder {
         let (path, batch_size) = (self.path.clone(), self.batch_size);
         let conformer = &mut self.conformer;
         Ok(guarded(&path, || {
-            let reader = ArrowReaderBuilder::try_new(bytes)
-                .map_err(|e| unreadable(&path, &e))?
+            let builder = ArrowReaderBuilder::try_new(bytes).map_err(|e| unreadable(&path, &e))?;
+            let file = builder.schema();
+            let (reported, read) = schemas(&file);
+            let reader = builder
                 .with_batch_size(batch_size)
-                .with_timestamp_precision(TimestampPrecision::Microsecond)
+                .with_schema(read)
                 .build();
             let mut out = Vec::new();
             for b in reader {
-                out.push(conformer.conform(b.map_err(|e| unreadable(&path, &e))?)?);
+                let b = b.map_err(|e| unreadable(&path, &e))?;
+                let b = reported_batch(b, &file, &reported).map_err(|e| unreadable(&path, &e))?;
+                out.push(conformer.conform(b)?);
             }
             Ok(out)
         })?)

@@ -255,8 +255,14 @@ fn append_into(out: &mut Vec<Field>, new: &[Field]) {
 }
 
 /// The type inference gives a JSON value: strings unless `infer_types` (structure kept); a
-/// value seen only as null is a string.
-pub(crate) fn json_value_type(value: &Value, infer_types: bool, prefers_decimal: bool) -> DataType {
+/// value seen only as null is a string. `decimal_text`: the value's JSON text as written, when
+/// fractions are DECIMAL (`json.prefers_decimal`; read from the text, not the parsed `f64`,
+/// which loses trailing zeros and digits past 17).
+pub(crate) fn json_value_type(
+    value: &Value,
+    infer_types: bool,
+    decimal_text: Option<&str>,
+) -> DataType {
     let mut record = Map::new();
     record.insert("v".into(), value.clone());
     let inferred = arrow_json::reader::infer_json_schema_from_iterator(std::iter::once(Ok(
@@ -265,10 +271,9 @@ pub(crate) fn json_value_type(value: &Value, infer_types: bool, prefers_decimal:
     .ok()
     .and_then(|s| s.field_with_name("v").ok().map(|f| f.data_type().clone()))
     .unwrap_or(DataType::Utf8);
-    let ty = if infer_types && prefers_decimal {
-        // The value as serde_json prints it: a fraction's shortest round-trip digits.
+    let ty = if let (true, Some(text)) = (infer_types, decimal_text) {
         let mut stats = crate::DecimalStats::default();
-        stats.scan(format!("{{\"v\":{value}}}").as_bytes());
+        stats.scan(format!("{{\"v\":{text}}}").as_bytes());
         let fields = Fields::from(vec![Field::new("v", inferred, true)]);
         stats.apply(&fields)[0].data_type().clone()
     } else if infer_types {
@@ -380,14 +385,14 @@ mod tests {
     fn value_types_follow_infer_column_types() {
         let v: Value = serde_json::from_str(r#"{"x": [1, 2], "y": null}"#).unwrap();
         assert_eq!(
-            landfall_core::ddl::type_to_ddl(&json_value_type(&v, true, false)),
+            landfall_core::ddl::type_to_ddl(&json_value_type(&v, true, None)),
             "STRUCT<x: ARRAY<BIGINT>, y: STRING>"
         );
         assert_eq!(
-            landfall_core::ddl::type_to_ddl(&json_value_type(&v, false, false)),
+            landfall_core::ddl::type_to_ddl(&json_value_type(&v, false, None)),
             "STRUCT<x: ARRAY<STRING>, y: STRING>"
         );
-        assert_eq!(json_value_type(&Value::Null, true, false), DataType::Utf8);
+        assert_eq!(json_value_type(&Value::Null, true, None), DataType::Utf8);
     }
 }
 
