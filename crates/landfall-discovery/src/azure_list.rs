@@ -6,7 +6,7 @@
 //! List Blobs has no `start-after`: a listing after a cursor filters the keys, as object_store
 //! does. ADLS Gen2 directory entries are not objects and are left out, as object_store does.
 
-use crate::raw_list::{Listed, http_failure, listed, page_size, paged, with_retries};
+use crate::raw_list::{Listed, listed, page_size, paged, send, with_retries};
 use chrono::{DateTime, Utc};
 use futures::stream::{BoxStream, StreamExt};
 use object_store::ClientOptions;
@@ -223,19 +223,8 @@ impl AzureLister {
                     .insert("x-ms-version", http::HeaderValue::from_static(VERSION));
             }
         }
-        let failed =
-            |e: &dyn std::fmt::Display| (format!("List Blobs {}: {e}", self.container_url), true);
-        if let Some(count) = &self.count {
-            count("LIST", 1);
-        }
-        let response = self.client.execute(request).await.map_err(|e| failed(&e))?;
-        let status = response.status();
-        let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;
-        let body = String::from_utf8_lossy(&body);
-        if !status.is_success() {
-            let what = format!("List Blobs {}", self.container_url);
-            return Err(http_failure(&what, status, &body));
-        }
+        let what = format!("List Blobs {}", self.container_url);
+        let body = send(&self.client, request, &what, self.count.as_ref()).await?;
         parse_page(&body).map_err(fixed)
     }
 }

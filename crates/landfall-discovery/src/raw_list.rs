@@ -120,16 +120,33 @@ where
     .boxed()
 }
 
-/// The HTTP status of a failed list request as an error, and whether trying again may help.
-pub(crate) fn http_failure(what: &str, status: http::StatusCode, body: &str) -> (String, bool) {
-    let again = status.is_server_error() || status.as_u16() == 429;
-    (
-        format!(
-            "{what}: HTTP {status}: {}",
-            body.chars().take(500).collect::<String>()
-        ),
-        again,
-    )
+/// Send one signed list request (counted as a `LIST`) and return its body; on error, the
+/// message (naming `what`) and whether trying again may help (network, 5xx, 429).
+pub(crate) async fn send(
+    client: &object_store::client::HttpClient,
+    request: object_store::client::HttpRequest,
+    what: &str,
+    count: Option<&crate::CountRequests>,
+) -> Result<String, (String, bool)> {
+    let failed = |e: &dyn std::fmt::Display| (format!("{what}: {e}"), true);
+    if let Some(count) = count {
+        count("LIST", 1);
+    }
+    let response = client.execute(request).await.map_err(|e| failed(&e))?;
+    let status = response.status();
+    let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;
+    let body = String::from_utf8_lossy(&body).into_owned();
+    if !status.is_success() {
+        let again = status.is_server_error() || status.as_u16() == 429;
+        return Err((
+            format!(
+                "{what}: HTTP {status}: {}",
+                body.chars().take(500).collect::<String>()
+            ),
+            again,
+        ));
+    }
+    Ok(body)
 }
 
 /// A cloud store's own listing (see the module docs).

@@ -5,7 +5,7 @@
 //! ask for URL-encoded keys; GCS requests carry object_store's OAuth bearer token (GCS and
 //! its emulators may ignore `encoding-type`: keys then come as they are).
 
-use crate::raw_list::{Listed, http_failure, listed, page_size, paged, with_retries};
+use crate::raw_list::{Listed, listed, page_size, paged, send, with_retries};
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use object_store::ClientOptions;
@@ -320,19 +320,8 @@ impl S3Lister {
                 }
             }
         }
-        let failed =
-            |e: &dyn std::fmt::Display| (format!("ListObjectsV2 {}: {e}", self.bucket_url), true);
-        if let Some(count) = &self.count {
-            count("LIST", 1);
-        }
-        let response = self.client.execute(request).await.map_err(|e| failed(&e))?;
-        let status = response.status();
-        let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;
-        let body = String::from_utf8_lossy(&body);
-        if !status.is_success() {
-            let what = format!("ListObjectsV2 {}", self.bucket_url);
-            return Err(http_failure(&what, status, &body));
-        }
+        let what = format!("ListObjectsV2 {}", self.bucket_url);
+        let body = send(&self.client, request, &what, self.count.as_ref()).await?;
         parse_page(&body).map_err(fixed)
     }
 }

@@ -231,6 +231,13 @@ pub fn with_constant_columns(
     })
 }
 
+/// A columnar file's batches as they are read, conformed, and the conformer that counts what
+/// it rescued and the new columns it met ([`crate::parquet_batches`], [`crate::orc_batches`]).
+pub type ConformedBatches = (
+    futures::stream::BoxStream<'static, Result<RecordBatch, FormatError>>,
+    Arc<std::sync::Mutex<Conformer>>,
+);
+
 /// [`conform`] under a [`SchemaPolicy`]: columns the target lacks are rescued and reported as
 /// new columns, and values that do not cast are rescued (null in their column), as the policy
 /// asks ([`crate::rescue`]). Without a rescued column or new-column detection it is [`conform`].

@@ -25,7 +25,7 @@ use arrow::array::{
 use arrow::datatypes::Decimal128Type;
 use arrow_schema::{ArrowError, DataType, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 use bytes::{Bytes, BytesMut};
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::StreamExt;
 use landfall_core::seams::SeamResult;
 use orc_rust::ArrowReaderBuilder;
 use orc_rust::reader::AsyncChunkReader;
@@ -212,20 +212,13 @@ where
 /// Read an ORC file stripe by stripe, in batches of `batch_size` rows conformed to `schema`
 /// under `policy`. An error of the reader (the object changed, the network, a damaged stripe)
 /// ends the stream as an `Unreadable` error; the caller's reader may record what it was.
-#[allow(clippy::type_complexity)]
 pub async fn orc_batches<R>(
     path: &str,
     reader: R,
     schema: SchemaRef,
     batch_size: usize,
     policy: SchemaPolicy,
-) -> Result<
-    (
-        BoxStream<'static, Result<RecordBatch, FormatError>>,
-        Arc<Mutex<Conformer>>,
-    ),
-    FormatError,
->
+) -> Result<crate::conform::ConformedBatches, FormatError>
 where
     R: AsyncChunkReader + 'static,
 {

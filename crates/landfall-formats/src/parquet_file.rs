@@ -11,7 +11,7 @@ use crate::rescue::SchemaPolicy;
 use arrow::array::RecordBatch;
 use arrow_schema::SchemaRef;
 use bytes::{Bytes, BytesMut};
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::StreamExt;
 use landfall_core::seams::SeamResult;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -65,20 +65,13 @@ where
 /// `schema` under `policy`. An error of the reader (the object changed, the network) ends the
 /// stream as an `Unreadable` error; the caller's reader may record what it was. The
 /// conformer counts rescued rows and new columns as the stream goes.
-#[allow(clippy::type_complexity)]
 pub async fn parquet_batches<R>(
     path: &str,
     reader: R,
     schema: SchemaRef,
     batch_size: usize,
     policy: SchemaPolicy,
-) -> Result<
-    (
-        BoxStream<'static, Result<RecordBatch, FormatError>>,
-        Arc<Mutex<Conformer>>,
-    ),
-    FormatError,
->
+) -> Result<crate::conform::ConformedBatches, FormatError>
 where
     R: AsyncFileReader + Unpin + Send + 'static,
 {
