@@ -13,8 +13,8 @@ a.orc (zstd): id long, name string, score double or null, amount decimal(10,2), 
 b.orc (snappy): columns in another order, `score` gone, a new column `extra`.
 c.orc (uncompressed, many stripes): id long, name string; big enough for the ranged path.
 d.orc: a.orc cut short (its tail is gone): corrupt.
-e.orc: a timestamp before 1970 with a fraction of a second, as the ORC C++ writer stores it:
-  corrupt to orc-rust 0.9 (see below).
+e.orc, f.orc: a timestamp before 1970 with a fraction of a second (microseconds, nanoseconds),
+  as the ORC C++ writer stores it: corrupt to landfall (orc-rust 0.9 cannot read it).
 """
 import datetime, decimal, json, os, sys
 
@@ -91,6 +91,11 @@ def main(out):
                   "ts": pa.array([datetime.datetime(1969, 12, 31, 23, 59, 59, 500000)],
                                  pa.timestamp("us"))})
     orc.write_table(e, os.path.join(out, "e.orc"))
+    # The same before 1970 with nanosecond digits: orc-rust 0.9 reads it about 73 years late,
+    # without an error; landfall finds it outside the file's statistics.
+    f = pa.table({"id": pa.array([-2], pa.int64()),
+                  "ts": pa.array([-123_456_789], pa.timestamp("ns"))})
+    orc.write_table(f, os.path.join(out, "f.orc"))
     with open(os.path.join(out, "a.orc"), "rb") as f:
         whole = f.read()
     with open(os.path.join(out, "d.orc"), "wb") as f:

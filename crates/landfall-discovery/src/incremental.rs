@@ -7,10 +7,11 @@
 //!
 //! - **full**: the whole prefix (S3 ListObjectsV2 without `start-after`, object_store's
 //!   `list`), every page checked against the ledger; or
-//! - **incremental**: only keys after the cursor (S3 `start-after=<cursor>`, object_store's
-//!   `list_with_offset`; Azure and local directories filter on the client, so the saving there
-//!   is in ledger lookups, not in requests). On a lexically ordered prefix with few new keys
-//!   this is one LIST request, whatever the size of the prefix.
+//! - **incremental**: only keys after the cursor (S3 and GCS `start-after=<cursor>`, Azure
+//!   `startFrom=<cursor>` where the service honours it, with the cursor filtered on the client
+//!   as well; local directories and stores left to object_store filter on the client, so the
+//!   saving there is in ledger lookups, not in requests). On a lexically ordered S3 prefix with
+//!   few new keys this is one LIST request, whatever the size of the prefix.
 //!
 //! Which one a round does (`incremental_listing`, `full_listing_interval` = N, default 7):
 //!

@@ -200,17 +200,20 @@ impl ListingDiscovery {
         let after = cursor.filter(|_| incremental);
         match (&self.raw, after) {
             (Some(raw), after) => raw.list_after(prefix, after),
-            (None, Some(c)) => match Path::parse(c) {
-                Ok(offset) => self
-                    .store
-                    .list_with_offset(prefix, &offset)
+            // Stores listed by object_store (local directories, and the configurations the
+            // raw lister leaves to it): the whole prefix, filtered after the cursor here.
+            // object_store's `list_with_offset` is not trusted: on Fabric OneLake its
+            // `startFrom` returns nothing (arrow-rs-object-store#695).
+            (None, Some(c)) => {
+                let after = c.to_string();
+                self.store
+                    .list(prefix)
+                    .try_filter(move |m| {
+                        futures::future::ready(m.location.as_ref() > after.as_str())
+                    })
                     .map(|r| r.map(Listed::Object).map_err(|e| e.to_string()))
-                    .boxed(),
-                Err(e) => {
-                    let e = format!("the cursor `{c}` is not an object path: {e}");
-                    futures::stream::once(async move { Err(e) }).boxed()
-                }
-            },
+                    .boxed()
+            }
             (None, None) => self
                 .store
                 .list(prefix)

@@ -142,10 +142,14 @@ pub(crate) fn inexact_decimals(src: &ArrayRef, cast: &ArrayRef) -> Vec<usize> {
                 })
                 .collect()
         }
-        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-            // Compared as numbers: -0.0 equals 0.0 (a bitwise compare would flag it).
+        t @ (DataType::Float16 | DataType::Float32 | DataType::Float64) => {
+            // Cast back to the source's own type (0.1f32 round-trips as 0.1f32), then compared
+            // as numbers: -0.0 equals 0.0 (a bitwise compare would flag it).
+            let Ok(back) = arrow::compute::cast(cast, t) else {
+                return Vec::new();
+            };
             let as_f64 = |a: &ArrayRef| arrow::compute::cast(a, &DataType::Float64).ok();
-            let (Some(before), Some(back)) = (as_f64(src), as_f64(cast)) else {
+            let (Some(before), Some(back)) = (as_f64(src), as_f64(&back)) else {
                 return Vec::new();
             };
             let (before, back) = (
@@ -454,5 +458,28 @@ impl Fit<'_> {
             None => (0..col.len()).for_each(&mut put),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float32Array, Float64Array};
+
+    /// A cast into a decimal that changed the value is found; one that kept it is not (a FLOAT
+    /// compared in its own type, -0.0 as 0.0).
+    #[test]
+    fn inexact_decimal_casts_are_found_and_exact_ones_kept() {
+        let dec = DataType::Decimal128(4, 2);
+        let check = |src: ArrayRef| {
+            let cast = arrow::compute::cast(&src, &dec).unwrap();
+            inexact_decimals(&src, &cast)
+        };
+        let f32s: ArrayRef = Arc::new(Float32Array::from(vec![0.1, 0.125, 12.5, -0.0]));
+        assert_eq!(check(f32s), [1]);
+        let f64s: ArrayRef = Arc::new(Float64Array::from(vec![Some(-0.0), None, Some(1.005)]));
+        assert_eq!(check(f64s), [2]);
+        let strings: ArrayRef = Arc::new(StringArray::from(vec!["12.345", " 1.5 ", "12.50", "x"]));
+        assert_eq!(check(strings), [0]);
     }
 }

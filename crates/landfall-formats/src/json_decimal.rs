@@ -279,11 +279,16 @@ fn decimal_of(literal: &[u8]) -> Option<Option<(u32, u32)>> {
         None => (mantissa, &b""[..]),
     };
     let exp: i64 = match exp {
-        // An exponent too long to matter makes the value too wide either way.
-        Some(e) => std::str::from_utf8(e)
+        // An exponent past 10,000 (or unreadable) makes the value too wide for any decimal
+        // either way; bounding it keeps the arithmetic below from overflowing (and readers
+        // that keep exponents in 16 bits from wrapping it).
+        Some(e) => match std::str::from_utf8(e)
             .ok()
-            .and_then(|e| e.parse().ok())
-            .unwrap_or(i64::MAX / 2),
+            .and_then(|e| e.parse::<i64>().ok())
+        {
+            Some(e) if e.unsigned_abs() <= 10_000 => e,
+            _ => return Some(None),
+        },
         None => 0,
     };
     let digits: Vec<u8> = int.iter().chain(frac).copied().collect();
@@ -453,6 +458,9 @@ mod tests {
         assert_eq!(decimal_of(b"0.0"), Some(Some((1, 1))));
         assert_eq!(decimal_of(b"1e40"), Some(None));
         assert_eq!(decimal_of(b"1.5e99999999999999999999"), Some(None));
+        assert_eq!(decimal_of(b"1e-9223372036854775808"), Some(None));
+        assert_eq!(decimal_of(b"1e9223372036854775807"), Some(None));
+        assert_eq!(decimal_of(b"1e-10001"), Some(None));
         assert_eq!(
             decimal_of(b"123456789012345678901234567890.12345678"),
             Some(Some((38, 8)))

@@ -6,11 +6,13 @@
 //! an [`AsyncChunkReader`] (ranged reads): the tail first, then one stripe at a time, so memory
 //! follows the largest stripe, not the file.
 //!
-//! Types: `timestamp` and `timestamp with local time zone` are both TIMESTAMP (a UTC instant:
-//! orc-rust moves a plain timestamp from the stripe's writer time zone to UTC), as Spark reads
-//! them. They are decoded as nanoseconds (orc-rust's DECIMAL(38, 9) form, which neither fails
+//! Types: `timestamp` and `timestamp with local time zone` are both TIMESTAMP, as Spark reads
+//! them; a plain `timestamp` is the writer's wall clock taken as UTC (what Spark shows in a UTC
+//! session), one with a local time zone the instant itself. They are decoded as nanoseconds (orc-rust's DECIMAL(38, 9) form, which neither fails
 //! on sub-microsecond digits nor overflows outside 1677-2262 as nanosecond timestamps would)
-//! and floored to microseconds, Delta's unit, as Spark truncates them. `char` and `varchar` are
+//! and floored to microseconds, Delta's unit, as Spark truncates them. Each value is checked
+//! against the file's own column statistics: one far outside was not read as written (see
+//! [`Bounds`]) and makes the file corrupt. `char` and `varchar` are
 //! STRING; a `union` has no Delta type (a stream inferring one stops with the column named).
 //! The reader is younger than the Parquet one: a panic inside it on a damaged file is caught
 //! and the file reported corrupt, never a crashed stream.
@@ -29,6 +31,7 @@ use futures::stream::StreamExt;
 use landfall_core::seams::SeamResult;
 use orc_rust::ArrowReaderBuilder;
 use orc_rust::reader::AsyncChunkReader;
+use orc_rust::statistics::{ColumnStatistics, TypeStatistics};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -86,9 +89,128 @@ fn schemas(file: &Schema) -> (SchemaRef, SchemaRef) {
     (map_schema(file, &micros_utc()), map_schema(file, &NANOS))
 }
 
+/// Slack around a file's timestamp statistics: orc-rust reads a plain timestamp as the writer's
+/// wall clock, statistics may be in UTC, and no time zone is more than a day off.
+const STATS_SLACK_MS: i64 = 2 * 86_400_000;
+
+/// Where the file's own statistics say its timestamps lie (milliseconds, widened by
+/// [`STATS_SLACK_MS`]), in the shape of its schema. A decoded value outside was not read as
+/// written: orc-rust 0.9 misreads the negative nanoseconds the ORC C++ writer (pyarrow) stores
+/// before 1970, by about 73 years and without an error.
+#[derive(Debug, Clone)]
+enum Bounds {
+    Leaf(Option<(i64, i64)>),
+    /// Struct members, a list's item, or a map's key and value.
+    Nested(Vec<Bounds>),
+    Other,
+}
+
+impl Bounds {
+    fn of(ty: &orc_rust::schema::DataType, stats: &[ColumnStatistics]) -> Bounds {
+        use orc_rust::schema::DataType as Orc;
+        match ty {
+            Orc::Timestamp { column_index } | Orc::TimestampWithLocalTimezone { column_index } => {
+                Bounds::Leaf(
+                    stats
+                        .get(*column_index)
+                        .and_then(|s| match s.type_statistics()? {
+                            TypeStatistics::Timestamp {
+                                min,
+                                max,
+                                min_utc,
+                                max_utc,
+                            } => Some((
+                                (*min).min(*min_utc).saturating_sub(STATS_SLACK_MS),
+                                (*max).max(*max_utc).saturating_add(STATS_SLACK_MS),
+                            )),
+                            _ => None,
+                        }),
+                )
+            }
+            Orc::Struct { children, .. } => Bounds::Nested(
+                children
+                    .iter()
+                    .map(|c| Bounds::of(c.data_type(), stats))
+                    .collect(),
+            ),
+            Orc::List { child, .. } => Bounds::Nested(vec![Bounds::of(child, stats)]),
+            Orc::Map { key, value, .. } => {
+                Bounds::Nested(vec![Bounds::of(key, stats), Bounds::of(value, stats)])
+            }
+            _ => Bounds::Other,
+        }
+    }
+
+    fn child(&self, i: usize) -> &Bounds {
+        match self {
+            Bounds::Nested(c) => c.get(i).unwrap_or(&Bounds::Other),
+            _ => &Bounds::Other,
+        }
+    }
+}
+
+/// How one file's timestamps are read and reported: its own schema, the schema it is
+/// reported with, and its statistics' bounds per top-level column.
+struct Timestamps {
+    file: SchemaRef,
+    reported: SchemaRef,
+    bounds: Vec<Bounds>,
+}
+
+impl Timestamps {
+    /// The plan for the file `builder` opened, and the schema to read it with.
+    fn plan<R>(builder: &ArrowReaderBuilder<R>) -> (Self, SchemaRef) {
+        let file = builder.schema();
+        let (reported, read) = schemas(&file);
+        let meta = builder.file_metadata();
+        let stats = meta.column_file_statistics();
+        let bounds = meta
+            .root_data_type()
+            .children()
+            .iter()
+            .map(|c| Bounds::of(c.data_type(), stats))
+            .collect();
+        (
+            Timestamps {
+                file,
+                reported,
+                bounds,
+            },
+            read,
+        )
+    }
+
+    /// A decoded batch as the reported schema.
+    fn report(&self, b: RecordBatch) -> Result<RecordBatch, ArrowError> {
+        if !self
+            .file
+            .fields()
+            .iter()
+            .any(|f| has_timestamp(f.data_type()))
+        {
+            return Ok(b);
+        }
+        let cols = b
+            .columns()
+            .iter()
+            .zip(self.file.fields())
+            .enumerate()
+            .map(|(i, (c, f))| {
+                to_micros(
+                    c,
+                    f.data_type(),
+                    self.bounds.get(i).unwrap_or(&Bounds::Other),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        RecordBatch::try_new(self.reported.clone(), cols)
+    }
+}
+
 /// A decoded array of the read schema as the reported one: nanosecond decimals floored to
-/// microseconds, at every level. `file`: the column's type in the file.
-fn to_micros(a: &ArrayRef, file: &DataType) -> Result<ArrayRef, ArrowError> {
+/// microseconds, at every level, each checked against the file's statistics. `file`: the
+/// column's type in the file.
+fn to_micros(a: &ArrayRef, file: &DataType, bounds: &Bounds) -> Result<ArrayRef, ArrowError> {
     if !has_timestamp(file) {
         return Ok(a.clone());
     }
@@ -107,6 +229,18 @@ fn to_micros(a: &ArrayRef, file: &DataType) -> Result<ArrayRef, ArrowError> {
                     ArrowError::ComputeError(format!("timestamp {n} ns is out of range"))
                 })
             })?;
+            if let Bounds::Leaf(Some((lo, hi))) = bounds
+                && let Some(v) = micros
+                    .iter()
+                    .flatten()
+                    .find(|v| !(*lo..=*hi).contains(&v.div_euclid(1000)))
+            {
+                return Err(ArrowError::ComputeError(format!(
+                    "a timestamp decoded as {v} us lies outside the file's own statistics \
+                     ({lo}..{hi} ms): it cannot be read as written (orc-rust 0.9 misreads \
+                     timestamps before 1970 from the ORC C++ writer)"
+                )));
+            }
             Arc::new(micros.with_timezone("UTC"))
         }
         DataType::Struct(fields) => {
@@ -115,14 +249,15 @@ fn to_micros(a: &ArrayRef, file: &DataType) -> Result<ArrayRef, ArrowError> {
                 .columns()
                 .iter()
                 .zip(fields)
-                .map(|(c, f)| to_micros(c, f.data_type()))
+                .enumerate()
+                .map(|(i, (c, f))| to_micros(c, f.data_type(), bounds.child(i)))
                 .collect::<Result<Vec<_>, _>>()?;
             let fields: Fields = fields.iter().map(reported).collect();
             Arc::new(StructArray::try_new(fields, cols, s.nulls().cloned())?)
         }
         DataType::List(f) => {
             let l = a.as_list::<i32>();
-            let values = to_micros(l.values(), f.data_type())?;
+            let values = to_micros(l.values(), f.data_type(), bounds.child(0))?;
             Arc::new(ListArray::try_new(
                 reported(f),
                 l.offsets().clone(),
@@ -133,7 +268,8 @@ fn to_micros(a: &ArrayRef, file: &DataType) -> Result<ArrayRef, ArrowError> {
         DataType::Map(f, sorted) => {
             let m = a.as_map();
             let entries: ArrayRef = Arc::new(m.entries().clone());
-            let entries = to_micros(&entries, f.data_type())?;
+            // The entries struct's key and value are the map's own.
+            let entries = to_micros(&entries, f.data_type(), bounds)?;
             Arc::new(MapArray::try_new(
                 reported(f),
                 m.offsets().clone(),
@@ -144,24 +280,6 @@ fn to_micros(a: &ArrayRef, file: &DataType) -> Result<ArrayRef, ArrowError> {
         }
         _ => a.clone(),
     })
-}
-
-/// A decoded batch as the reported schema.
-fn reported_batch(
-    b: RecordBatch,
-    file: &Schema,
-    reported: &SchemaRef,
-) -> Result<RecordBatch, ArrowError> {
-    if !file.fields().iter().any(|f| has_timestamp(f.data_type())) {
-        return Ok(b);
-    }
-    let cols = b
-        .columns()
-        .iter()
-        .zip(file.fields())
-        .map(|(c, f)| to_micros(c, f.data_type()))
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(reported.clone(), cols)
 }
 
 fn unreadable(path: &str, e: &dyn std::fmt::Display) -> FormatError {
@@ -227,8 +345,7 @@ where
         Ok(b) => b.map_err(|e| unreadable(path, &e))?,
         Err(p) => return Err(unreadable(path, &panicked(p))),
     };
-    let file = builder.schema();
-    let (reported, read) = schemas(&file);
+    let (timestamps, read) = Timestamps::plan(&builder);
     let stream = builder
         .with_batch_size(batch_size)
         .with_schema(read)
@@ -240,7 +357,7 @@ where
     let batches = AssertUnwindSafe(stream)
         .catch_unwind()
         .map(move |b| match b {
-            Ok(Ok(b)) => match reported_batch(b, &file, &reported) {
+            Ok(Ok(b)) => match timestamps.report(b) {
                 Ok(b) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
                 Err(e) => Err(unreadable(&path, &e)),
             },
@@ -282,8 +399,7 @@ impl landfall_core::Decoder for OrcDecoder {
         let conformer = &mut self.conformer;
         Ok(guarded(&path, || {
             let builder = ArrowReaderBuilder::try_new(bytes).map_err(|e| unreadable(&path, &e))?;
-            let file = builder.schema();
-            let (reported, read) = schemas(&file);
+            let (timestamps, read) = Timestamps::plan(&builder);
             let reader = builder
                 .with_batch_size(batch_size)
                 .with_schema(read)
@@ -291,7 +407,7 @@ impl landfall_core::Decoder for OrcDecoder {
             let mut out = Vec::new();
             for b in reader {
                 let b = b.map_err(|e| unreadable(&path, &e))?;
-                let b = reported_batch(b, &file, &reported).map_err(|e| unreadable(&path, &e))?;
+                let b = timestamps.report(b).map_err(|e| unreadable(&path, &e))?;
                 out.push(conformer.conform(b)?);
             }
             Ok(out)
