@@ -12,7 +12,7 @@ Python's xml.etree iterparse (xml), a plain line read (text).
 Inference: `--infer-files` small JSON files ingested without a schema (inferred from a sample
 of all of them) and with one; the difference is what inference costs.
 
-  bench/format_bench.py --bin target/debug/landfall --mb 32 --infer-files 1000
+  bench/format_bench.py --bin target/debug/landfall --mb 32 --infer-files 1000 [--formats json,csv]
 """
 import argparse, csv, io, json, os, shutil, subprocess, sys, tempfile, time
 import xml.etree.ElementTree as ET
@@ -123,11 +123,13 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--mb", type=int, default=32)
     ap.add_argument("--infer-files", type=int, default=1000)
+    ap.add_argument("--formats", default=",".join(STREAM),
+                    help="comma-separated formats to run (default: all)")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="landfall-format-bench-")
     rows = records(a.mb)
     out = {"json_mb": a.mb, "rows": len(rows), "formats": {}}
-    for fmt in STREAM:
+    for fmt in a.formats.split(","):
         d = os.path.join(root, f"in-{fmt}")
         os.makedirs(d)
         f = os.path.join(d, f"data.{fmt if fmt != 'text' else 'txt'}")
