@@ -178,7 +178,14 @@ impl CsvDecoder {
                     .iter()
                     .any(|f| f.name().eq_ignore_ascii_case(n));
                 if self.policy.detect_new_columns && !case_only {
-                    self.new_columns.note(&[n.as_str()], DataType::Utf8);
+                    // Typed from its values batch by batch when inferring (a column with no
+                    // value at all stays a string: see `new_columns`).
+                    let ty = if self.policy.infer_types {
+                        DataType::Null
+                    } else {
+                        DataType::Utf8
+                    };
+                    self.new_columns.note(&[n.as_str()], ty);
                 }
                 extras.push((j, n.clone()));
             }
@@ -195,6 +202,32 @@ impl CsvDecoder {
             Some(n) => v == n.as_bytes() || (v.is_empty() && !string_column),
             None => v.is_empty(),
         }
+    }
+
+    /// The type inference gives column `j` from the values of the records read so far (arrow's
+    /// CSV inference, as the schema was inferred): `Null` when none has a value.
+    fn value_type(&self, j: usize) -> DataType {
+        let mut text = String::from("v\n");
+        let mut any = false;
+        for r in 0..self.records.len() {
+            match self.records.field(r, j).map(|v| self.trimmed(v)) {
+                Some(v) if !self.is_null(v, false) => {
+                    any = true;
+                    text.push('"');
+                    text.push_str(&String::from_utf8_lossy(v).replace('"', "\"\""));
+                    text.push_str("\"\n");
+                }
+                _ => {}
+            }
+        }
+        if !any {
+            return DataType::Null;
+        }
+        arrow_csv::reader::Format::default()
+            .with_header(true)
+            .infer_schema(std::io::Cursor::new(text.into_bytes()), None)
+            .map(|(s, _)| s.field(0).data_type().clone())
+            .unwrap_or(DataType::Utf8)
     }
 
     /// A field as the options see it: trimmed as asked.
@@ -291,6 +324,20 @@ impl CsvDecoder {
             Some(_) => (0..n).map(|_| RescuedRow::default()).collect(),
             None => Vec::new(),
         };
+        if self.policy.detect_new_columns && self.policy.infer_types {
+            for (j, name) in &layout.extras {
+                // A name differing from a column only in case is rescued, not new.
+                let case_only = self
+                    .schema
+                    .fields()
+                    .iter()
+                    .any(|f| f.name().eq_ignore_ascii_case(name));
+                if !case_only {
+                    let ty = self.value_type(*j);
+                    self.new_columns.note(&[name.as_str()], ty);
+                }
+            }
+        }
         if rescue_at.is_some() {
             for (j, name) in &layout.extras {
                 for (r, row) in rescued.iter_mut().enumerate() {
@@ -445,7 +492,15 @@ impl landfall_core::Decoder for CsvDecoder {
     }
 
     fn new_columns(&self) -> Vec<arrow_schema::Field> {
-        self.new_columns.fields().to_vec()
+        // A new column without a single value is a string, as inference types it.
+        self.new_columns
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Null => f.clone().with_data_type(DataType::Utf8),
+                _ => f.clone(),
+            })
+            .collect()
     }
 
     fn malformed_rows(&self) -> u64 {

@@ -468,3 +468,50 @@ fn json_temporal_formats_parse_and_rescue_what_does_not_match() {
         }
     }
 }
+
+/// With typed inference, a CSV column the schema lacks is reported with the type inference
+/// gives its values, merged over every batch of the file (batches of 2 rows here); one without
+/// a single value is a string; without typed inference every new column is a string.
+#[test]
+fn new_csv_columns_are_typed_from_their_values() {
+    let input = b"id,name,n,flag,day2,x,mixed\n\
+                  1,a,10,true,2026-01-02,,1\n\
+                  2,b,,false,2026-01-03,,2\n\
+                  3,c,30,true,,,2.5\n";
+    for cut in [0, 20, input.len()] {
+        let (_, d) = run(
+            FileFormat::Csv,
+            "t.csv",
+            target(),
+            policy(true, true),
+            input,
+            cut,
+        );
+        let types: Vec<(String, DataType)> = d
+            .new_columns()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("n".to_string(), DataType::Int64),
+                ("flag".to_string(), DataType::Boolean),
+                ("day2".to_string(), DataType::Date32),
+                ("x".to_string(), DataType::Utf8),
+                ("mixed".to_string(), DataType::Float64),
+            ],
+            "cut {cut}"
+        );
+    }
+    let mut strings = policy(true, true);
+    strings.infer_types = false;
+    let (_, d) = run(FileFormat::Csv, "t.csv", target(), strings, input, 0);
+    assert!(
+        d.new_columns()
+            .iter()
+            .all(|f| f.data_type() == &DataType::Utf8),
+        "{:?}",
+        d.new_columns()
+    );
+}

@@ -310,3 +310,35 @@ sink.path = "{root}/odd_table"
     assert_eq!(r["bad name"], 1);
     assert_eq!(r["empty"], serde_json::json!({"y": {}}));
 }
+
+/// CSV with typed inference: a column that appears in a later file joins the table with the
+/// type inference gives its values (DOUBLE, DATE), not as a string.
+#[test]
+fn new_csv_columns_join_the_table_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    put_file(&src, "a.csv", "id,name\n1,a\n");
+    let cfg = config_in(
+        root,
+        r#"
+[streams.c]
+source = "{root}/src"
+format = "csv"
+infer_column_types = true
+sink.path = "{root}/table"
+"#,
+    );
+    drain_stream(&cfg, "c");
+    put_file(&src, "b.csv", "id,name,score,day\n2,b,1.5,2026-12-01\n3,c,,\n");
+    drain_stream(&cfg, "c");
+    let v = verify("delta", &root.join("table"), Some("c"));
+    let schema = &v["schema"];
+    assert_eq!(schema["score"], "double", "{schema}");
+    assert_eq!(schema["day"], "date", "{schema}");
+    let rows = rows(&v);
+    assert_eq!(rows[1]["score"], "1.5", "{rows:?}");
+    assert_eq!(rows[1]["day"], "2026-12-01", "{rows:?}");
+    assert!(rows[2]["score"].is_null() && rows[0]["score"].is_null());
+    assert!(rows.iter().all(|r| r["_rescued_data"].is_null()), "{rows:?}");
+}
