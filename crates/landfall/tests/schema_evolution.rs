@@ -330,7 +330,11 @@ sink.path = "{root}/table"
 "#,
     );
     drain_stream(&cfg, "c");
-    put_file(&src, "b.csv", "id,name,score,day\n2,b,1.5,2026-12-01\n3,c,,\n");
+    put_file(
+        &src,
+        "b.csv",
+        "id,name,score,day\n2,b,1.5,2026-12-01\n3,c,,\n",
+    );
     drain_stream(&cfg, "c");
     let v = verify("delta", &root.join("table"), Some("c"));
     let schema = &v["schema"];
@@ -340,5 +344,8 @@ sink.path = "{root}/table"
     assert_eq!(rows[1]["score"], "1.5", "{rows:?}");
     assert_eq!(rows[1]["day"], "2026-12-01", "{rows:?}");
     assert!(rows[2]["score"].is_null() && rows[0]["score"].is_null());
-    assert!(rows.iter().all(|r| r["_rescued_data"].is_null()), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r["_rescued_data"].is_null()),
+        "{rows:?}"
+    );
 }
