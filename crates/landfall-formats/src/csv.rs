@@ -205,7 +205,8 @@ impl CsvDecoder {
     }
 
     /// The type inference gives column `j` from the values of the records read so far (arrow's
-    /// CSV inference, as the schema was inferred): `Null` when none has a value.
+    /// CSV inference, as the schema was inferred, zone-less timestamps as UTC TIMESTAMP):
+    /// `Null` when none has a value.
     fn value_type(&self, j: usize) -> DataType {
         let mut text = String::from("v\n");
         let mut any = false;
@@ -226,7 +227,14 @@ impl CsvDecoder {
         arrow_csv::reader::Format::default()
             .with_header(true)
             .infer_schema(std::io::Cursor::new(text.into_bytes()), None)
-            .map(|(s, _)| s.field(0).data_type().clone())
+            .map(|(s, _)| match s.field(0).data_type() {
+                // A zone-less timestamp column cannot join a Delta table without the
+                // timestampNtz feature: TIMESTAMP, the values read as UTC (Spark's default type).
+                DataType::Timestamp(_, None) => {
+                    DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into()))
+                }
+                t => t.clone(),
+            })
             .unwrap_or(DataType::Utf8)
     }
 

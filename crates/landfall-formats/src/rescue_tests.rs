@@ -474,10 +474,10 @@ fn json_temporal_formats_parse_and_rescue_what_does_not_match() {
 /// a single value is a string; without typed inference every new column is a string.
 #[test]
 fn new_csv_columns_are_typed_from_their_values() {
-    let input = b"id,name,n,flag,day2,x,mixed\n\
-                  1,a,10,true,2026-01-02,,1\n\
-                  2,b,,false,2026-01-03,,2\n\
-                  3,c,30,true,,,2.5\n";
+    let input = b"id,name,n,flag,day2,x,mixed,at\n\
+                  1,a,10,true,2026-01-02,,1,2026-12-01T10:00:00\n\
+                  2,b,,false,2026-01-03,,2,\n\
+                  3,c,30,true,,,2.5,2026-12-01T11:30:00.5\n";
     for cut in [0, 20, input.len()] {
         let (_, d) = run(
             FileFormat::Csv,
@@ -500,6 +500,10 @@ fn new_csv_columns_are_typed_from_their_values() {
                 ("day2".to_string(), DataType::Date32),
                 ("x".to_string(), DataType::Utf8),
                 ("mixed".to_string(), DataType::Float64),
+                (
+                    "at".to_string(),
+                    DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into()))
+                ),
             ],
             "cut {cut}"
         );

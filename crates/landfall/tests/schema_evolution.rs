@@ -312,7 +312,7 @@ sink.path = "{root}/odd_table"
 }
 
 /// CSV with typed inference: a column that appears in a later file joins the table with the
-/// type inference gives its values (DOUBLE, DATE), not as a string.
+/// type inference gives its values (DOUBLE, DATE, TIMESTAMP), not as a string.
 #[test]
 fn new_csv_columns_join_the_table_typed() {
     let dir = tempfile::tempdir().unwrap();
@@ -333,16 +333,21 @@ sink.path = "{root}/table"
     put_file(
         &src,
         "b.csv",
-        "id,name,score,day\n2,b,1.5,2026-12-01\n3,c,,\n",
+        "id,name,score,day,at\n2,b,1.5,2026-12-01,2026-12-01T10:00:00\n3,c,,,\n",
     );
     drain_stream(&cfg, "c");
     let v = verify("delta", &root.join("table"), Some("c"));
     let schema = &v["schema"];
     assert_eq!(schema["score"], "double", "{schema}");
     assert_eq!(schema["day"], "date", "{schema}");
+    assert_eq!(
+        schema["at"], "timestamp",
+        "a zone-less new column joins as TIMESTAMP (UTC): {schema}"
+    );
     let rows = rows(&v);
     assert_eq!(rows[1]["score"], "1.5", "{rows:?}");
     assert_eq!(rows[1]["day"], "2026-12-01", "{rows:?}");
+    assert_eq!(rows[1]["at"], "2026-12-01T10:00:00", "{rows:?}");
     assert!(rows[2]["score"].is_null() && rows[0]["score"].is_null());
     assert!(
         rows.iter().all(|r| r["_rescued_data"].is_null()),
