@@ -6,14 +6,15 @@
 //! List Blobs has no `start-after`: a listing after a cursor filters the keys, as object_store
 //! does. ADLS Gen2 directory entries are not objects and are left out, as object_store does.
 
-use crate::raw_list::{Listed, listed, page_size, paged, send, with_retries};
+use crate::raw_list::{
+    Listed, configure, connect, listed, page_size, paged, send, truthy, with_retries,
+};
 use chrono::{DateTime, Utc};
 use futures::stream::{BoxStream, StreamExt};
-use object_store::ClientOptions;
 use object_store::azure::{
     AzureAuthorizer, AzureConfigKey, AzureCredentialProvider, MicrosoftAzureBuilder,
 };
-use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
+use object_store::client::{HttpClient, HttpRequestBody};
 use object_store::path::Path;
 use serde::Deserialize;
 use url::Url;
@@ -42,14 +43,6 @@ impl std::fmt::Debug for AzureLister {
     }
 }
 
-/// Booleans as object_store reads its configuration.
-fn truthy(v: &str) -> bool {
-    matches!(
-        v.to_ascii_lowercase().as_str(),
-        "1" | "true" | "on" | "yes" | "y"
-    )
-}
-
 impl AzureLister {
     /// A lister for an `az://`, `azure://`, `adl://` or `abfs(s)://` URL with the store's
     /// options; `None` for other schemes and for Fabric OneLake (listed by object_store).
@@ -74,16 +67,15 @@ impl AzureLister {
         if container.is_empty() {
             return Err(err(&"no container"));
         }
-        let mut builder = MicrosoftAzureBuilder::new().with_url(url.to_string());
-        let mut client = ClientOptions::new();
-        for (k, v) in options {
-            if let Ok(key) = k.to_ascii_lowercase().parse::<AzureConfigKey>() {
-                if let AzureConfigKey::Client(c) = &key {
-                    client = client.with_config(*c, v.clone());
-                }
-                builder = builder.with_config(key, v.clone());
-            }
-        }
+        let (builder, mut client) = configure(
+            options,
+            MicrosoftAzureBuilder::new().with_url(url.to_string()),
+            |k| match k {
+                AzureConfigKey::Client(c) => Some(*c),
+                _ => None,
+            },
+            MicrosoftAzureBuilder::with_config,
+        );
         let config = |k: AzureConfigKey| builder.get_config_value(&k);
         let flag = |k: AzureConfigKey| config(k).is_some_and(|v| truthy(&v));
         if flag(AzureConfigKey::UseFabricEndpoint) {
@@ -109,9 +101,7 @@ impl AzureLister {
         }
         let skip_signature = flag(AzureConfigKey::SkipSignature);
         let store = builder.build().map_err(|e| err(&e))?;
-        let client = ReqwestConnector::default()
-            .connect(&client)
-            .map_err(|e| err(&e))?;
+        let client = connect(&client).map_err(|e| err(&e))?;
         Ok(Some(AzureLister {
             client,
             credentials: (!skip_signature).then(|| store.credentials().clone()),

@@ -22,8 +22,9 @@ use crate::azure_list::AzureLister;
 use crate::s3_list::S3Lister;
 use chrono::{DateTime, Utc};
 use futures::stream::{BoxStream, StreamExt};
-use object_store::ObjectMeta;
+use object_store::client::{HttpClient, HttpConnector, ReqwestConnector};
 use object_store::path::Path;
+use object_store::{ClientConfigKey, ClientOptions, ObjectMeta};
 use url::Url;
 
 /// One listed object.
@@ -55,6 +56,42 @@ pub(crate) fn listed(
         }),
         _ => Listed::Unrepresentable(key, last_modified),
     }
+}
+
+/// Booleans as object_store reads its configuration.
+pub(crate) fn truthy(v: &str) -> bool {
+    matches!(
+        v.to_ascii_lowercase().as_str(),
+        "1" | "true" | "on" | "yes" | "y"
+    )
+}
+
+/// A store's options applied as object_store applies them: every key of the store's kind `K`
+/// to its builder (`apply`), and the HTTP client's keys among them (`client_key`) to the
+/// client options the lister connects with. Keys of other stores are ignored.
+pub(crate) fn configure<'a, K: std::str::FromStr, B>(
+    options: impl Iterator<Item = (&'a String, &'a String)>,
+    mut builder: B,
+    client_key: impl Fn(&K) -> Option<ClientConfigKey>,
+    apply: impl Fn(B, K, String) -> B,
+) -> (B, ClientOptions) {
+    let mut client = ClientOptions::new();
+    for (k, v) in options {
+        if let Ok(key) = k.to_ascii_lowercase().parse::<K>() {
+            if let Some(c) = client_key(&key) {
+                client = client.with_config(c, v.clone());
+            }
+            builder = apply(builder, key, v.clone());
+        }
+    }
+    (builder, client)
+}
+
+/// The HTTP client a lister sends its requests with (object_store's own).
+pub(crate) fn connect(client: &ClientOptions) -> Result<HttpClient, String> {
+    ReqwestConnector::default()
+        .connect(client)
+        .map_err(|e| e.to_string())
 }
 
 /// `LANDFALL_S3_LIST_MAX_KEYS`: a smaller page than the stores' 1,000 (S3 `max-keys`, Azure

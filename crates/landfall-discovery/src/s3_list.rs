@@ -5,12 +5,13 @@
 //! ask for URL-encoded keys; GCS requests carry object_store's OAuth bearer token (GCS and
 //! its emulators may ignore `encoding-type`: keys then come as they are).
 
-use crate::raw_list::{Listed, listed, page_size, paged, send, with_retries};
+use crate::raw_list::{
+    Listed, configure, connect, listed, page_size, paged, send, truthy, with_retries,
+};
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
-use object_store::ClientOptions;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer, AwsCredentialProvider};
-use object_store::client::{HttpClient, HttpConnector, HttpRequestBody, ReqwestConnector};
+use object_store::client::{HttpClient, HttpRequestBody};
 use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::path::Path;
 use serde::Deserialize;
@@ -43,14 +44,6 @@ pub struct S3Lister {
     bucket_url: String,
     /// Counts each ListObjectsV2 request (`LIST`).
     count: Option<crate::CountRequests>,
-}
-
-/// Booleans as object_store reads its configuration.
-fn truthy(v: &str) -> bool {
-    matches!(
-        v.to_ascii_lowercase().as_str(),
-        "1" | "true" | "on" | "yes" | "y"
-    )
 }
 
 /// The bucket's base URL, as object_store's builder computes it.
@@ -90,16 +83,15 @@ impl S3Lister {
             return Ok(None);
         }
         let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
-        let mut builder = AmazonS3Builder::new().with_url(url.to_string());
-        let mut client = ClientOptions::new();
-        for (k, v) in options {
-            if let Ok(key) = k.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
-                if let AmazonS3ConfigKey::Client(c) = &key {
-                    client = client.with_config(*c, v.clone());
-                }
-                builder = builder.with_config(key, v.clone());
-            }
-        }
+        let (builder, client) = configure(
+            options,
+            AmazonS3Builder::new().with_url(url.to_string()),
+            |k| match k {
+                AmazonS3ConfigKey::Client(c) => Some(*c),
+                _ => None,
+            },
+            AmazonS3Builder::with_config,
+        );
         let config = |k: AmazonS3ConfigKey| builder.get_config_value(&k);
         let flag = |k: AmazonS3ConfigKey| config(k).is_some_and(|v| truthy(&v));
         let (skip_signature, request_payer) = (
@@ -126,9 +118,7 @@ impl S3Lister {
             flag(AmazonS3ConfigKey::VirtualHostedStyleRequest),
         );
         let store = builder.build().map_err(|e| err(&e))?;
-        let client = ReqwestConnector::default()
-            .connect(&client)
-            .map_err(|e| err(&e))?;
+        let client = connect(&client).map_err(|e| err(&e))?;
         let auth = if skip_signature {
             Auth::Anonymous { request_payer }
         } else {
@@ -156,16 +146,15 @@ impl S3Lister {
             return Ok(None);
         }
         let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
-        let mut builder = GoogleCloudStorageBuilder::new().with_url(url.to_string());
-        let mut client = ClientOptions::new();
-        for (k, v) in options {
-            if let Ok(key) = k.to_ascii_lowercase().parse::<GoogleConfigKey>() {
-                if let GoogleConfigKey::Client(c) = &key {
-                    client = client.with_config(*c, v.clone());
-                }
-                builder = builder.with_config(key, v.clone());
-            }
-        }
+        let (builder, client) = configure(
+            options,
+            GoogleCloudStorageBuilder::new().with_url(url.to_string()),
+            |k| match k {
+                GoogleConfigKey::Client(c) => Some(*c),
+                _ => None,
+            },
+            GoogleCloudStorageBuilder::with_config,
+        );
         let bucket = url
             .host_str()
             .filter(|b| !b.is_empty())
@@ -198,9 +187,7 @@ impl S3Lister {
             .get_config_value(&GoogleConfigKey::SkipSignature)
             .is_some_and(|v| truthy(&v));
         let store = builder.build().map_err(|e| err(&e))?;
-        let client = ReqwestConnector::default()
-            .connect(&client)
-            .map_err(|e| err(&e))?;
+        let client = connect(&client).map_err(|e| err(&e))?;
         let auth = if skip_signature {
             Auth::Anonymous {
                 request_payer: false,

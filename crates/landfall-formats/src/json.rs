@@ -115,7 +115,7 @@ impl JsonDecoder {
                 fields.push(Field::new(p, DataType::Utf8, true));
             }
         }
-        self.decode_schema = Arc::new(Schema::new(fields));
+        self.set_decode_schema(Schema::new(fields));
         if let Some(r) = &policy.rescued_column {
             self.rescued_name = Some(r.clone());
             self.policy = SchemaPolicy {
@@ -152,7 +152,7 @@ impl JsonDecoder {
             }
         }
         if !self.parsed.is_empty() {
-            self.decode_schema = Arc::new(Schema::new(fields));
+            self.set_decode_schema(Schema::new(fields));
             self.fresh_inner()?;
         }
         Ok(self)
@@ -266,8 +266,13 @@ impl JsonDecoder {
         }
     }
 
+    /// Decode into `schema` from now on (its decimal columns noted once, here).
+    fn set_decode_schema(&mut self, schema: Schema) {
+        self.decimals = crate::json_decimal::DecimalColumns::of(schema.fields());
+        self.decode_schema = Arc::new(schema);
+    }
+
     fn fresh_inner(&mut self) -> Result<(), FormatError> {
-        self.decimals = crate::json_decimal::DecimalColumns::of(self.decode_schema.fields());
         self.inner = build(
             self.decode_schema.clone(),
             self.batch_size,
