@@ -47,6 +47,7 @@ METRICS = {
     "landfall_storage_requests_total",
     "landfall_schema_version",
     "landfall_table_version",
+    "landfall_notification_entry_restored_total",
 }
 HISTOGRAMS = {"landfall_batch_duration_seconds", "landfall_commit_latency_seconds"}
 

@@ -15,6 +15,16 @@ Used by crates/landfall/tests/notifications.rs. Every command prints one JSON ob
   aws.py ENDPOINT peek QUEUE_URL                            approximate messages (visible, in flight)
   aws.py ENDPOINT notification BUCKET                       the bucket's notification configuration
   aws.py ENDPOINT tags QUEUE_URL                            the queue's tags
+  aws.py ENDPOINT policy QUEUE_URL                          the queue's access policy (parsed)
+  aws.py ENDPOINT topic-policy TOPIC_ARN                    the topic's access policy (parsed)
+  aws.py ENDPOINT queue-exists QUEUE_NAME                   whether a queue of that name exists
+  aws.py ENDPOINT topics                                    every topic ARN
+  aws.py ENDPOINT stale-writer BUCKET SECONDS               read the bucket's notification
+                                                            configuration once, then write that
+                                                            snapshot back every 50 ms for SECONDS
+                                                            (a racing read-modify-write, or a
+                                                            Terraform apply, that drops entries
+                                                            written meanwhile)
 """
 import json
 import sys
@@ -104,6 +114,33 @@ def main(argv):
         print(json.dumps(c))
     elif cmd == "tags":
         print(json.dumps(sqs.list_queue_tags(QueueUrl=args[0]).get("Tags", {})))
+    elif cmd == "policy":
+        a = sqs.get_queue_attributes(QueueUrl=args[0], AttributeNames=["Policy"])["Attributes"]
+        print(a.get("Policy", "null"))
+    elif cmd == "topic-policy":
+        a = sns.get_topic_attributes(TopicArn=args[0])["Attributes"]
+        print(a.get("Policy", "null"))
+    elif cmd == "queue-exists":
+        try:
+            sqs.get_queue_url(QueueName=args[0])
+            print("true")
+        except sqs.exceptions.QueueDoesNotExist:
+            print("false")
+    elif cmd == "topics":
+        arns = [t["TopicArn"] for t in sns.list_topics().get("Topics", [])]
+        print(json.dumps(arns))
+    elif cmd == "stale-writer":
+        import time
+        bucket, seconds = args[0], float(args[1])
+        snapshot = s3.get_bucket_notification_configuration(Bucket=bucket)
+        snapshot.pop("ResponseMetadata", None)
+        print(json.dumps({"ready": True}), flush=True)
+        end, writes = time.monotonic() + seconds, 0
+        while time.monotonic() < end:
+            s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration=snapshot)
+            writes += 1
+            time.sleep(0.05)
+        print(json.dumps({"writes": writes}))
     else:
         sys.exit(f"unknown command {cmd}")
 

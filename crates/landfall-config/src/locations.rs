@@ -42,6 +42,8 @@ pub struct LocationConfig {
     pub visibility_timeout: Option<String>,
     /// Long-poll wait of one receive (default `20s`).
     pub wait_time: Option<String>,
+    /// As `notifications.entry_check_interval` of a stream (default `5m`).
+    pub entry_check_interval: Option<String>,
     /// Queue service endpoint (emulators, VPC endpoints).
     pub endpoint: Option<String>,
     /// Tags of every resource landfall creates for the location.
@@ -164,6 +166,7 @@ pub(crate) fn validate_location(
         || l.receivers.is_some()
         || l.visibility_timeout.is_some()
         || l.wait_time.is_some()
+        || l.entry_check_interval.is_some()
         || l.endpoint.is_some()
         || !l.resource_tags.is_empty();
     let mut queue = None;
@@ -186,6 +189,10 @@ pub(crate) fn validate_location(
                         .clone()
                         .unwrap_or_else(|| NotificationsConfig::default().wait_time),
                     endpoint: l.endpoint.clone(),
+                    entry_check_interval: l
+                        .entry_check_interval
+                        .clone()
+                        .unwrap_or_else(crate::notifications::default_entry_check),
                     resource_tags: l.resource_tags.clone(),
                 };
                 match validate_queue(&format!("landfall-location-{name}"), &n, u) {

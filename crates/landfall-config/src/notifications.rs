@@ -69,6 +69,11 @@ pub struct NotificationsConfig {
     /// Queue service endpoint (emulators, VPC endpoints). Default: the source store's endpoint
     /// when it has one, else the cloud's.
     pub endpoint: Option<String>,
+    /// S3 with automatic setup: how often the bucket notification entry landfall created is
+    /// checked (it is also checked at every start); an entry another writer removed is
+    /// written again and the source listed once (default `5m`, between 1s and 24h).
+    #[serde(default = "default_entry_check")]
+    pub entry_check_interval: String,
     /// Tags applied to every resource landfall creates.
     #[serde(default)]
     pub resource_tags: BTreeMap<String, String>,
@@ -84,9 +89,14 @@ impl Default for NotificationsConfig {
             visibility_timeout: default_visibility(),
             wait_time: default_wait(),
             endpoint: None,
+            entry_check_interval: default_entry_check(),
             resource_tags: BTreeMap::new(),
         }
     }
+}
+
+pub(crate) fn default_entry_check() -> String {
+    "5m".into()
 }
 
 fn one() -> usize {
@@ -121,6 +131,8 @@ pub struct NotificationsSpec {
     pub visibility_timeout: Duration,
     pub wait_time: Duration,
     pub endpoint: Option<String>,
+    /// How often an owned bucket notification entry is checked.
+    pub entry_check_interval: Duration,
     pub resource_tags: BTreeMap<String, String>,
 }
 
@@ -305,15 +317,35 @@ pub(crate) fn validate_queue(
     if n.resource_tags.len() > 50 {
         errors.push(("resource_tags", "at most 50 tags".into()));
     }
-    match (errors.is_empty(), visibility, wait) {
-        (true, Some(visibility_timeout), Some(wait_time)) => Ok(NotificationsSpec {
-            queue,
-            receivers: n.receivers,
-            visibility_timeout,
-            wait_time,
-            endpoint: n.endpoint.clone(),
-            resource_tags: n.resource_tags.clone(),
-        }),
+    let entry_check = match humantime::parse_duration(&n.entry_check_interval) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= Duration::from_secs(24 * 3600) => Some(d),
+        Ok(_) => {
+            errors.push((
+                "entry_check_interval",
+                format!("`{}` must be between 1s and 24h", n.entry_check_interval),
+            ));
+            None
+        }
+        Err(e) => {
+            errors.push((
+                "entry_check_interval",
+                format!("`{}`: {e}", n.entry_check_interval),
+            ));
+            None
+        }
+    };
+    match (errors.is_empty(), visibility, wait, entry_check) {
+        (true, Some(visibility_timeout), Some(wait_time), Some(entry_check_interval)) => {
+            Ok(NotificationsSpec {
+                queue,
+                receivers: n.receivers,
+                visibility_timeout,
+                wait_time,
+                endpoint: n.endpoint.clone(),
+                entry_check_interval,
+                resource_tags: n.resource_tags.clone(),
+            })
+        }
         _ => Err(errors),
     }
 }

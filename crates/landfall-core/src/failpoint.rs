@@ -14,7 +14,8 @@
 //! `after_commit` (the table has the batch, the state does not), `after_record`; the Parquet
 //! directory sink adds `after_manifest` (manifest written, staged files not yet published).
 //! Notification discovery adds `after_receive` (messages received, files not recorded) and
-//! `after_admit` (files recorded, messages not deleted).
+//! `after_admit` (files recorded, messages not deleted). `before_inference`: a stream without
+//! a schema has recorded its first files (and deleted their messages), inference has not run.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -171,6 +171,10 @@ pub enum SkipKind {
     Manual,
     /// Larger than the format takes (`binary_file.max_file_size`): always skipped.
     TooLarge,
+    /// Zero bytes when discovered: recorded, nothing to read. A later version of the key
+    /// with content (a writer that creates the object first and fills it after) is a new
+    /// file, whatever `allow_overwrites` says.
+    Empty,
 }
 
 impl SkipKind {
@@ -181,6 +185,7 @@ impl SkipKind {
             SkipKind::ChangedAfterListing => "changed_after_listing",
             SkipKind::Manual => "manual",
             SkipKind::TooLarge => "too_large",
+            SkipKind::Empty => "empty",
         }
     }
 }

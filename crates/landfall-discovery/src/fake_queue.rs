@@ -3,7 +3,7 @@
 use crate::queue::{MessageQueue, QueueError, QueueMessage};
 use async_trait::async_trait;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// An in-memory queue: `receive` hands out what is queued (once), `delete` records what
@@ -13,6 +13,8 @@ pub(crate) struct FakeQueue {
     pub queued: Mutex<Vec<QueueMessage>>,
     pub deleted: Mutex<Vec<String>>,
     pub fail_extend: AtomicBool,
+    /// The next this many `receive` calls fail (retryably).
+    pub fail_receives: AtomicU64,
     pub retention: Option<Duration>,
 }
 
@@ -27,6 +29,18 @@ impl MessageQueue for FakeQueue {
         _wait: Duration,
         _visibility: Duration,
     ) -> Result<Vec<QueueMessage>, QueueError> {
+        if self
+            .fail_receives
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(QueueError {
+                op: "ReceiveMessage",
+                queue: "fake".into(),
+                detail: "injected failure".into(),
+                retryable: true,
+            });
+        }
         let mut q = self.queued.lock().unwrap();
         let n = max.min(q.len());
         Ok(q.drain(..n).collect())

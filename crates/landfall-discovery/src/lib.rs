@@ -16,6 +16,7 @@
 
 mod azure_list;
 mod azure_queue;
+mod bucket_entry;
 mod counting;
 #[cfg(test)]
 mod fake_queue;
@@ -38,6 +39,7 @@ mod stores;
 
 pub use azure_list::AzureLister;
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
+pub use bucket_entry::{Entry, EntryCheck, EntryGuard, Target, WRITE_ATTEMPTS, rule_prefix};
 pub use counting::{CountRequests, CountingStore};
 pub use file_events::{FileEventsDiscovery, Position, READ_PER_ROUND, parse_position};
 pub use listing::{Filters, ListingDiscovery};

@@ -13,7 +13,7 @@
 //! the cursor) are found by the next full listing, late but never lost.
 //!
 //! The cursor returned with a round is the greatest path of the candidate files seen (filtered
-//! out and empty objects excluded), never lower than the stored one: every file the ledger
+//! out objects excluded), never lower than the stored one: every file the ledger
 //! knows sorts at or before it. So a listed file after the stored cursor is new without asking
 //! the ledger, and only the files at or before it are looked up: an incremental listing does
 //! no lookup at all, a full listing one per file the cursor cannot rule out.
@@ -26,9 +26,13 @@
 //! or `.`, as Spark does: `_SUCCESS`, `.crc`, `_landfall/`), files outside the glob or the
 //! modification window, and files older than `max_file_age`.
 //!
-//! Passed over with a counted reason (not tracked, so a file that gets content later is still
-//! ingested): zero-byte objects (`empty`; this includes S3 console "folder/" markers, whose
-//! trailing slash object_store strips), and S3 keys object_store cannot address
+//! Zero-byte objects are candidates like any file: the stream records them `skipped` with
+//! reason `empty` (so `landfall state` accounts for every file it saw), and a later version of
+//! the key with content is a new file to the ledger. (Directory markers, `folder/` keys, are
+//! passed over by the raw listers; where object_store lists, it strips their slash, and such a
+//! marker is recorded as an empty file.)
+//!
+//! Passed over with a counted reason (not tracked): S3 keys object_store cannot address
 //! (`unrepresentable_key`, e.g. `a//b`: it could be neither read nor committed).
 
 use crate::incremental::{FullListingOutcome, Layout, ListingKind, ListingPolicy};
@@ -282,8 +286,6 @@ impl ListingDiscovery {
             let relative = crate::relative_path(&self.prefix, path);
             if !self.filters.accepts(relative, m.last_modified, now) {
                 batch.filtered += 1;
-            } else if m.size == 0 {
-                batch.passed_over.push(("empty", path.to_string()));
             } else {
                 if last.as_deref().is_none_or(|l| l < path) {
                     last = Some(path.to_string());

@@ -8,6 +8,10 @@
 //! (path, etag) once, so nothing is cached twice. An object-removed event drops the cached
 //! creations of its key that it supersedes (by sequencer, else by a HEAD that no longer finds
 //! that version), so streams that have not read them do not admit a file that is gone.
+//! A directory renamed into the location (ADLS Gen2, SFTP) names none of its files: the round
+//! lists the part of it under the prefix and caches its files before the messages are deleted
+//! (if the store cannot list it, every stream lists its prefix once instead). A directory
+//! removal is counted, but drops no cached creation: reading classifies a file that is gone.
 //!
 //! Every `listing_interval` the consumer lists the whole location and caches the files
 //! modified inside the retention whose events never came. Events leave the cache after the
@@ -19,7 +23,9 @@
 
 use crate::listing::ListingDiscovery;
 use crate::notification::StoreRef;
-use crate::queue_reader::{QueueReader, Removal, quoted, same_etag, seq_after, sort_messages};
+use crate::queue_reader::{
+    QueueReader, Removal, list_directory, quoted, same_etag, seq_after, sort_messages,
+};
 use chrono::{DateTime, Utc};
 use landfall_core::seams::SeamResult;
 use landfall_core::{QueueRound, SeamError};
@@ -210,6 +216,8 @@ pub struct LocationRound {
     /// Events outside the location's prefix, or objects that are not files.
     pub passed_over: u64,
     pub expired: u64,
+    /// Files a listing in this round cached (the bucket entry was restored).
+    pub listed: Option<u64>,
 }
 
 /// Fills one location's cache from its queue.
@@ -222,6 +230,8 @@ pub struct LocationConsumer {
     listing: ListingDiscovery,
     listing_interval: Option<Duration>,
     last_expiry: Mutex<Option<std::time::Instant>>,
+    /// The bucket entry setup created, checked at the first round and periodically.
+    entry: Option<crate::EntryGuard>,
 }
 
 impl LocationConsumer {
@@ -239,7 +249,15 @@ impl LocationConsumer {
             listing,
             listing_interval,
             last_expiry: Mutex::new(None),
+            entry: None,
         }
+    }
+
+    /// Check the bucket notification entry setup created at the first round and every
+    /// interval after; one found gone is written again and the location listed at once.
+    pub fn with_entry_guard(mut self, guard: Option<crate::EntryGuard>) -> Self {
+        self.entry = guard;
+        self
     }
 
     pub fn reader(&self) -> &QueueReader {
@@ -297,6 +315,16 @@ impl LocationConsumer {
     /// One round of the queue.
     pub async fn round(&self) -> SeamResult<LocationRound> {
         let mut out = LocationRound::default();
+        if let Some(guard) = &self.entry {
+            match guard.check_if_due().await {
+                // The files published while the entry was gone sent no event.
+                Ok(true) => out.listed = Some(self.list().await?),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(location = %self.name(), bucket = guard.bucket(), error = %e, "could not check the bucket notification entry; checking again at the next interval")
+                }
+            }
+        }
         let messages = self.reader.receive().await?;
         out.queue = QueueRound {
             received: messages.len() as u64,
@@ -313,6 +341,12 @@ impl LocationConsumer {
             }
         }
         out.cached = self.blocking(move |l| l.cache.append(&events, now)).await?;
+        for dir in &sorted.listings {
+            match self.cache_renamed(dir).await? {
+                Some(n) => out.cached += n,
+                None => out.passed_over += 1,
+            }
+        }
         for (key, removal) in sorted.removed {
             out.dropped += self.settle_removal(key, removal).await?;
         }
@@ -395,7 +429,32 @@ impl LocationConsumer {
                 }
             }
         }
-        Ok((e.size > 0).then_some(e))
+        // A zero-byte object is cached too: its streams record it (skipped, `empty`), and a
+        // later version with content is a new file to them.
+        Ok(Some(e))
+    }
+
+    /// Cache the files of a directory renamed into the location, which no event names (the
+    /// part of it under the location's prefix; `None`: it is not under it). When the store
+    /// cannot list it, every stream's position is outdated instead, so each lists its prefix
+    /// once. This runs before the round's messages are deleted: a crash repeats it.
+    async fn cache_renamed(&self, dir: &str) -> SeamResult<Option<u64>> {
+        match list_directory(self.name(), &self.listing, dir).await {
+            Ok(None) => Ok(None),
+            Ok(Some(listed)) => {
+                let events: Vec<NewEvent> = listed.files.iter().map(to_event).collect();
+                let n = self
+                    .blocking(move |l| l.cache.append(&events, Utc::now()))
+                    .await?;
+                tracing::info!(location = %self.name(), directory = %dir, files = n, "a directory was renamed into the location; its files are cached");
+                Ok(Some(n))
+            }
+            Err(e) => {
+                let h = self.blocking(|l| l.cache.outdate_positions()).await?;
+                tracing::warn!(location = %self.name(), directory = %dir, error = %e, horizon = h, "cannot list a directory renamed into the location; every stream reading the location lists its prefix once");
+                Ok(Some(0))
+            }
+        }
     }
 
     /// Drop the cached creations of `key` that a removal supersedes. Returns how many.

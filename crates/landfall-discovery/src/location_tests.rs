@@ -123,7 +123,8 @@ async fn events_are_cached_once_and_each_stream_reads_its_own() {
         "not json".into(),
     ]);
     let r = f.consumer.round().await.unwrap();
-    assert_eq!((r.cached, r.passed_over), (3, 2));
+    // The zero-byte object is cached (its streams record it as skipped, `empty`).
+    assert_eq!((r.cached, r.passed_over), (4, 1));
     assert_eq!(r.queue.malformed.len(), 1);
     // Every message but the malformed one is deleted.
     assert_eq!(f.queue.deleted.lock().unwrap().len(), 6);
@@ -133,18 +134,23 @@ async fn events_are_cached_once_and_each_stream_reads_its_own() {
     // the cache had before the listing.
     let first = a.discover(None).await.unwrap();
     assert!(first.full_listing && first.files.is_empty());
-    assert_eq!(seq(&first), Some(3));
+    assert_eq!(seq(&first), Some(4));
     // From position 0 (as if the events came after its listing) it reads its own.
     let b = read_from(&a, 0).await;
-    assert_eq!(paths(&b), ["landing/a/1.json"]);
-    assert_eq!(seq(&b), Some(3));
+    assert_eq!(paths(&b), ["landing/a/1.json", "landing/a/empty.json"]);
+    assert_eq!(seq(&b), Some(4));
     let c = read_from(&f.stream("landing", None), 0).await;
     assert_eq!(
         paths(&c),
-        ["landing/a/1.json", "landing/a/x/2.csv", "landing/b/3.json"]
+        [
+            "landing/a/1.json",
+            "landing/a/x/2.csv",
+            "landing/b/3.json",
+            "landing/a/empty.json"
+        ]
     );
     // Nothing new after the position.
-    let d = read_from(&a, 3).await;
+    let d = read_from(&a, 4).await;
     assert!(d.files.is_empty() && d.cursor.is_none());
 }
 
@@ -316,4 +322,105 @@ async fn a_re_upload_of_the_same_bytes_and_a_version_removal_keep_the_event() {
     f.send(&[versioned.to_string()]);
     let r = f.consumer.round().await.unwrap();
     assert_eq!(r.dropped, 1, "{r:?}");
+}
+
+/// An Event Grid event about container `lake` of account `myaccount` (blob names as Azure
+/// percent-encodes them): `url` for one blob, `from` and `to` for a rename.
+fn azure(kind: &str, api: &str, url: Option<&str>, rename: Option<(&str, &str)>) -> String {
+    let blob = |name: &str| format!("https://myaccount.dfs.core.windows.net/lake/{name}");
+    let mut data = format!(r#""api":"{api}","sequencer":"00000000000004420000000000028963""#);
+    if let Some(name) = url {
+        data += &format!(r#","url":"{}","contentLength":3"#, blob(name));
+    }
+    if let Some((from, to)) = rename {
+        data += &format!(
+            r#","sourceUrl":"{}","destinationUrl":"{}""#,
+            blob(from),
+            blob(to)
+        );
+    }
+    format!(
+        r#"{{"topic":"/subscriptions/x/resourceGroups/y/providers/Microsoft.Storage/storageAccounts/myaccount","subject":"/blobServices/default/containers/lake/blobs/x","eventType":"Microsoft.Storage.{kind}","eventTime":"2026-11-30T00:00:00Z","id":"1","data":{{{data}}},"dataVersion":"1","metadataVersion":"1"}}"#
+    )
+}
+
+#[tokio::test]
+async fn renamed_files_and_directories_reach_the_cache_and_their_sources_leave_it() {
+    let f = fixture(Duration::from_secs(3600));
+    // The location's own consumer on an Azure container (the fixture's is on S3).
+    let consumer = LocationConsumer::new(
+        f.location.clone(),
+        QueueReader::new(
+            "location `raw`".into(),
+            f.queue.clone(),
+            1,
+            Duration::from_secs(30),
+            Duration::ZERO,
+        ),
+        StoreRef::Azure {
+            account: "myaccount".into(),
+            container: "lake".into(),
+        },
+        ListingDiscovery::new(
+            "raw",
+            f.store.clone(),
+            Path::from("landing"),
+            Filters {
+                keep_hidden: true,
+                ..Filters::default()
+            },
+        ),
+        None,
+    );
+    for p in [
+        "landing/x.json",
+        "landing/out/part=1/a.json",
+        "landing/out/part=1/_SUCCESS",
+        "landing/old.json",
+        "elsewhere/part=1/b.json",
+    ] {
+        f.store
+            .put(&Path::from(p), PutPayload::from("{}\n"))
+            .await
+            .unwrap();
+    }
+    // A writer flushes `x.json.tmp` (cached: the event has its size), then renames it.
+    f.send(&[azure(
+        "BlobCreated",
+        "FlushWithClose",
+        Some("landing/x.json.tmp"),
+        None,
+    )]);
+    assert_eq!(consumer.round().await.unwrap().cached, 1);
+    f.send(&[
+        azure(
+            "BlobRenamed",
+            "RenameFile",
+            None,
+            Some(("landing/x.json.tmp", "landing/x.json")),
+        ),
+        azure(
+            "DirectoryRenamed",
+            "RenameDirectory",
+            None,
+            Some((
+                "landing/_temporary/0/task_1/part%3D1",
+                "landing/out/part%3D1",
+            )),
+        ),
+        azure(
+            "DirectoryRenamed",
+            "RenameDirectory",
+            None,
+            Some(("tmp/part%3D1", "elsewhere/part%3D1")),
+        ),
+    ]);
+    let r = consumer.round().await.unwrap();
+    // `x.json` (a HEAD read its size), and what the listing of `out/part=1` found.
+    assert_eq!((r.cached, r.dropped, r.passed_over), (3, 1, 1));
+    assert_eq!(f.queue.deleted.lock().unwrap().len(), 4);
+    let s = f.stream("landing", None);
+    let b = read_from(&s, 0).await;
+    assert_eq!(paths(&b), ["landing/x.json", "landing/out/part=1/a.json"]);
+    assert!(b.files.iter().all(|f| f.size == 3 && f.etag.is_some()));
 }

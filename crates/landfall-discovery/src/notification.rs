@@ -15,11 +15,28 @@
 //!   as is. `SubscriptionConfirmation` / `UnsubscribeConfirmation` are [`Ignored`].
 //! - **Azure Event Grid schema** (one event or an array of them) and **CloudEvents 1.0**
 //!   (`specversion`, `type`, `source`, `subject`, `data` or `data_base64`), raw or as base64
-//!   text (Azure Storage Queue messages usually are). `Microsoft.Storage.BlobCreated` with
-//!   `data.api` PutBlob, PutBlockList, CopyBlob or FlushWithClose is `Created` (other APIs,
-//!   such as the ADLS `CreateFile` of an empty file, are `Other("BlobCreated:<api>")`);
-//!   `Microsoft.Storage.BlobDeleted` is `Removed`; any other type is `Other`. Size comes from
-//!   `data.contentLength` and may be absent.
+//!   text (Azure Storage Queue messages usually are). Blob Storage, ADLS Gen2 and SFTP events:
+//!   - `Microsoft.Storage.BlobCreated` with `data.api` PutBlob, PutBlockList, CopyBlob,
+//!     FlushWithClose or SftpCommit is `Created`; other APIs, such as the ADLS `CreateFile`
+//!     and the SFTP `SftpCreate` of the empty blob a write starts with, are
+//!     `Other("BlobCreated:<api>")`. An SftpCommit that reports 0 bytes is given no size, so
+//!     a HEAD reads it (Azure's documented SftpCommit sample reports 0 for a committed
+//!     upload).
+//!   - `Microsoft.Storage.BlobDeleted` (DeleteBlob, DeleteFile, SftpRemove) is `Removed`.
+//!   - `Microsoft.Storage.BlobRenamed` (RenameFile, SftpRename; how Spark, Hadoop and Data
+//!     Factory publish a file on ADLS) is two events: `Created` at `data.destinationUrl`,
+//!     then `Removed` at `data.sourceUrl`. The removal carries no sequencer (a sequencer
+//!     orders the events of one blob name, and the event's is the destination's), so the
+//!     consumers ask the store about the source. The keys differ, so the removal never
+//!     cancels the creation. Neither has a size or etag: a HEAD reads them.
+//!   - `Microsoft.Storage.DirectoryRenamed` (RenameDirectory, SftpRename) is
+//!     [`EventKind::NeedsListing`] at the destination directory (files appeared under it that
+//!     no event names) and [`EventKind::DirectoryRemoved`] at the source.
+//!     `Microsoft.Storage.DirectoryDeleted` is `DirectoryRemoved`.
+//!     `Microsoft.Storage.DirectoryCreated` (CreateDirectory, SftpMakeDir: an empty
+//!     directory) and any other type are `Other`.
+//!
+//!   Size comes from `data.contentLength` and may be absent.
 //! - **GCS Pub/Sub notifications**, as pushed `{"message":{"attributes":{…},"data":…},
 //!   "subscription":…}` or bare `{"attributes":{"eventType","bucketId","objectId",…},
 //!   "data":"<base64 object resource>"}`. `OBJECT_FINALIZE` is `Created`, `OBJECT_DELETE` is
@@ -35,7 +52,7 @@
 //! - Azure keys come from the blob URL path: `https://<account>.blob.core.windows.net/<container>/<blob>`
 //!   (also `.dfs.`), or path-style `http://127.0.0.1:10000/<account>/<container>/<blob>` when
 //!   the host is an IP address or has no dot (Azurite). The blob part is percent-decoded; `+`
-//!   is literal. `BlobRenamed` events use `data.destinationUrl`.
+//!   is literal. Renames name `data.sourceUrl` and `data.destinationUrl` instead of `data.url`.
 //! - GCS object names are taken verbatim from `objectId` (or the resource's `name`).
 //!
 //! Decoding is strict: a `%` not followed by two hex digits, or escapes that do not form UTF-8,
@@ -53,8 +70,13 @@ use serde_json::{Map, Value};
 pub enum EventKind {
     /// A new object or a new version of one, complete and readable.
     Created,
-    /// The object was deleted (or hidden by a delete marker).
+    /// The object was deleted (or hidden by a delete marker), or renamed away.
     Removed,
+    /// Files appeared under the directory `key` that no event names (an ADLS Gen2 or SFTP
+    /// directory renamed into place): the consumer lists the directory.
+    NeedsListing,
+    /// The directory `key` and everything under it are gone (deleted, or renamed away).
+    DirectoryRemoved,
     /// Any other event, with its name as sent (`ObjectRestore:Completed`, `OBJECT_ARCHIVE`,
     /// `BlobCreated:CreateFile`, `Microsoft.Storage.BlobTierChanged`, …).
     Other(String),
@@ -173,9 +195,9 @@ fn dispatch(value: &Value, outer: bool) -> Result<Notification, MessageError> {
             let mut events = Vec::with_capacity(items.len());
             for item in items {
                 match item.as_object() {
-                    Some(o) if o.contains_key("specversion") => events.push(cloud_event(o)?),
+                    Some(o) if o.contains_key("specversion") => events.extend(cloud_event(o)?),
                     Some(o) if o.contains_key("eventType") => match event_grid(o)? {
-                        Some(event) => events.push(event),
+                        Some(some) => events.extend(some),
                         None => return Ok(Notification::Ignored(Ignored::EventGridValidation)),
                     },
                     _ => return Err(unknown(&format!("array element: {}", shape(item)))),
@@ -203,11 +225,11 @@ fn dispatch(value: &Value, outer: bool) -> Result<Notification, MessageError> {
         return sns(obj, kind);
     }
     if obj.contains_key("specversion") {
-        return Ok(Notification::Events(vec![cloud_event(obj)?]));
+        return Ok(Notification::Events(cloud_event(obj)?));
     }
     if obj.contains_key("eventType") && obj.contains_key("data") {
         return Ok(match event_grid(obj)? {
-            Some(event) => Notification::Events(vec![event]),
+            Some(events) => Notification::Events(events),
             None => Notification::Ignored(Ignored::EventGridValidation),
         });
     }
@@ -278,8 +300,8 @@ fn s3_records(obj: &Map<String, Value>) -> Result<Vec<StorageEvent>, MessageErro
     Ok(events)
 }
 
-/// An Event Grid schema event; `None` for a subscription validation event.
-fn event_grid(obj: &Map<String, Value>) -> Result<Option<StorageEvent>, MessageError> {
+/// The events of an Event Grid schema event; `None` for a subscription validation event.
+fn event_grid(obj: &Map<String, Value>) -> Result<Option<Vec<StorageEvent>>, MessageError> {
     const S: &str = "Event Grid";
     let kind = str_at(obj, S, "eventType")?;
     if kind == "Microsoft.EventGrid.SubscriptionValidationEvent" {
@@ -289,10 +311,10 @@ fn event_grid(obj: &Map<String, Value>) -> Result<Option<StorageEvent>, MessageE
         .get("data")
         .and_then(Value::as_object)
         .ok_or(missing(S, "data"))?;
-    azure_event(S, kind, data, opt_time(obj, "eventTime")).map(Some)
+    azure_events(S, kind, data, opt_time(obj, "eventTime")).map(Some)
 }
 
-fn cloud_event(obj: &Map<String, Value>) -> Result<StorageEvent, MessageError> {
+fn cloud_event(obj: &Map<String, Value>) -> Result<Vec<StorageEvent>, MessageError> {
     const S: &str = "CloudEvents";
     let kind = str_at(obj, S, "type")?;
     let decoded;
@@ -306,37 +328,71 @@ fn cloud_event(obj: &Map<String, Value>) -> Result<StorageEvent, MessageError> {
             decoded.as_object().ok_or(missing(S, "data"))?
         }
     };
-    azure_event(S, kind, data, opt_time(obj, "time"))
+    azure_events(S, kind, data, opt_time(obj, "time"))
 }
 
-fn azure_event(
+/// The events one Azure storage event amounts to: one, or two for a rename (destination
+/// first, then source).
+fn azure_events(
     schema: &'static str,
     kind: &str,
     data: &Map<String, Value>,
     event_time: Option<DateTime<Utc>>,
-) -> Result<StorageEvent, MessageError> {
-    let kind = match kind {
-        "Microsoft.Storage.BlobCreated" => match str_at(data, schema, "data.api")? {
-            "PutBlob" | "PutBlockList" | "CopyBlob" | "FlushWithClose" => EventKind::Created,
-            api => EventKind::Other(format!("BlobCreated:{api}")),
-        },
-        "Microsoft.Storage.BlobDeleted" => EventKind::Removed,
-        other => EventKind::Other(other.to_string()),
+) -> Result<Vec<StorageEvent>, MessageError> {
+    let at = |kind: EventKind, field: &'static str| -> Result<StorageEvent, MessageError> {
+        let url = str_at(data, schema, field)?;
+        let (account, container, key) = azure_url(url)?;
+        Ok(StorageEvent {
+            kind,
+            store: StoreRef::Azure { account, container },
+            key,
+            size: opt_u64(data, "contentLength"),
+            etag: opt_str(data, "eTag"),
+            version: None,
+            sequencer: opt_str(data, "sequencer"),
+            event_time,
+        })
     };
-    let url = match data.get("url").or_else(|| data.get("destinationUrl")) {
-        Some(Value::String(url)) => url,
-        _ => return Err(missing(schema, "data.url")),
+    // The source of a rename: gone. The sequencer orders the destination name's events.
+    let source = |kind: EventKind| -> Result<StorageEvent, MessageError> {
+        Ok(StorageEvent {
+            sequencer: None,
+            ..at(kind, "data.sourceUrl")?
+        })
     };
-    let (account, container, key) = azure_url(url)?;
-    Ok(StorageEvent {
-        kind,
-        store: StoreRef::Azure { account, container },
-        key,
-        size: opt_u64(data, "contentLength"),
-        etag: opt_str(data, "eTag"),
-        version: None,
-        sequencer: opt_str(data, "sequencer"),
-        event_time,
+    Ok(match kind {
+        "Microsoft.Storage.BlobCreated" => {
+            let api = str_at(data, schema, "data.api")?;
+            let kind = match api {
+                "PutBlob" | "PutBlockList" | "CopyBlob" | "FlushWithClose" | "SftpCommit" => {
+                    EventKind::Created
+                }
+                api => EventKind::Other(format!("BlobCreated:{api}")),
+            };
+            let mut event = at(kind, "data.url")?;
+            if api == "SftpCommit" && event.size == Some(0) {
+                event.size = None;
+            }
+            vec![event]
+        }
+        "Microsoft.Storage.BlobDeleted" => vec![at(EventKind::Removed, "data.url")?],
+        "Microsoft.Storage.BlobRenamed" => vec![
+            at(EventKind::Created, "data.destinationUrl")?,
+            source(EventKind::Removed)?,
+        ],
+        "Microsoft.Storage.DirectoryRenamed" => vec![
+            at(EventKind::NeedsListing, "data.destinationUrl")?,
+            source(EventKind::DirectoryRemoved)?,
+        ],
+        "Microsoft.Storage.DirectoryDeleted" => vec![at(EventKind::DirectoryRemoved, "data.url")?],
+        other => {
+            let field = if data.contains_key("url") || !data.contains_key("destinationUrl") {
+                "data.url"
+            } else {
+                "data.destinationUrl"
+            };
+            vec![at(EventKind::Other(other.to_string()), field)?]
+        }
     })
 }
 

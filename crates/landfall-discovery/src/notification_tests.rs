@@ -650,6 +650,15 @@ fn random_bytes_and_truncations_never_panic() {
             "Microsoft.Storage.BlobCreated",
             &blob_data("FlushWithClose", URL),
         ),
+        event_grid(
+            "Microsoft.Storage.BlobRenamed",
+            &rename_data(
+                "RenameFile",
+                "dfs",
+                "lake/a%20b/_tmp/x",
+                "lake/a%20b/%C3%A9.json",
+            ),
+        ),
         gcs,
     ];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -689,4 +698,361 @@ fn random_bytes_and_truncations_never_panic() {
             .collect();
         let _ = parse_message(&text);
     }
+}
+
+// ---- ADLS Gen2 and SFTP events, as the Azure docs show them (event-schema-blob-storage) ----
+
+/// The subject Event Grid gives an event about `path` in container `c`.
+fn subject(c: &str, path: &str) -> String {
+    format!("/blobServices/default/containers/{c}/blobs/{path}")
+}
+
+/// An Event Grid schema event with its envelope fields as Azure sends them.
+fn grid_event(event_type: &str, subject: &str, data: &str, data_version: &str) -> String {
+    format!(
+        r#"{{"topic":"{TOPIC}","subject":"{subject}","eventType":"{event_type}",
+        "eventTime":"2024-03-01T10:11:12.1234567Z","id":"831e1650-001e-001b-66ab-eeb76e069631",
+        "data":{data},"dataVersion":"{data_version}","metadataVersion":"1"}}"#
+    )
+}
+
+/// A CloudEvents 1.0 event, with `data` as an object or (`base64`) as `data_base64`.
+fn cloud(event_type: &str, subject: &str, data: &str, base64: bool) -> String {
+    let data = if base64 {
+        format!(r#""data_base64":"{}""#, b64(data.as_bytes()))
+    } else {
+        format!(r#""data":{data}"#)
+    };
+    format!(
+        r#"{{"source":"{TOPIC}","subject":"{subject}","type":"{event_type}",
+        "time":"2024-03-01T10:11:12.1234567Z","id":"831e1650-001e-001b-66ab-eeb76e069631",
+        {data},"specversion":"1.0"}}"#
+    )
+}
+
+/// Every shape one event arrives in: Event Grid and CloudEvents (`data` and `data_base64`),
+/// alone and in an array, raw and base64-encoded as Event Grid writes to Storage Queues.
+fn every_shape(event_type: &str, subject: &str, data: &str, data_version: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for event in [
+        grid_event(event_type, subject, data, data_version),
+        cloud(event_type, subject, data, false),
+        cloud(event_type, subject, data, true),
+    ] {
+        for body in [event.clone(), format!("[{event}]")] {
+            out.push(b64(body.as_bytes()));
+            out.push(body);
+        }
+    }
+    out
+}
+
+fn lake(container: &str) -> StoreRef {
+    StoreRef::Azure {
+        account: "myaccount".into(),
+        container: container.into(),
+    }
+}
+
+fn event(kind: EventKind, container: &str, key: &str, sequencer: Option<&str>) -> StorageEvent {
+    StorageEvent {
+        kind,
+        store: lake(container),
+        key: key.into(),
+        size: None,
+        etag: None,
+        version: None,
+        sequencer: sequencer.map(str::to_string),
+        event_time: time("2024-03-01T10:11:12.1234567Z"),
+    }
+}
+
+const SEQ: &str = "00000000000004420000000000028963";
+
+/// `data` of a rename (BlobRenamed or DirectoryRenamed) on the dfs endpoint, as documented.
+fn rename_data(api: &str, host: &str, from: &str, to: &str) -> String {
+    format!(
+        r#"{{"api":"{api}","clientRequestId":"6d79dbfb-0e37-4fc4-981f-442c9ca65760",
+        "requestId":"831e1650-001e-001b-66ab-eeb76e000000",
+        "destinationUrl":"https://myaccount.{host}.core.windows.net/{to}",
+        "sourceUrl":"https://myaccount.{host}.core.windows.net/{from}",
+        "sequencer":"{SEQ}",
+        "storageDiagnostics":{{"batchId":"b68529f3-68cd-4744-baa4-3c0498ec19f0"}}}}"#
+    )
+}
+
+#[test]
+fn blob_renamed_is_created_at_the_destination_and_removed_at_the_source() {
+    // A Spark task's output published by RenameFile, under `landing zone/é/`.
+    let from = "lake/landing%20zone/%C3%A9/_temporary/0/part-0.json";
+    let to = "lake/landing%20zone/%C3%A9/x.json";
+    let expected = vec![
+        event(
+            EventKind::Created,
+            "lake",
+            "landing zone/é/x.json",
+            Some(SEQ),
+        ),
+        // The rename's sequencer orders the destination's events, not the source's.
+        event(
+            EventKind::Removed,
+            "lake",
+            "landing zone/é/_temporary/0/part-0.json",
+            None,
+        ),
+    ];
+    let data = rename_data("RenameFile", "dfs", from, to);
+    let subj = subject("lake", "landing zone/é/x.json");
+    for body in every_shape("Microsoft.Storage.BlobRenamed", &subj, &data, "1") {
+        assert_eq!(parse_message(&body).unwrap(), expected, "{body}");
+    }
+    // The SFTP rename: the blob endpoint, no clientRequestId, the local user's identity.
+    let sftp = r#"{"api":"SftpRename","requestId":"831e1650-001e-001b-66ab-eeb76e000000",
+      "destinationUrl":"https://myaccount.blob.core.windows.net/inbox/landing%20zone/%C3%A9/x.json",
+      "sourceUrl":"https://myaccount.blob.core.windows.net/inbox/landing%20zone/%C3%A9/x.json.part",
+      "sequencer":"00000000000004420000000000028963","identity":"localuser",
+      "storageDiagnostics":{"batchId":"b68529f3-68cd-4744-baa4-3c0498ec19f0"}}"#;
+    let subj = subject("inbox", "landing zone/é/x.json");
+    for body in every_shape("Microsoft.Storage.BlobRenamed", &subj, sftp, "1") {
+        assert_eq!(
+            parse_message(&body).unwrap(),
+            vec![
+                event(
+                    EventKind::Created,
+                    "inbox",
+                    "landing zone/é/x.json",
+                    Some(SEQ)
+                ),
+                event(
+                    EventKind::Removed,
+                    "inbox",
+                    "landing zone/é/x.json.part",
+                    None
+                ),
+            ],
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn sftp_commit_is_created_and_sftp_create_is_not() {
+    // As documented: dataVersion 3, no clientRequestId, contentOffset, the local user.
+    let data = |api: &str, length: u64| {
+        format!(
+            r#"{{"api":"{api}","requestId":"831e1650-001e-001b-66ab-eeb76e000000",
+            "eTag":"\"0x8D4BCC2E4835CD0\"","contentType":"application/octet-stream",
+            "contentLength":{length},"contentOffset":0,"blobType":"BlockBlob",
+            "url":"https://myaccount.blob.core.windows.net/inbox/landing%20zone/%C3%A9/x.json",
+            "sequencer":"{SEQ}","identity":"localuser",
+            "storageDiagnostics":{{"batchId":"b68529f3-68cd-4744-baa4-3c0498ec19f0"}}}}"#
+        )
+    };
+    let subj = subject("inbox", "landing zone/é/x.json");
+    let committed = |size: Option<u64>| StorageEvent {
+        size,
+        etag: Some("\"0x8D4BCC2E4835CD0\"".into()),
+        ..event(
+            EventKind::Created,
+            "inbox",
+            "landing zone/é/x.json",
+            Some(SEQ),
+        )
+    };
+    let created = "Microsoft.Storage.BlobCreated";
+    for body in every_shape(created, &subj, &data("SftpCommit", 2048), "3") {
+        assert_eq!(parse_message(&body).unwrap(), vec![committed(Some(2048))]);
+    }
+    // The documented sample reports 0 bytes for a committed upload: a HEAD reads the size.
+    for body in every_shape(created, &subj, &data("SftpCommit", 0), "3") {
+        assert_eq!(parse_message(&body).unwrap(), vec![committed(None)]);
+    }
+    // The empty blob an SFTP `put` opens first is not a file yet.
+    for body in every_shape(created, &subj, &data("SftpCreate", 0), "3") {
+        assert_eq!(
+            parse_message(&body).unwrap()[0].kind,
+            EventKind::Other("BlobCreated:SftpCreate".into())
+        );
+    }
+}
+
+#[test]
+fn deletes_by_every_api_are_removed() {
+    for (api, host, data_version) in [
+        ("DeleteBlob", "blob", ""),
+        ("DeleteFile", "dfs", "2"),
+        ("SftpRemove", "blob", "2"),
+    ] {
+        let data = format!(
+            r#"{{"api":"{api}","requestId":"4c2359fe-001e-00ba-0e04-585868000000",
+            "contentType":"text/plain","blobType":"BlockBlob",
+            "url":"https://myaccount.{host}.core.windows.net/lake/landing%20zone/%C3%A9/x.json",
+            "sequencer":"0000000000000281000000000002F5CA","identity":"localuser",
+            "storageDiagnostics":{{"batchId":"b68529f3-68cd-4744-baa4-3c0498ec19f0"}}}}"#
+        );
+        let subj = subject("lake", "landing zone/é/x.json");
+        for body in every_shape("Microsoft.Storage.BlobDeleted", &subj, &data, data_version) {
+            assert_eq!(
+                parse_message(&body).unwrap(),
+                vec![event(
+                    EventKind::Removed,
+                    "lake",
+                    "landing zone/é/x.json",
+                    Some("0000000000000281000000000002F5CA")
+                )],
+                "{api}: {body}"
+            );
+        }
+    }
+}
+
+#[test]
+fn directory_events_ask_for_a_listing_or_remove_a_directory() {
+    // A Hadoop job commit renaming a task's output directory into place.
+    let data = rename_data(
+        "RenameDirectory",
+        "dfs",
+        "lake/landing%20zone/_temporary/0/task_01/%C3%A9",
+        "lake/landing%20zone/%C3%A9",
+    );
+    let subj = subject("lake", "landing zone/é");
+    for body in every_shape("Microsoft.Storage.DirectoryRenamed", &subj, &data, "1") {
+        assert_eq!(
+            parse_message(&body).unwrap(),
+            vec![
+                event(EventKind::NeedsListing, "lake", "landing zone/é", Some(SEQ)),
+                event(
+                    EventKind::DirectoryRemoved,
+                    "lake",
+                    "landing zone/_temporary/0/task_01/é",
+                    None
+                ),
+            ],
+            "{body}"
+        );
+    }
+    // The same from SFTP (`rename` of a directory).
+    let sftp = rename_data(
+        "SftpRename",
+        "blob",
+        "inbox/upload%20dir",
+        "inbox/%C3%A9t%C3%A9",
+    );
+    let e = parse_message(&cloud(
+        "Microsoft.Storage.DirectoryRenamed",
+        &subject("inbox", "été"),
+        &sftp,
+        false,
+    ))
+    .unwrap();
+    assert_eq!(
+        (&e[0].kind, e[0].key.as_str(), &e[1].kind, e[1].key.as_str()),
+        (
+            &EventKind::NeedsListing,
+            "été",
+            &EventKind::DirectoryRemoved,
+            "upload dir"
+        )
+    );
+
+    let dir_data = |api: &str, recursive: &str| {
+        format!(
+            r#"{{"api":"{api}","clientRequestId":"6d79dbfb-0e37-4fc4-981f-442c9ca65760",
+            "requestId":"831e1650-001e-001b-66ab-eeb76e000000",
+            "url":"https://myaccount.dfs.core.windows.net/lake/landing%20zone/%C3%A9"{recursive},
+            "sequencer":"{SEQ}",
+            "storageDiagnostics":{{"batchId":"b68529f3-68cd-4744-baa4-3c0498ec19f0"}}}}"#
+        )
+    };
+    for body in every_shape(
+        "Microsoft.Storage.DirectoryDeleted",
+        &subj,
+        &dir_data("DeleteDirectory", r#","recursive":"true""#),
+        "1",
+    ) {
+        assert_eq!(
+            parse_message(&body).unwrap(),
+            vec![event(
+                EventKind::DirectoryRemoved,
+                "lake",
+                "landing zone/é",
+                Some(SEQ)
+            )]
+        );
+    }
+    // A new directory is empty: nothing to ingest.
+    for body in every_shape(
+        "Microsoft.Storage.DirectoryCreated",
+        &subj,
+        &dir_data("CreateDirectory", ""),
+        "1",
+    ) {
+        assert_eq!(
+            parse_message(&body).unwrap()[0].kind,
+            EventKind::Other("Microsoft.Storage.DirectoryCreated".into())
+        );
+    }
+}
+
+#[test]
+fn renames_decode_strictly() {
+    let subj = subject("lake", "x.json");
+    let renamed = |data: &str| grid_event("Microsoft.Storage.BlobRenamed", &subj, data, "1");
+    let no_source = r#"{"api":"RenameFile","destinationUrl":"https://myaccount.dfs.core.windows.net/lake/x.json"}"#;
+    assert_eq!(
+        err(&renamed(no_source)),
+        MessageError::MissingField {
+            schema: "Event Grid",
+            field: "data.sourceUrl"
+        }
+    );
+    let no_destination =
+        r#"{"api":"RenameFile","sourceUrl":"https://myaccount.dfs.core.windows.net/lake/x.json"}"#;
+    assert!(matches!(
+        err(&cloud(
+            "Microsoft.Storage.DirectoryRenamed",
+            &subj,
+            no_destination,
+            true
+        )),
+        MessageError::MissingField {
+            schema: "CloudEvents",
+            field: "data.destinationUrl"
+        }
+    ));
+    for (from, to) in [("lake/a%zz", "lake/b"), ("lake/a", "lake/%FF%FE")] {
+        let data = rename_data("RenameFile", "dfs", from, to);
+        assert!(
+            matches!(err(&renamed(&data)), MessageError::BadKeyEncoding { .. }),
+            "{from} -> {to}"
+        );
+    }
+    // Path-style (Azurite) URLs name the account in the path.
+    let azurite = r#"{"api":"RenameFile",
+      "destinationUrl":"http://127.0.0.1:10000/devstoreaccount1/lake/landing%20zone/%C3%A9/x.json",
+      "sourceUrl":"http://127.0.0.1:10000/devstoreaccount1/lake/landing%20zone/%C3%A9/_temporary/x.json"}"#;
+    let e = parse_message(&renamed(azurite)).unwrap();
+    assert_eq!(
+        e.iter()
+            .map(|e| (&e.kind, &e.store, e.key.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (
+                &EventKind::Created,
+                &StoreRef::Azure {
+                    account: "devstoreaccount1".into(),
+                    container: "lake".into()
+                },
+                "landing zone/é/x.json"
+            ),
+            (
+                &EventKind::Removed,
+                &StoreRef::Azure {
+                    account: "devstoreaccount1".into(),
+                    container: "lake".into()
+                },
+                "landing zone/é/_temporary/x.json"
+            ),
+        ]
+    );
 }

@@ -15,6 +15,11 @@
 //!   stops the stream.
 //! - Test events, SNS confirmations, removed events, other event kinds, other buckets, keys
 //!   outside the prefix or the filters: counted, and the message is deleted.
+//! - A directory renamed into the source (ADLS Gen2, SFTP) names none of its files: the round
+//!   lists the part of it under the prefix (the whole prefix if the store cannot list it) and
+//!   its files join the round's candidates, so the message is deleted only once they are
+//!   admitted. A file created in a round that also removes its directory is admitted only if
+//!   a HEAD still finds it.
 //! - The same key and etag in several messages (duplicates, redeliveries, moto's two events
 //!   of a multipart upload) is one candidate; the ledger admits a file once.
 //! - While messages are held (between receive and acknowledgement) a heartbeat extends their
@@ -29,7 +34,9 @@
 use crate::listing::ListingDiscovery;
 use crate::notification::{StorageEvent, StoreRef};
 use crate::queue::MessageQueue;
-use crate::queue_reader::{QueueReader, Removal, quoted, same_etag, seq_after, sort_messages};
+use crate::queue_reader::{
+    QueueReader, Removal, list_directory, nests, quoted, same_etag, seq_after, sort_messages,
+};
 use chrono::{DateTime, Utc};
 use landfall_core::seams::{NewFilter, SeamResult};
 use landfall_core::{AckToken, Discovery, DiscoveryBatch, FileMeta, QueueRound, SeamError};
@@ -65,6 +72,8 @@ pub struct NotificationDiscovery {
     /// The last time this stream read its queue (from the state, at start).
     last_receive: Mutex<Option<DateTime<Utc>>>,
     gap_checked: AtomicBool,
+    /// The bucket entry setup created, checked at the first round and periodically.
+    entry: Option<crate::EntryGuard>,
 }
 
 impl NotificationDiscovery {
@@ -92,6 +101,27 @@ impl NotificationDiscovery {
             just_listed: AtomicBool::new(false),
             last_receive: Mutex::new(None),
             gap_checked: AtomicBool::new(false),
+            entry: None,
+        }
+    }
+
+    /// Check the bucket notification entry setup created at the first round and every
+    /// interval after; one found gone is written again and the source listed once.
+    pub fn with_entry_guard(mut self, guard: Option<crate::EntryGuard>) -> Self {
+        self.entry = guard;
+        self
+    }
+
+    /// When due, check the bucket entry; a restored one asks for a listing (the files
+    /// published while it was gone sent no event).
+    async fn check_entry(&self) {
+        let Some(guard) = &self.entry else { return };
+        match guard.check_if_due().await {
+            Ok(true) => self.request_listing(),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(stream = %self.stream, bucket = guard.bucket(), error = %e, "could not check the bucket notification entry; checking again at the next interval")
+            }
         }
     }
 
@@ -191,6 +221,7 @@ impl NotificationDiscovery {
         batch.listed = sorted.events;
         batch.ack = sorted.ack;
         let removed = sorted.removed;
+        let removed_dirs = sorted.removed_dirs;
         let mut created: Vec<(FileMeta, Option<String>)> = Vec::new();
         for ev in sorted.created {
             let sequencer = ev.sequencer.clone();
@@ -200,12 +231,24 @@ impl NotificationDiscovery {
                 Candidate::PassedOver(reason, path) => batch.passed_over.push((reason, path)),
             }
         }
+        self.list_renamed(&sorted.listings, may_be_new, &mut batch, &mut created)
+            .await?;
+        // A directory removal names no file: the store says what is left under it.
+        let dir_removal = Removal {
+            sequencer: None,
+            ask_store: true,
+        };
         let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
         for (f, seq) in created {
             if !seen.insert((f.path.clone(), f.etag.clone())) {
                 continue;
             }
-            if let Some(removal) = removed.get(&f.path)
+            let removal = if removed_dirs.iter().any(|d| nests(d, &f.path)) {
+                Some(&dir_removal)
+            } else {
+                removed.get(&f.path)
+            };
+            if let Some(removal) = removal
                 && !self.outlives_removal(&f, seq.as_deref(), removal).await
             {
                 batch.filtered += 1;
@@ -216,6 +259,43 @@ impl NotificationDiscovery {
         batch.retain_new(may_be_new)?;
         batch.queue = Some(round);
         Ok(batch)
+    }
+
+    /// The files of directories renamed into the source, which no event names: the part of
+    /// each under the prefix is listed, or the whole prefix when the store cannot list it
+    /// (object_store fails on a key it cannot represent; the stream's listing survives it).
+    /// The files join the round's candidates, so they are admitted before its messages are
+    /// deleted: a crash repeats the listing, never loses it.
+    async fn list_renamed(
+        &self,
+        dirs: &[String],
+        may_be_new: NewFilter<'_>,
+        batch: &mut DiscoveryBatch,
+        created: &mut Vec<(FileMeta, Option<String>)>,
+    ) -> SeamResult<()> {
+        let mut merge = |listed: DiscoveryBatch| {
+            batch.filtered += listed.filtered;
+            batch.passed_over.extend(listed.passed_over);
+            created.extend(listed.files.into_iter().map(|f| (f, None)));
+        };
+        for dir in dirs {
+            match list_directory(&self.stream, &self.listing, dir).await {
+                Ok(None) => merge(DiscoveryBatch {
+                    filtered: 1,
+                    ..DiscoveryBatch::default()
+                }),
+                Ok(Some(listed)) => {
+                    tracing::info!(stream = %self.stream, directory = %dir, files = listed.files.len(), "a directory was renamed into the source; listed it");
+                    merge(listed);
+                }
+                Err(e) => {
+                    tracing::warn!(stream = %self.stream, directory = %dir, error = %e, "cannot list a directory renamed into the source; listing the whole source");
+                    merge(self.listing.discover_new(None, may_be_new).await?);
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether a created file is still there although the round also holds a removal of its
@@ -292,9 +372,6 @@ impl NotificationDiscovery {
                 }
             }
         }
-        if meta.size == 0 {
-            return Ok(Candidate::PassedOver("empty", meta.path));
-        }
         Ok(Candidate::File(meta))
     }
 }
@@ -318,6 +395,7 @@ impl Discovery for NotificationDiscovery {
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         self.check_gap().await;
+        self.check_entry().await;
         if self.listing_due() {
             let started = Utc::now();
             // Without the cursor: files admitted from the queue do not move it, so keys after
@@ -407,13 +485,14 @@ mod tests {
         let d = discovery(q.clone(), &bodies, Duration::from_secs(60));
         let b = d.discover(None).await.unwrap();
         let paths: Vec<_> = b.files.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(paths, ["landing/a b.json", "landing/x/c.json"]);
+        // The zero-byte object is a candidate: the worker records it (skipped, `empty`).
+        assert_eq!(
+            paths,
+            ["landing/a b.json", "landing/x/c.json", "landing/empty.json"]
+        );
         assert_eq!(b.files[0].etag.as_deref(), Some("\"e1\""));
         assert_eq!(b.filtered, 1);
-        assert_eq!(
-            b.passed_over,
-            vec![("empty", "landing/empty.json".to_string())]
-        );
+        assert!(b.passed_over.is_empty(), "{:?}", b.passed_over);
         let r = b.queue.clone().unwrap();
         assert_eq!(r.received, 8);
         assert_eq!(r.malformed.len(), 1);
@@ -504,5 +583,216 @@ mod tests {
         let fresh = discovery(q, &[], Duration::from_secs(60));
         fresh.set_last_receive(Utc::now() - chrono::Duration::hours(1));
         assert!(!fresh.discover(None).await.unwrap().full_listing);
+    }
+
+    /// A stream on Azure container `lake`, prefix `landing zone/é`, over `store`.
+    fn azure_discovery(
+        queue: Arc<FakeQueue>,
+        bodies: &[String],
+        store: Arc<dyn object_store::ObjectStore>,
+    ) -> NotificationDiscovery {
+        *queue.queued.lock().unwrap() = bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| QueueMessage {
+                id: format!("m{i}"),
+                body: b.clone(),
+                receipt: format!("r{i}"),
+                receive_count: 1,
+            })
+            .collect();
+        let prefix = Path::parse("landing zone/é").unwrap();
+        let listing = ListingDiscovery::new("s", store, prefix, Filters::default());
+        NotificationDiscovery::new(
+            "s",
+            listing,
+            queue,
+            StoreRef::Azure {
+                account: "myaccount".into(),
+                container: "lake".into(),
+            },
+            QueueOptions {
+                receivers: 1,
+                visibility: Duration::from_secs(60),
+                wait: Duration::ZERO,
+                backfill_interval: None,
+            },
+        )
+    }
+
+    /// An Event Grid event about blobs of container `lake` (names percent-encoded as Azure
+    /// sends them): `url` for one, `from` and `to` for a rename.
+    fn azure_event(
+        kind: &str,
+        api: &str,
+        url: Option<&str>,
+        rename: Option<(&str, &str)>,
+    ) -> String {
+        let blob = |name: &str| format!("https://myaccount.dfs.core.windows.net/lake/{name}");
+        let mut data = format!(
+            r#""api":"{api}","sequencer":"0000000000000442000000000002896{}""#,
+            kind.len() % 10
+        );
+        if let Some(name) = url {
+            data += &format!(
+                r#","url":"{}","contentLength":3,"eTag":"0x8D1""#,
+                blob(name)
+            );
+        }
+        if let Some((from, to)) = rename {
+            data += &format!(
+                r#","sourceUrl":"{}","destinationUrl":"{}""#,
+                blob(from),
+                blob(to)
+            );
+        }
+        format!(
+            r#"{{"topic":"/subscriptions/x/resourceGroups/y/providers/Microsoft.Storage/storageAccounts/myaccount","subject":"/blobServices/default/containers/lake/blobs/x","eventType":"Microsoft.Storage.{kind}","eventTime":"2026-11-30T00:00:00Z","id":"1","data":{{{data}}},"dataVersion":"1","metadataVersion":"1"}}"#
+        )
+    }
+
+    async fn put(store: &Arc<dyn object_store::ObjectStore>, path: &str) {
+        store
+            .put(&Path::parse(path).unwrap(), b"{}\n".to_vec().into())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_renamed_file_is_admitted_at_its_destination_and_its_source_never() {
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        // Written as `x.json.tmp` (a name the stream takes), then renamed: only the final name
+        // is in the store.
+        put(&store, "landing zone/é/x.json").await;
+        let q = Arc::new(FakeQueue::default());
+        let bodies = vec![
+            azure_event(
+                "BlobCreated",
+                "FlushWithClose",
+                Some("landing%20zone/%C3%A9/x.json.tmp"),
+                None,
+            ),
+            azure_event(
+                "BlobRenamed",
+                "RenameFile",
+                None,
+                Some((
+                    "landing%20zone/%C3%A9/x.json.tmp",
+                    "landing%20zone/%C3%A9/x.json",
+                )),
+            ),
+            // Renamed out of the source: the destination is not the stream's.
+            azure_event(
+                "BlobRenamed",
+                "RenameFile",
+                None,
+                Some(("landing%20zone/%C3%A9/y.json", "elsewhere/y.json")),
+            ),
+        ];
+        let d = azure_discovery(q.clone(), &bodies, store.clone());
+        let b = d.discover(None).await.unwrap();
+        let paths: Vec<_> = b.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["landing zone/é/x.json"]);
+        // The rename event has neither: a HEAD read them.
+        let head = store
+            .head(&Path::parse("landing zone/é/x.json").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            (b.files[0].size, b.files[0].etag.as_deref()),
+            (3, head.e_tag.as_deref())
+        );
+        assert_eq!(b.queue.as_ref().unwrap().removed_events, 2);
+        assert_eq!(b.ack.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_directory_renamed_into_the_source_is_listed_before_its_message_is_deleted() {
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        for p in [
+            "landing zone/é/out/part=1/a.json",
+            "landing zone/é/out/part=1/sub/b.json",
+            "landing zone/é/out/part=1/_SUCCESS",
+            "landing zone/é/old.json",
+            "elsewhere/part=1/c.json",
+            "landing zone/é/kept/k.json",
+        ] {
+            put(&store, p).await;
+        }
+        let kept = store
+            .head(&Path::parse("landing zone/é/kept/k.json").unwrap())
+            .await
+            .unwrap()
+            .e_tag
+            .unwrap();
+        let q = Arc::new(FakeQueue::default());
+        let bodies = vec![
+            azure_event(
+                "DirectoryRenamed",
+                "RenameDirectory",
+                None,
+                Some((
+                    "landing%20zone/%C3%A9/_temporary/0/task_1/part%3D1",
+                    "landing%20zone/%C3%A9/out/part%3D1",
+                )),
+            ),
+            // Outside the source: nothing to list.
+            azure_event(
+                "DirectoryRenamed",
+                "RenameDirectory",
+                None,
+                Some(("tmp/part%3D1", "elsewhere/part%3D1")),
+            ),
+            // Created, then its directory deleted: gone from the store, so not admitted; one
+            // the store still holds (the directory was written again) is.
+            azure_event(
+                "BlobCreated",
+                "PutBlob",
+                Some("landing%20zone/%C3%A9/gone/g.json"),
+                None,
+            ),
+            azure_event(
+                "DirectoryDeleted",
+                "DeleteDirectory",
+                Some("landing%20zone/%C3%A9/gone"),
+                None,
+            ),
+            azure_event(
+                "BlobCreated",
+                "PutBlob",
+                Some("landing%20zone/%C3%A9/kept/k.json"),
+                None,
+            )
+            .replace("0x8D1", kept.trim_matches('"')),
+            azure_event(
+                "DirectoryDeleted",
+                "DeleteDirectory",
+                Some("landing%20zone/%C3%A9/kept"),
+                None,
+            ),
+        ];
+        let d = azure_discovery(q.clone(), &bodies, store);
+        let b = d.discover(None).await.unwrap();
+        let mut paths: Vec<_> = b.files.iter().map(|f| f.path.as_str()).collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            [
+                "landing zone/é/kept/k.json",
+                "landing zone/é/out/part=1/a.json",
+                "landing zone/é/out/part=1/sub/b.json",
+            ]
+        );
+        assert!(b.files.iter().all(|f| f.size == 3 && f.etag.is_some()));
+        // `_SUCCESS` (hidden), the directory outside the source, `gone/g.json`.
+        assert_eq!(b.filtered, 3);
+        assert!(!b.full_listing);
+        // Acknowledged only now, with the listed files in the same batch.
+        assert!(q.deleted.lock().unwrap().is_empty());
+        assert_eq!(b.ack.len(), 6);
+        d.acknowledge(b.ack).await.unwrap();
+        assert_eq!(q.deleted.lock().unwrap().len(), 6);
     }
 }

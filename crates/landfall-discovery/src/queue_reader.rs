@@ -114,6 +114,10 @@ impl QueueReader {
             let calls = (0..self.receivers).map(|_| self.queue.receive(10, wait, self.visibility));
             let mut all_full = true;
             let mut any = false;
+            let mut failed = None;
+            // Every call's messages are taken before any error is looked at: a failed call
+            // must not drop what the calls beside it received (they would stay invisible for
+            // a visibility timeout, unheld).
             for r in join_all(calls).await {
                 match r {
                     Ok(msgs) => {
@@ -121,21 +125,24 @@ impl QueueReader {
                         any |= !msgs.is_empty();
                         out.extend(msgs);
                     }
-                    // Messages already received stay held and are returned; the error is
-                    // reported when nothing was received.
-                    Err(e) if out.is_empty() => {
-                        let msg = format!("{}: {e}", self.owner);
-                        return Err(if e.retryable {
-                            SeamError::retryable(msg)
-                        } else {
-                            SeamError::fatal(msg)
-                        });
-                    }
                     Err(e) => {
-                        tracing::warn!(owner = %self.owner, error = %e, "a receive failed; the messages already received are recorded first");
                         all_full = false;
+                        failed.get_or_insert(e);
                     }
                 }
+            }
+            if let Some(e) = failed {
+                // Messages already received stay held and are returned; the error is
+                // reported when nothing was received.
+                if out.is_empty() {
+                    let msg = format!("{}: {e}", self.owner);
+                    return Err(if e.retryable {
+                        SeamError::retryable(msg)
+                    } else {
+                        SeamError::fatal(msg)
+                    });
+                }
+                tracing::warn!(owner = %self.owner, error = %e, "a receive failed; the messages already received are recorded first");
             }
             if !any || !all_full || out.len() >= MAX_MESSAGES_PER_ROUND {
                 break;
@@ -253,6 +260,11 @@ pub(crate) struct Sorted {
     pub ack: Vec<AckToken>,
     /// Events in the messages, of any kind and store.
     pub events: u64,
+    /// Directories files appeared under that no event names (renamed into place), in message
+    /// order: the caller lists them before it acknowledges the messages.
+    pub listings: Vec<String>,
+    /// Directories removed with everything under them (deleted, or renamed away).
+    pub removed_dirs: Vec<String>,
 }
 
 /// The removals of one key in a round.
@@ -328,6 +340,17 @@ pub(crate) fn sort_messages(
                         None => r.ask_store = true,
                     }
                 }
+                EventKind::NeedsListing => {
+                    if !out.listings.contains(&ev.key) {
+                        out.listings.push(ev.key);
+                    }
+                }
+                EventKind::DirectoryRemoved => {
+                    round.removed_events += 1;
+                    if !out.removed_dirs.contains(&ev.key) {
+                        out.removed_dirs.push(ev.key);
+                    }
+                }
                 EventKind::Other(_) => round.other_events += 1,
             }
         }
@@ -338,11 +361,105 @@ pub(crate) fn sort_messages(
 
 pub(crate) use landfall_state::seq_after;
 
+/// Whether `inner` is `outer` or lies below it (an empty `outer` holds everything).
+pub(crate) fn nests(outer: &str, inner: &str) -> bool {
+    outer.is_empty()
+        || inner
+            .strip_prefix(outer)
+            .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+}
+
+/// The files under directory `dir` that `listing` takes (below its prefix, through its
+/// filters): a directory renamed into place, whose files no event names. `None` when `dir`
+/// and the prefix do not nest. It lists through the store (object_store), which fails on a key
+/// it cannot represent; the caller then falls back to a listing that survives such keys.
+pub(crate) async fn list_directory(
+    owner: &str,
+    listing: &crate::ListingDiscovery,
+    dir: &str,
+) -> SeamResult<Option<landfall_core::DiscoveryBatch>> {
+    let prefix = listing.prefix();
+    let root = if nests(prefix.as_ref(), dir) {
+        dir
+    } else if nests(dir, prefix.as_ref()) {
+        prefix.as_ref()
+    } else {
+        return Ok(None);
+    };
+    let root = object_store::path::Path::parse(root)
+        .map_err(|e| SeamError::retryable(format!("{owner}: directory {dir:?}: {e}")))?;
+    // Every object under the directory; the listing's own filters, relative to its prefix,
+    // decide below.
+    let all = crate::Filters {
+        keep_hidden: true,
+        ..crate::Filters::default()
+    };
+    let under = crate::ListingDiscovery::new(owner, listing.store().clone(), root, all);
+    let mut batch = landfall_core::Discovery::discover(&under, None).await?;
+    let now = chrono::Utc::now();
+    let takes = |path: &str, modified| {
+        listing
+            .filters()
+            .accepts(crate::relative_path(prefix, path), modified, now)
+    };
+    let before = batch.files.len() + batch.passed_over.len();
+    batch.files.retain(|f| takes(&f.path, f.modified));
+    batch.passed_over.retain(|(_, path)| takes(path, now));
+    batch.filtered += (before - batch.files.len() - batch.passed_over.len()) as u64;
+    batch.cursor = None;
+    batch.full_listing = false;
+    Ok(Some(batch))
+}
+
 /// An etag as object_store reports it: in double quotes.
 pub(crate) fn quoted(etag: &str) -> String {
     if etag.starts_with('"') || etag.starts_with("W/\"") {
         etag.to_string()
     } else {
         format!("\"{etag}\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_queue::FakeQueue;
+
+    fn message(i: usize) -> QueueMessage {
+        QueueMessage {
+            id: format!("m{i}"),
+            body: "{}".into(),
+            receipt: format!("r{i}"),
+            receive_count: 1,
+        }
+    }
+
+    /// The first of two receive calls fails, the second returns messages: they are returned
+    /// and held, not dropped for a visibility timeout.
+    #[tokio::test]
+    async fn a_failed_receive_keeps_what_the_calls_beside_it_received() {
+        let q = Arc::new(FakeQueue::default());
+        q.queued.lock().unwrap().extend((0..3).map(message));
+        q.fail_receives.store(1, Ordering::SeqCst);
+        let reader = QueueReader::new(
+            "test".into(),
+            q.clone(),
+            2,
+            Duration::from_secs(60),
+            Duration::ZERO,
+        );
+        let got = reader.receive().await.expect("the messages, not the error");
+        let ids: Vec<_> = got.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["m0", "m1", "m2"]);
+        let tokens = got
+            .iter()
+            .map(|m| landfall_core::AckToken(m.receipt.clone()))
+            .collect();
+        reader.acknowledge(tokens).await.unwrap();
+        assert_eq!(q.deleted.lock().unwrap().len(), 3, "held, so deleted");
+
+        // Every call failing, nothing received: the error.
+        q.fail_receives.store(2, Ordering::SeqCst);
+        assert!(reader.receive().await.is_err());
     }
 }

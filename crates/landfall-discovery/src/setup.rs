@@ -12,6 +12,7 @@
 //! overlapping configurations, with an obscure error. Setup is idempotent: CreateQueue and
 //! CreateTopic return the existing resource, and the bucket entry is replaced in place.
 
+use crate::bucket_entry::{BucketConfiguration, Entry, Target, rule_prefix};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -19,6 +20,8 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreatedResources {
     pub bucket: String,
+    /// The prefix rule of the bucket entry (bucket_entry.rs: the decoded prefix, cut before
+    /// the first character S3 implementations compare differently).
     pub prefix: String,
     /// The id of the stream's entry in the bucket's notification configuration.
     pub notification_id: String,
@@ -34,7 +37,8 @@ pub struct CreatedResources {
 pub struct SetupRequest {
     pub stream: String,
     pub bucket: String,
-    /// The source prefix inside the bucket (no leading `/`; a trailing `/` is added).
+    /// The source prefix inside the bucket, decoded (the key as S3 stores it; no leading
+    /// `/`; a trailing `/` is added).
     pub prefix: String,
     pub queue_name: String,
     pub sns: bool,
@@ -79,9 +83,9 @@ pub struct ResourceStatus {
 
 /// The S3, SQS and SNS clients setup and teardown use.
 pub struct AwsNotifications {
-    s3: aws_sdk_s3::Client,
-    sqs: aws_sdk_sqs::Client,
-    sns: aws_sdk_sns::Client,
+    pub(crate) s3: aws_sdk_s3::Client,
+    pub(crate) sqs: aws_sdk_sqs::Client,
+    pub(crate) sns: aws_sdk_sns::Client,
 }
 
 fn aws_err<E>(op: &'static str, resource: &str, e: aws_sdk_s3::error::SdkError<E>) -> SetupError
@@ -102,53 +106,6 @@ fn code_of<E: aws_sdk_s3::error::ProvideErrorMetadata>(
     e.code()
 }
 
-/// A bucket's notification configuration.
-#[derive(Default)]
-struct BucketConfiguration {
-    queues: Vec<aws_sdk_s3::types::QueueConfiguration>,
-    topics: Vec<aws_sdk_s3::types::TopicConfiguration>,
-    lambdas: Vec<aws_sdk_s3::types::LambdaFunctionConfiguration>,
-    event_bridge: Option<aws_sdk_s3::types::EventBridgeConfiguration>,
-}
-
-impl BucketConfiguration {
-    /// Whether the configuration has a queue or topic entry with this id.
-    fn has(&self, id: &str) -> bool {
-        self.queues.iter().any(|q| q.id() == Some(id))
-            || self.topics.iter().any(|t| t.id() == Some(id))
-    }
-
-    /// This configuration with the entry `id` replaced by `queue` or `topic` (or removed):
-    /// every other entry, Lambda and EventBridge setting kept.
-    fn replacing(
-        &self,
-        id: &str,
-        queue: Option<aws_sdk_s3::types::QueueConfiguration>,
-        topic: Option<aws_sdk_s3::types::TopicConfiguration>,
-    ) -> aws_sdk_s3::types::NotificationConfiguration {
-        let queues = self
-            .queues
-            .iter()
-            .filter(|q| q.id() != Some(id))
-            .cloned()
-            .chain(queue)
-            .collect();
-        let topics = self
-            .topics
-            .iter()
-            .filter(|t| t.id() != Some(id))
-            .cloned()
-            .chain(topic)
-            .collect();
-        aws_sdk_s3::types::NotificationConfiguration::builder()
-            .set_queue_configurations(Some(queues))
-            .set_topic_configurations(Some(topics))
-            .set_lambda_function_configurations(Some(self.lambdas.clone()))
-            .set_event_bridge_configuration(self.event_bridge.clone())
-            .build()
-    }
-}
-
 /// An XML document whose root element has no content (`<?xml ...?><Root xmlns="..."/>`).
 fn empty_xml_document(body: &[u8]) -> bool {
     let text = String::from_utf8_lossy(body);
@@ -167,12 +124,24 @@ pub fn notification_id(queue_name: &str) -> String {
 }
 
 /// `prefix` with exactly one trailing `/` (or empty).
-fn dir_prefix(prefix: &str) -> String {
+pub(crate) fn dir_prefix(prefix: &str) -> String {
     let p = prefix.trim_matches('/');
     if p.is_empty() {
         String::new()
     } else {
         format!("{p}/")
+    }
+}
+
+/// The condition of a statement letting S3 send for `bucket_arn`: the bucket's ARN and, when
+/// known, the bucket owner's account, as AWS documents for S3 event notifications.
+fn s3_condition(bucket_arn: &str, account: Option<&str>) -> serde_json::Value {
+    match account {
+        Some(a) => serde_json::json!({
+            "ArnLike": {"aws:SourceArn": bucket_arn},
+            "StringEquals": {"aws:SourceAccount": a}
+        }),
+        None => serde_json::json!({"ArnLike": {"aws:SourceArn": bucket_arn}}),
     }
 }
 
@@ -182,7 +151,7 @@ fn overlaps(a: &str, b: &str) -> bool {
 }
 
 /// The prefix rule of a notification filter (empty: every key).
-fn prefix_of(f: Option<&aws_sdk_s3::types::NotificationConfigurationFilter>) -> String {
+pub(crate) fn prefix_of(f: Option<&aws_sdk_s3::types::NotificationConfigurationFilter>) -> String {
     f.and_then(|f| f.key())
         .and_then(|k| {
             k.filter_rules()
@@ -223,7 +192,10 @@ impl AwsNotifications {
     /// The bucket's notification configuration. An empty one that an S3-compatible server
     /// sends under another XML root (moto: `<GetBucketNotificationResponse/>`) is read as
     /// empty rather than failing setup.
-    async fn bucket_configuration(&self, bucket: &str) -> Result<BucketConfiguration, SetupError> {
+    pub(crate) async fn bucket_configuration(
+        &self,
+        bucket: &str,
+    ) -> Result<BucketConfiguration, SetupError> {
         use aws_sdk_s3::error::SdkError;
         match self
             .s3
@@ -249,7 +221,7 @@ impl AwsNotifications {
     }
 
     /// Write a bucket's whole notification configuration.
-    async fn put_configuration(
+    pub(crate) async fn put_configuration(
         &self,
         bucket: &str,
         config: aws_sdk_s3::types::NotificationConfiguration,
@@ -269,7 +241,9 @@ impl AwsNotifications {
     pub async fn setup(&self, req: &SetupRequest) -> Result<CreatedResources, SetupError> {
         use aws_sdk_sqs::types::QueueAttributeName;
         let id = notification_id(&req.queue_name);
-        let prefix = dir_prefix(&req.prefix);
+        // The filter value S3 holds (bucket_entry.rs: cut before characters S3 implementations
+        // compare differently), what overlaps are judged by and what is recorded.
+        let prefix = rule_prefix(&dir_prefix(&req.prefix));
         let bucket = &req.bucket;
         let current = self.bucket_configuration(bucket).await?;
         // Refuse before creating anything.
@@ -358,6 +332,9 @@ impl AwsNotifications {
             .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
             .unwrap_or_default();
         let bucket_arn = format!("arn:aws:s3:::{bucket}");
+        // The account of the queue (arn:aws:sqs:<region>:<account>:<name>): landfall creates
+        // the queue in the bucket owner's account, as S3 notifications to SQS require.
+        let account = queue_arn.split(':').nth(4).filter(|a| !a.is_empty());
 
         let (topic_arn, subscription_arn, sender, sender_arn) = if req.sns {
             let topic_tags: Vec<aws_sdk_sns::types::Tag> = tags
@@ -389,7 +366,7 @@ impl AwsNotifications {
                     "Principal": {"Service": "s3.amazonaws.com"},
                     "Action": "sns:Publish",
                     "Resource": topic_arn,
-                    "Condition": {"ArnLike": {"aws:SourceArn": bucket_arn}}
+                    "Condition": s3_condition(&bucket_arn, account)
                 }]
             });
             self.sns
@@ -422,6 +399,14 @@ impl AwsNotifications {
         } else {
             (None, None, "s3.amazonaws.com", bucket_arn.clone())
         };
+        // AWS's documented statements: S3 sends (to the queue or the topic) for the bucket's
+        // ARN in the bucket owner's account (aws:SourceAccount: the confused-deputy guard);
+        // SNS sends to the queue for the topic's ARN.
+        let condition = if req.sns {
+            serde_json::json!({"ArnEquals": {"aws:SourceArn": sender_arn}})
+        } else {
+            s3_condition(&bucket_arn, account)
+        };
         let queue_policy = serde_json::json!({
             "Version": "2012-10-17",
             "Statement": [{
@@ -430,7 +415,7 @@ impl AwsNotifications {
                 "Principal": {"Service": sender},
                 "Action": "sqs:SendMessage",
                 "Resource": queue_arn,
-                "Condition": {"ArnLike": {"aws:SourceArn": sender_arn}}
+                "Condition": condition
             }]
         });
         self.sqs
@@ -441,57 +426,17 @@ impl AwsNotifications {
             .await
             .map_err(|e| aws_err("SetQueueAttributes", &queue_url, e))?;
 
-        // The bucket's configuration: everyone else's entries kept, ours added or replaced.
-        use aws_sdk_s3::types::{
-            Event, FilterRule, FilterRuleName, NotificationConfigurationFilter, QueueConfiguration,
-            S3KeyFilter, TopicConfiguration,
+        // The bucket's configuration: everyone else's entries kept, ours added or replaced,
+        // and read back until it holds (bucket_entry.rs).
+        let entry = Entry {
+            id: id.clone(),
+            target: match &topic_arn {
+                Some(t) => Target::Topic(t.clone()),
+                None => Target::Queue(queue_arn.clone()),
+            },
+            rule: prefix.clone(),
         };
-        let filter = NotificationConfigurationFilter::builder()
-            .key(
-                S3KeyFilter::builder()
-                    .filter_rules(
-                        FilterRule::builder()
-                            .name(FilterRuleName::Prefix)
-                            .value(&prefix)
-                            .build(),
-                    )
-                    .build(),
-            )
-            .build();
-        let events = [Event::S3ObjectCreated, Event::S3ObjectRemoved];
-        let build_err = |e: aws_sdk_s3::error::BuildError| SetupError::Aws {
-            op: "PutBucketNotificationConfiguration",
-            resource: bucket.clone(),
-            detail: e.to_string(),
-        };
-        let (queue, topic) = match &topic_arn {
-            Some(t) => (
-                None,
-                Some(
-                    TopicConfiguration::builder()
-                        .id(&id)
-                        .topic_arn(t)
-                        .set_events(Some(events.to_vec()))
-                        .filter(filter)
-                        .build()
-                        .map_err(build_err)?,
-                ),
-            ),
-            None => (
-                Some(
-                    QueueConfiguration::builder()
-                        .id(&id)
-                        .queue_arn(&queue_arn)
-                        .set_events(Some(events.to_vec()))
-                        .filter(filter)
-                        .build()
-                        .map_err(build_err)?,
-                ),
-                None,
-            ),
-        };
-        self.put_configuration(bucket, current.replacing(&id, queue, topic))
-            .await?;
+        self.write_entry(bucket, &entry).await?;
         Ok(CreatedResources {
             bucket: bucket.clone(),
             prefix,

@@ -253,6 +253,11 @@ impl StreamEvents {
         self.backfill.notified().await
     }
 
+    /// The process's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// A counter of the stream's storage requests by operation
     /// (`landfall_storage_requests_total{op}`).
     pub fn request_counter(&self) -> landfall_discovery::CountRequests {

@@ -266,7 +266,7 @@ async fn run(
 async fn build(
     spec: &LocationSpec,
     drain: bool,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
 ) -> SeamResult<LocationConsumer> {
     let location = open(spec)?;
     let owner = QueueOwner::of_location(spec).ok_or_else(|| {
@@ -281,7 +281,8 @@ async fn build(
             family.get_or_create(&label(&name, op)).inc_by(n);
         })
     };
-    let (queue, source) = crate::wiring::open_queue(&owner, &location.cache, count.clone()).await?;
+    let (queue, source, guard) =
+        crate::wiring::open_queue(&owner, &location.cache, count.clone(), metrics.clone()).await?;
     let n = owner.queue;
     let reader = QueueReader::new(
         format!("location `{}`", spec.name),
@@ -298,13 +299,10 @@ async fn build(
         None,
         count,
     )?;
-    Ok(LocationConsumer::new(
-        location,
-        reader,
-        source,
-        listing,
-        spec.listing_interval,
-    ))
+    Ok(
+        LocationConsumer::new(location, reader, source, listing, spec.listing_interval)
+            .with_entry_guard(guard),
+    )
 }
 
 /// A consumer round: logged and counted together.
@@ -319,6 +317,7 @@ pub fn round(location: &str, r: &LocationRound, metrics: &Metrics) {
     count(events, "dropped", r.dropped);
     count(events, "passed_over", r.passed_over);
     count(events, "expired", r.expired);
+    count(events, "listed", r.listed.unwrap_or(0));
     let q = &r.queue;
     let messages = &metrics.location_messages;
     count(messages, "received", q.received);

@@ -111,6 +111,8 @@ pub struct Metrics {
     pub location_requests: Counters<LocationLabel>,
     pub location_cache_events: Family<LocationLabel, Gauge>,
     pub location_consumer_up: Family<LocationLabel, Gauge>,
+    /// Labelled `stream` with the owner's resource tag: the stream, or `location:<name>`.
+    pub notification_entries_restored: Counters,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -330,6 +332,11 @@ impl Metrics {
                 );
                 f
             },
+            notification_entries_restored: counter(
+                &mut r,
+                "landfall_notification_entry_restored",
+                "S3 bucket notification entries landfall created that were found removed or changed by another writer and written again (the owner then lists once)",
+            ),
             batch_duration,
             commit_latency,
             registry: r,
@@ -343,6 +350,20 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// A bucket notification entry was found gone and written again: logged and counted together.
+pub fn notification_entry_restored(
+    metrics: &Metrics,
+    owner: &str,
+    bucket: &str,
+    entry: &landfall_discovery::Entry,
+) {
+    tracing::warn!(owner, bucket, entry = %entry.id, rule = %entry.rule, "the bucket notification entry landfall created was removed or changed by another writer; it is written again and the source listed once");
+    metrics
+        .notification_entries_restored
+        .get_or_create(&stream(owner))
+        .inc();
 }
 
 /// The label of `stream`.

@@ -8,8 +8,8 @@ use landfall_config::{
 use landfall_core::seams::SeamResult;
 use landfall_core::{SeamError, StateStore};
 use landfall_discovery::{
-    AwsNotifications, AwsSettings, AzureQueue, AzureQueueSettings, CreatedResources,
-    ResourceStatus, SetupError, SetupRequest,
+    AwsNotifications, AwsSettings, AzureQueue, AzureQueueSettings, CreatedResources, Entry,
+    EntryGuard, ResourceStatus, SetupError, SetupRequest,
 };
 
 /// The ledger's `m/user/` entry holding the resources setup created (JSON).
@@ -129,7 +129,7 @@ pub fn setup_request(o: &QueueOwner) -> Option<(SetupRequest, AwsSettings)> {
         return None;
     };
     let bucket = o.url.host_str()?.to_string();
-    let prefix = o.url.path().trim_start_matches('/').to_string();
+    let prefix = key_prefix(o.url);
     Some((
         SetupRequest {
             stream: o.tag.clone(),
@@ -141,6 +141,18 @@ pub fn setup_request(o: &QueueOwner) -> Option<(SetupRequest, AwsSettings)> {
         },
         aws_settings(o),
     ))
+}
+
+/// The decoded key prefix of a source URL: `s3://b/landing%20zone/%C3%A9/` is
+/// `landing zone/é/` (S3 compares keys, not URL paths).
+pub fn key_prefix(url: &url::Url) -> String {
+    let path = url.path().trim_start_matches('/');
+    match object_store::path::Path::from_url_path(path) {
+        // Path drops the trailing `/`; the setup puts one back.
+        Ok(p) => p.as_ref().to_string(),
+        // Not valid percent-encoding: a URL crate parse never gives one.
+        Err(_) => path.to_string(),
+    }
 }
 
 /// AWS client settings of the owner: its store's options, with its queue endpoint over the
@@ -188,15 +200,42 @@ pub async fn setup<N: Notes + ?Sized>(
 }
 
 /// The queue of an owner of its resources: the recorded one, or set up now (the first start
-/// without `queue_url`).
-pub async fn ensure_queue<N: Notes + ?Sized>(o: &QueueOwner<'_>, state: &N) -> SeamResult<String> {
-    if let Some(url) = created_queue_url(state)? {
-        return Ok(url);
-    }
-    setup(o, state)
-        .await?
-        .and_then(|c| c.queue_url)
-        .ok_or_else(|| SeamError::fatal(format!("{}: no queue to read: give queue_url", o.what)))
+/// without `queue_url`); with the guard that checks its bucket entry at the first round and
+/// every `entry_check_interval` (bucket_entry.rs in landfall-discovery).
+pub async fn ensure_queue<N: Notes + ?Sized>(
+    o: &QueueOwner<'_>,
+    state: &N,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+) -> SeamResult<(String, Option<EntryGuard>)> {
+    let created = match created(state)? {
+        Some(c) if c.queue_url.is_some() => c,
+        _ => setup(o, state).await?.ok_or_else(|| {
+            SeamError::fatal(format!("{}: no queue to read: give queue_url", o.what))
+        })?,
+    };
+    let url = created
+        .queue_url
+        .clone()
+        .ok_or_else(|| SeamError::fatal(format!("{}: no queue to read: give queue_url", o.what)))?;
+    let Some((req, aws)) = setup_request(o) else {
+        return Ok((url, None));
+    };
+    let Some(entry) = Entry::of(&created, &req.prefix) else {
+        return Ok((url, None));
+    };
+    let bucket = created.bucket.clone();
+    let on_restored = std::sync::Arc::new(move |owner: &str, e: &Entry| {
+        crate::metrics::notification_entry_restored(&metrics, owner, &bucket, e)
+    });
+    let guard = EntryGuard::new(
+        &o.tag,
+        AwsNotifications::new(&aws).await,
+        &created.bucket,
+        entry,
+        o.queue.entry_check_interval,
+        on_restored,
+    );
+    Ok((url, Some(guard)))
 }
 
 /// Remove what setup created for the owner and forget it. Returns what was done.

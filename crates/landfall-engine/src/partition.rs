@@ -3,10 +3,16 @@
 //! A partition value is the string the Delta log stores in `partitionValues` (and the writer
 //! escapes into the directory name), in the protocol's "Partition Value Serialization" form:
 //! strings as they are; numbers in their plain decimal form (decimals keep their scale:
-//! `12.30`); booleans `true`/`false`; dates `yyyy-MM-dd`; timestamps `yyyy-MM-dd HH:mm:ss`,
-//! with `.SSSSSS` when there is a fraction (nine digits if a nanosecond timestamp has one below
-//! the microsecond). Timestamps with a time zone are stored as UTC instants and formatted in
-//! UTC; timestamps without one are formatted as their wall-clock value. Binary values are their
+//! `12.30`); booleans `true`/`false`; dates `yyyy-MM-dd`; timestamps without a time zone
+//! (TIMESTAMP_NTZ) `yyyy-MM-dd HH:mm:ss`, their wall-clock value, with `.SSSSSS` when there is a
+//! fraction (nine digits if a nanosecond timestamp has one below the microsecond).
+//!
+//! Timestamps with a time zone (TIMESTAMP) are instants. In a Delta table they are written in
+//! the protocol's ISO 8601 form adjusted to UTC, `yyyy-MM-ddTHH:mm:ss[.SSSSSS]Z`
+//! ([`Style::Delta`]): the zone-less form is read in the reader's session time zone, so a Spark
+//! session outside UTC would shift every value. A Parquet directory's readers infer partition
+//! types from directory names, where only the zone-less form reads as a timestamp
+//! ([`Style::Hive`]); it is formatted in UTC. Binary values are their
 //! bytes as a string (they must be UTF-8). Null stays null (the writer names its directory
 //! `__HIVE_DEFAULT_PARTITION__`).
 
@@ -23,8 +29,22 @@ use std::collections::HashMap;
 /// Partition values (in `partition_by` order; `None` is null) and the rows that have them.
 pub type PartitionedRows = Vec<(Vec<Option<String>>, RecordBatch)>;
 
+/// How zoned timestamps are written (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// Delta `partitionValues`: `2024-01-02T03:04:05Z`.
+    #[default]
+    Delta,
+    /// Hive directory names of a Parquet directory: `2024-01-02 03:04:05` (UTC).
+    Hive,
+}
+
 /// Group the rows of `batch` by the string form of `columns`, keeping first-seen order.
-pub fn split(batch: &RecordBatch, columns: &[String]) -> Result<PartitionedRows, ArrowError> {
+pub fn split(
+    batch: &RecordBatch,
+    columns: &[String],
+    style: Style,
+) -> Result<PartitionedRows, ArrowError> {
     if columns.is_empty() {
         return Ok(vec![(Vec::new(), batch.clone())]);
     }
@@ -32,7 +52,7 @@ pub fn split(batch: &RecordBatch, columns: &[String]) -> Result<PartitionedRows,
         .iter()
         .map(|c| {
             let col = batch.column(batch.schema().index_of(c)?);
-            partition_strings(col)
+            partition_strings(col, style)
                 .map_err(|e| ArrowError::CastError(format!("partition column `{c}`: {e}")))
         })
         .collect::<Result<_, ArrowError>>()?;
@@ -62,10 +82,11 @@ pub fn split(batch: &RecordBatch, columns: &[String]) -> Result<PartitionedRows,
 }
 
 /// The partition value of every row of `col` (see the module docs for the format).
-pub fn partition_strings(col: &ArrayRef) -> Result<StringArray, ArrowError> {
+pub fn partition_strings(col: &ArrayRef, style: Style) -> Result<StringArray, ArrowError> {
     match col.data_type() {
         // Arrow's own cast writes `2024-01-02T03:04:05` (and an offset for zoned values).
-        DataType::Timestamp(unit, _) => {
+        DataType::Timestamp(unit, zone) => {
+            let iso = zone.is_some() && style == Style::Delta;
             let nanos_per_unit: i64 = match unit {
                 TimeUnit::Second => 1_000_000_000,
                 TimeUnit::Millisecond => 1_000_000,
@@ -89,7 +110,10 @@ pub fn partition_strings(col: &ArrayRef) -> Result<StringArray, ArrowError> {
             };
             values
                 .into_iter()
-                .map(|v| v.map(|v| format_timestamp(v, nanos_per_unit)).transpose())
+                .map(|v| {
+                    v.map(|v| format_timestamp(v, nanos_per_unit, iso))
+                        .transpose()
+                })
                 .collect()
         }
         // Arrow's cast writes a Date64 as a timestamp; the partition value is the day.
@@ -120,18 +144,28 @@ pub fn partition_strings(col: &ArrayRef) -> Result<StringArray, ArrowError> {
     }
 }
 
-/// `yyyy-MM-dd HH:mm:ss[.SSSSSS]` for `value` units of `nanos_per_unit` since the epoch.
-fn format_timestamp(value: i64, nanos_per_unit: i64) -> Result<String, ArrowError> {
+/// `yyyy-MM-dd HH:mm:ss[.SSSSSS]` for `value` units of `nanos_per_unit` since the epoch, or
+/// with `iso` `yyyy-MM-ddTHH:mm:ss[.SSSSSS]Z`.
+fn format_timestamp(value: i64, nanos_per_unit: i64, iso: bool) -> Result<String, ArrowError> {
     let out_of_range = || ArrowError::CastError(format!("timestamp {value} is out of range"));
     let units_per_sec = 1_000_000_000 / nanos_per_unit;
     let secs = value.div_euclid(units_per_sec);
     let nanos = value.rem_euclid(units_per_sec) * nanos_per_unit;
     let t = DateTime::from_timestamp(secs, nanos as u32).ok_or_else(out_of_range)?;
-    let mut s = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let mut s = t
+        .format(if iso {
+            "%Y-%m-%dT%H:%M:%S"
+        } else {
+            "%Y-%m-%d %H:%M:%S"
+        })
+        .to_string();
     if nanos % 1_000 != 0 {
         s.push_str(&format!(".{nanos:09}"));
     } else if nanos != 0 {
         s.push_str(&format!(".{:06}", nanos / 1_000));
+    }
+    if iso {
+        s.push('Z');
     }
     Ok(s)
 }
@@ -147,7 +181,11 @@ mod tests {
     use std::sync::Arc;
 
     fn strings(a: ArrayRef) -> Vec<Option<String>> {
-        partition_strings(&a)
+        styled(a, Style::Delta)
+    }
+
+    fn styled(a: ArrayRef, style: Style) -> Vec<Option<String>> {
+        partition_strings(&a, style)
             .unwrap()
             .iter()
             .map(|v| v.map(str::to_string))
@@ -174,10 +212,21 @@ mod tests {
             Some("2024-01-02 03:04:05.500000".to_string()),
             None,
         ];
-        // A zoned timestamp is an instant: formatted in UTC whatever its zone.
-        for tz in [None, Some("UTC"), Some("+05:30"), Some("America/New_York")] {
-            let a = us.clone().with_timezone_opt(tz);
-            assert_eq!(strings(Arc::new(a)), expected, "zone {tz:?}");
+        // A zone-less timestamp is its wall-clock value.
+        assert_eq!(strings(Arc::new(us.clone())), expected);
+        // A zoned timestamp is an instant: in a Delta table the ISO 8601 form in UTC, with
+        // its `Z` (a Spark session in another zone reads the same instant); in a Parquet
+        // directory's names the zone-less form in UTC. Whatever the column's zone.
+        let iso = vec![
+            Some("2024-01-02T03:04:05Z".to_string()),
+            Some("2024-01-02T03:04:05.123456Z".to_string()),
+            Some("2024-01-02T03:04:05.500000Z".to_string()),
+            None,
+        ];
+        for tz in ["UTC", "+05:30", "America/New_York"] {
+            let a: ArrayRef = Arc::new(us.clone().with_timezone(tz));
+            assert_eq!(strings(a.clone()), iso, "zone {tz}");
+            assert_eq!(styled(a, Style::Hive), expected, "zone {tz}");
         }
         assert_eq!(
             strings(Arc::new(TimestampSecondArray::from(vec![base]))),
@@ -236,8 +285,11 @@ mod tests {
             some(&["a b", "日本"])
         );
         assert!(
-            partition_strings(&(Arc::new(BinaryArray::from(vec![[0xff_u8].as_ref()])) as ArrayRef))
-                .is_err()
+            partition_strings(
+                &(Arc::new(BinaryArray::from(vec![[0xff_u8].as_ref()])) as ArrayRef),
+                Style::Delta
+            )
+            .is_err()
         );
     }
 
@@ -251,7 +303,7 @@ mod tests {
             true,
         )]));
         let batch = RecordBatch::try_new(schema, vec![Arc::new(ts)]).unwrap();
-        let parts = split(&batch, &["ts".to_string()]).unwrap();
+        let parts = split(&batch, &["ts".to_string()], Style::Delta).unwrap();
         let keys: Vec<_> = parts
             .iter()
             .map(|(k, b)| (k.clone(), b.num_rows()))
@@ -259,8 +311,8 @@ mod tests {
         assert_eq!(
             keys,
             vec![
-                (vec![Some("1970-01-01 00:00:00".to_string())], 2),
-                (vec![Some("1970-01-01 00:00:00.000001".to_string())], 1)
+                (vec![Some("1970-01-01T00:00:00Z".to_string())], 2),
+                (vec![Some("1970-01-01T00:00:00.000001Z".to_string())], 1)
             ]
         );
     }

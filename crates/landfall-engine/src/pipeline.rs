@@ -38,6 +38,8 @@ pub struct DecodeJob {
     pub options: DecodeOptions,
     pub schema: StreamSchema,
     pub partition_by: Vec<String>,
+    /// How partition values are written (the sink's format).
+    pub partition_style: crate::partition::Style,
     pub prefix: Path,
     /// The source as the user wrote it, to show object paths in messages.
     pub source: url::Url,
@@ -86,11 +88,20 @@ const DECODE_WHOLE_BELOW: u64 = 16 << 20;
 /// `LANDFALL_STREAM_FILES_FROM` (bytes) so tests can drive the streaming path with small files.
 pub(crate) fn stream_files_from() -> u64 {
     static FROM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *FROM.get_or_init(|| {
-        std::env::var("LANDFALL_STREAM_FILES_FROM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DECODE_WHOLE_BELOW)
+    *FROM.get_or_init(|| match std::env::var("LANDFALL_STREAM_FILES_FROM") {
+        Err(_) => DECODE_WHOLE_BELOW,
+        // A test knob: an unreadable value must not fall back silently (the test would then
+        // never drive the path it names).
+        Ok(v) => {
+            let from = v.parse().unwrap_or_else(|_| {
+                panic!("LANDFALL_STREAM_FILES_FROM=`{v}` is not a number of bytes")
+            });
+            tracing::info!(
+                from,
+                "LANDFALL_STREAM_FILES_FROM: files from this size are streamed"
+            );
+            from
+        }
     })
 }
 
@@ -175,6 +186,14 @@ async fn read_file(
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
 ) -> Result<FileRead, FileError> {
+    // Recorded, never read: a zero-byte Parquet or ORC file is no file of its format, and a
+    // zero-byte text file has no rows.
+    if meta.size == 0 {
+        return Err(FileError::Unreadable(landfall_core::SkipReason {
+            kind: landfall_core::SkipKind::Empty,
+            detail: "0 bytes when discovered".into(),
+        }));
+    }
     if let Some(max) = job.max_file_size
         && meta.size > max
     {
@@ -375,12 +394,13 @@ impl FileDecoder {
             let b = with_constant_columns(&self.shown, b, &self.constants, &job.schema.table)
                 .map_err(|e| not_the_file(e.into()))?;
             self.rows += b.num_rows() as u64;
-            let parts = crate::partition::split(&b, &job.partition_by).map_err(|e| {
-                not_the_file(SeamError::fatal(format!(
-                    "{}: partitioning: {e}",
-                    self.shown
-                )))
-            })?;
+            let parts = crate::partition::split(&b, &job.partition_by, job.partition_style)
+                .map_err(|e| {
+                    not_the_file(SeamError::fatal(format!(
+                        "{}: partitioning: {e}",
+                        self.shown
+                    )))
+                })?;
             out.extend(
                 parts
                     .into_iter()

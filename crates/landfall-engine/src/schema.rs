@@ -260,7 +260,8 @@ async fn infer_from_sample(
         |e: landfall_formats::FormatError| SeamError::fatal(format!("stream `{}`: {e}", spec.name));
     let mut total = 0u64;
     let mut read = 0usize;
-    for f in files.iter().take(spec.sample_files) {
+    // A zero-byte file holds no schema (and is no Parquet or ORC file).
+    for f in files.iter().filter(|f| f.size > 0).take(spec.sample_files) {
         if read > 0 && total + f.size > spec.sample_bytes {
             break;
         }
@@ -387,6 +388,7 @@ pub async fn resolve(
             if candidates.is_empty() {
                 return Ok(None);
             }
+            crate::failpoint::hit("before_inference");
             let inferred = infer_from_sample(spec, store, candidates).await?;
             (apply_hints(&spec.name, inferred, &spec.schema_hints)?, true)
         }

@@ -1,7 +1,15 @@
 //! Splitting the streams of one configuration over N processes: `landfall run --shard i/N`
 //! runs the streams whose stable hash falls in shard i. The hash is FNV-1a (64 bit) of the
-//! stream's name: fixed by its definition, so every process of every version agrees on which
-//! shard owns a stream, and a stream keeps its shard (and its state volume) across restarts.
+//! stream's shard key ([`shard_key`]): fixed by its definition, so every process of every
+//! version agrees on which shard owns a stream, and a stream keeps its shard (and its state
+//! volume) across restarts.
+//!
+//! The key of a stream reading a file-events location is the location (`location:<name>`),
+//! of any other stream its name. A location has one consumer and one event cache, in the
+//! process that runs its streams: were its streams split over two processes with their own
+//! state volumes, each would start a consumer on the one queue, each consumer would receive
+//! and delete what the other's streams needed, and both would lose events. Keyed by the
+//! location, all its streams and its one consumer run in one shard.
 //!
 //! `--shard auto` is for a Kubernetes StatefulSet: the index is the ordinal at the end of the
 //! pod's hostname (`landfall-2` is shard 2) and the count comes from `LANDFALL_SHARDS`.
@@ -31,10 +39,23 @@ fn fnv1a(s: &str) -> u64 {
     h
 }
 
+/// What a stream is sharded by: its file-events location, or its name.
+pub fn shard_key(spec: &landfall_config::StreamSpec) -> String {
+    match crate::locations::of_stream(spec) {
+        Some(l) => format!("location:{}", l.name),
+        None => spec.name.clone(),
+    }
+}
+
 impl Shard {
-    /// Whether this shard runs `stream`.
-    pub fn owns(&self, stream: &str) -> bool {
-        fnv1a(stream) % self.count as u64 == self.index as u64
+    /// Whether this shard runs the streams of shard key `key` ([`shard_key`]).
+    pub fn owns(&self, key: &str) -> bool {
+        fnv1a(key) % self.count as u64 == self.index as u64
+    }
+
+    /// Whether this shard runs `spec`.
+    pub fn runs(&self, spec: &landfall_config::StreamSpec) -> bool {
+        self.owns(&shard_key(spec))
     }
 
     /// `i/N` (0 <= i < N), or `auto` with `hostname` and `shards` (LANDFALL_SHARDS).

@@ -261,7 +261,7 @@ impl StreamSet {
         cfg.streams
             .iter()
             .filter(|s| self.opts.only.is_empty() || self.opts.only.contains(&s.name))
-            .filter(|s| self.opts.shard.is_none_or(|sh| sh.owns(&s.name)))
+            .filter(|s| self.opts.shard.is_none_or(|sh| sh.runs(s)))
             .collect()
     }
 

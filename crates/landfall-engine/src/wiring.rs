@@ -6,9 +6,9 @@ use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StoreOptions, Stream
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
-    AzureQueue, CountRequests, CountingStore, FileEventsDiscovery, Filters, ListingDiscovery,
-    MessageQueue, NotificationDiscovery, QueueOptions, RawLister, SourceDiscovery, SqsQueue,
-    StoreRef, open_store,
+    AzureQueue, CountRequests, CountingStore, EntryGuard, FileEventsDiscovery, Filters,
+    ListingDiscovery, MessageQueue, NotificationDiscovery, QueueOptions, RawLister,
+    SourceDiscovery, SqsQueue, StoreRef, open_store,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -28,6 +28,7 @@ pub async fn open_discovery(
     spec: &StreamSpec,
     state: &dyn StateStore,
     count: CountRequests,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> SeamResult<SourceDiscovery> {
     let listing = open_listing(
         &spec.name,
@@ -45,7 +46,7 @@ pub async fn open_discovery(
     let Some(owner) = QueueOwner::of_stream(spec) else {
         return Ok(SourceDiscovery::Listing(listing));
     };
-    let (queue, source) = open_queue(&owner, state, count).await?;
+    let (queue, source, guard) = open_queue(&owner, state, count, metrics).await?;
     let n = owner.queue;
     Ok(SourceDiscovery::Notifications(Box::new(
         NotificationDiscovery::new(
@@ -59,24 +60,32 @@ pub async fn open_discovery(
                 wait: n.wait_time,
                 backfill_interval: spec.backfill_interval,
             },
-        ),
+        )
+        .with_entry_guard(guard),
     )))
 }
 
-/// The owner's queue (set up first when landfall owns it and has not created it yet), and the
-/// bucket or container its events must be about.
+/// The owner's queue (set up first when landfall owns it and has not created it yet), the
+/// bucket or container its events must be about, and the guard of the bucket entry landfall
+/// created (none for a given `queue_url` or an Azure queue).
 pub async fn open_queue(
     owner: &QueueOwner<'_>,
     notes: &(impl Notes + ?Sized),
     count: CountRequests,
-) -> SeamResult<(Arc<dyn MessageQueue>, StoreRef)> {
+    metrics: Arc<crate::metrics::Metrics>,
+) -> SeamResult<(Arc<dyn MessageQueue>, StoreRef, Option<EntryGuard>)> {
     // The storage account events name (Azure), when the store options give it.
     let mut account = None;
+    let mut guard = None;
     let queue: Arc<dyn MessageQueue> = match &owner.queue.queue {
         QueueSpec::Sqs { url, .. } => {
             let url = match url {
                 Some(u) => u.clone(),
-                None => crate::notify_setup::ensure_queue(owner, notes).await?,
+                None => {
+                    let (url, g) = crate::notify_setup::ensure_queue(owner, notes, metrics).await?;
+                    guard = g;
+                    url
+                }
             };
             let aws = crate::notify_setup::aws_settings(owner);
             Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
@@ -93,7 +102,7 @@ pub async fn open_queue(
             owner.what, owner.url
         ))
     })?;
-    Ok((queue, source))
+    Ok((queue, source, guard))
 }
 
 /// The bucket or container a source URL names, as storage events name it (`account`: the

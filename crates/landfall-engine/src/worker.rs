@@ -118,8 +118,13 @@ impl StreamWorker {
             .meta(REQUESTS_META)?
             .and_then(|j| serde_json::from_str(&j).ok())
             .unwrap_or_default();
-        let discovery =
-            crate::wiring::open_discovery(&spec, state.as_ref(), events.request_counter()).await?;
+        let discovery = crate::wiring::open_discovery(
+            &spec,
+            state.as_ref(),
+            events.request_counter(),
+            events.metrics().clone(),
+        )
+        .await?;
         let committer = crate::wiring::open_committer(&spec)?;
         let available_now = available_now || spec.trigger == Trigger::AvailableNow;
         Ok(StreamWorker {
@@ -431,6 +436,28 @@ impl StreamWorker {
         if self.schema.is_some() {
             return Ok(true);
         }
+        // Files admitted by an earlier run whose inference failed (a corrupt sample, a GET
+        // error): a queue mode has deleted their messages and recorded the mode, so no round
+        // finds them again. The ledger holds them: infer from its pending files.
+        let pending;
+        let candidates = if candidates.is_empty()
+            && self.spec.schema.is_none()
+            && self.state.latest_schema_version()?.is_none()
+        {
+            let state = self.state.clone();
+            let sample = self.spec.sample_files.max(1);
+            pending = off_async(move || -> SeamResult<Vec<FileMeta>> {
+                Ok(state
+                    .files(Some(FileState::Discovered))?
+                    .into_iter()
+                    .take(sample)
+                    .map(|r| r.meta)
+                    .collect())
+            })?;
+            &pending[..]
+        } else {
+            candidates
+        };
         let prefix = self.discovery.prefix().clone();
         let Some((s, inferred)) = schema::resolve(
             &self.spec,
@@ -657,6 +684,8 @@ impl StreamWorker {
             SkipKind::ChangedAfterListing | SkipKind::Manual => true,
             // A limit of the format: reading it cannot succeed.
             SkipKind::TooLarge => true,
+            // Nothing to read; a version with content is a new file.
+            SkipKind::Empty => true,
         }
     }
 
@@ -874,6 +903,10 @@ impl StreamWorker {
                     .clone()
                     .expect("schema resolved before planning"),
                 partition_by: self.spec.sink.partition_by.clone(),
+                partition_style: match self.spec.sink.format {
+                    landfall_config::SinkFormat::Delta => crate::partition::Style::Delta,
+                    landfall_config::SinkFormat::Parquet => crate::partition::Style::Hive,
+                },
                 prefix: self.discovery.prefix().clone(),
                 source: self.spec.source.url.clone(),
             };

@@ -47,7 +47,7 @@ pub fn run(
             let mine: Vec<&str> = cfg
                 .streams
                 .iter()
-                .filter(|s| shard.owns(&s.name))
+                .filter(|s| shard.runs(s))
                 .map(|s| s.name.as_str())
                 .collect();
             tracing::info!(%shard, streams = ?mine, "running one shard of the streams");
@@ -99,7 +99,7 @@ pub fn run(
         let continuous = !opts.available_now;
         let none_here = !cfg.streams.iter().any(|s| {
             (opts.only.is_empty() || opts.only.contains(&s.name))
-                && opts.shard.is_none_or(|sh| sh.owns(&s.name))
+                && opts.shard.is_none_or(|sh| sh.runs(s))
         });
         // Progress records to the health table, with a last append once the streams ended.
         let health = cfg.health_table.clone().map(|table| {

@@ -45,7 +45,10 @@ sink.path = "{root}/bad_table"
     );
     assert!(out.contains("stream good: ok"), "{out}");
     assert_exactly(
-        &ids(&verify("delta", &root.join("good_table"), None), "id"),
+        &ids(
+            &verify("delta", &root.join("good_table"), Some("good")),
+            "id",
+        ),
         &(0..10).collect::<Vec<_>>(),
     );
     // Nothing of the failed batch is visible, and its staged files were removed.
@@ -65,7 +68,7 @@ sink.path = "{root}/bad_table"
     drain(&cfg);
     drain(&cfg);
     assert_exactly(
-        &ids(&verify("delta", &root.join("bad_table"), None), "id"),
+        &ids(&verify("delta", &root.join("bad_table"), Some("bad")), "id"),
         &[0, 1, 2, 100],
     );
 }

@@ -96,7 +96,7 @@ partition_by = ["part"]
     );
     let first = root.join("copy1");
     download(&s, &format!("{run}/table"), &first).await;
-    let v = verify("delta", &first, None);
+    let v = verify("delta", &first, Some("cloud"));
     assert_exactly(&ids(&v, "id"), &(0..60).collect::<Vec<_>>());
     let r = row_by_id(&v, 15);
     assert_eq!(r["part"], "1");
@@ -120,7 +120,10 @@ partition_by = ["part"]
     );
     let mut expected: Vec<u64> = (0..60).collect();
     expected.extend(100..103);
-    assert_exactly(&ids(&verify("delta", &second, None), "id"), &expected);
+    assert_exactly(
+        &ids(&verify("delta", &second, Some("cloud")), "id"),
+        &expected,
+    );
 }
 
 /// object_store options for moto server at `endpoint`.

@@ -163,10 +163,7 @@ fn list_requests(cfg: &Path) -> u64 {
     v.as_array()
         .unwrap()
         .iter()
-        .filter_map(|s| s["requests"].as_str())
-        .flat_map(|r| r.split(' '))
-        .filter_map(|kv| kv.strip_prefix("LIST="))
-        .map(|n| n.parse::<u64>().unwrap())
+        .filter_map(|s| s["requests"]["LIST"].as_u64())
         .sum()
 }
 
@@ -371,7 +368,13 @@ fn kill_9_at_random_instants_while_events_flow_loses_and_duplicates_nothing() {
     );
     // File i (rows 3i..3i+3) under raw/a for even i, raw/b for odd i.
     let writer = FlowingWriter::start(&bucket, "'raw/%s/f%06d.json' % ('ab'[i % 2], i)", 3);
-    kill_9_repeatedly(&cfg, 8, 500, 2000);
+    let progressed = kill_9_repeatedly(&cfg, 8, 500, 2000);
+    // The daemons were alive at every kill (checked by the helper) and committed between
+    // kills: the table holds more than the final drain.
+    assert!(
+        progressed >= 2,
+        "only {progressed} of 8 runs committed a batch"
+    );
     let n = writer.stop();
     assert!(n > 20, "only {n} files written");
     // Messages the killed consumers held come back after their visibility timeout (10 s).

@@ -49,7 +49,7 @@ sink.path = "{root}/delta"
 
     // The Parquet files just written become the input of a Parquet stream (schema from the files).
     drain_stream(&cfg, "from_parquet");
-    let v = verify("delta", &root.join("delta"), None);
+    let v = verify("delta", &root.join("delta"), Some("from_parquet"));
     assert_exactly(&ids(&v, "id"), &[1, 2, 3, 4]);
 }
 
@@ -80,7 +80,7 @@ sink.path = "{root}/table"
     write_rows(&root.join("landing"), "new.json", 10..13);
     drain(&cfg);
     assert_exactly(
-        &ids(&verify("delta", &root.join("table"), None), "id"),
+        &ids(&verify("delta", &root.join("table"), Some("fresh")), "id"),
         &[10, 11, 12],
     );
 }
@@ -142,7 +142,7 @@ fn continuous_run_stops_cleanly_on_sigterm() {
     let mut expected: Vec<u64> = (0..300).collect();
     expected.extend(1000..1005);
     assert_exactly(
-        &ids(&verify("delta", &root.join("table"), None), "id"),
+        &ids(&verify("delta", &root.join("table"), Some("live")), "id"),
         &expected,
     );
 }

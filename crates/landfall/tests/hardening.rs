@@ -141,7 +141,7 @@ fn missing_file_stops_the_stream_until_skipped_by_hand() {
     );
     let streams = streams_json(&cfg);
     assert_eq!(streams[0]["status"], "ok");
-    assert_eq!(streams[0]["skipped_files"], "1");
+    assert_eq!(streams[0]["skipped_files"], 1);
 }
 
 /// A corrupt file in continuous mode stops its stream instead of retrying forever, and with
@@ -325,7 +325,7 @@ fn state_restored_from_backup_is_refused() {
     drain(&cfg);
     // A new state ingests every file again (as Auto Loader with a new checkpoint), under
     // batch ids after the table's: the txn never goes backwards.
-    let v = verify("delta", &root.join("table"), None);
+    let v = verify("delta", &root.join("table"), Some("events"));
     let mut expected: Vec<u64> = (0..10).collect();
     expected.extend(0..15);
     assert_exactly(&ids(&v, "id"), &expected);
@@ -623,7 +623,7 @@ fn state_is_readable_while_the_daemon_runs() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(state_of(&rows, "a.json")["state"], "committed");
-    assert_eq!(streams[0]["committed_files"], "1");
+    assert_eq!(streams[0]["committed_files"], 1);
     assert!(!skip.status.success());
     assert!(
         text(&skip).contains("locked by another process (pid "),
@@ -676,6 +676,12 @@ sink.path = "{root}/table"
         &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
         &[("LANDFALL_STREAM_FILES_FROM", "1")],
     );
+    // The knob was read: the streaming (ranged) path ran, not the whole-file one.
+    assert!(
+        text(&o).contains("LANDFALL_STREAM_FILES_FROM: files from this size are streamed"),
+        "{}",
+        text(&o)
+    );
     assert!(o.status.success(), "{}", text(&o));
     // The skipped file is not counted as committed.
     assert!(
@@ -727,6 +733,12 @@ sink.path = "{root}/table"
     let o = landfall_env(
         &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
         &[("LANDFALL_STREAM_FILES_FROM", "1")],
+    );
+    // The knob was read: the streaming (ranged) path ran, not the whole-file one.
+    assert!(
+        text(&o).contains("LANDFALL_STREAM_FILES_FROM: files from this size are streamed"),
+        "{}",
+        text(&o)
     );
     let all = text(&o);
     assert!(o.status.success(), "{all}");

@@ -184,11 +184,19 @@ sink.path = "{{root}}/remote_table"
             .map(|f| f["seq"].as_u64().unwrap())
             .collect()
     };
+    // In key order, f0..f4.json: discovery order too here. `next` is a cursor.
     assert_eq!(seqs(&page1), [1, 2]);
-    assert_eq!(page1["next_after"], 2);
-    let (_, page2) = get_json(&addr, "/api/v1/streams/ev/files?after=2&limit=10");
+    let next = page1["next"].as_str().expect("a cursor to the next page");
+    let (_, page2) = get_json(
+        &addr,
+        &format!("/api/v1/streams/ev/files?after={next}&limit=10"),
+    );
     assert_eq!(seqs(&page2), [3, 4, 5]);
-    assert!(page2["next_after"].is_null());
+    assert!(page2["next"].is_null());
+    // The number form from before cursors: files discovered after that sequence number.
+    let (_, later) = get_json(&addr, "/api/v1/streams/ev/files?after=2&limit=10");
+    assert_eq!(seqs(&later), [3, 4, 5]);
+    assert_eq!(get(&addr, "/api/v1/streams/ev/files?after=zz").0, 400);
     let (_, committed) = get_json(&addr, "/api/v1/streams/ev/files?state=committed");
     assert_eq!(seqs(&committed).len(), 5);
     assert_eq!(get(&addr, "/api/v1/streams/ev/files?state=bogus").0, 400);
@@ -351,6 +359,7 @@ sink.path = "{root}/t_ev"
     let (status, logs) = d.stop(Duration::from_secs(60));
     assert!(status.success(), "{logs}");
     assert_eq!(delta_version(&root.join("t_ev")), 3, "{logs}");
+    // The health table is no stream's: its appends carry one txn app id per process run.
     let v = verify("delta", &root.join("health"), None);
     let rows = v["data"].as_array().unwrap();
     let mut batches: Vec<(String, String, String)> = rows

@@ -76,6 +76,12 @@ sink.path = "{root}/table"
         &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
         &[("LANDFALL_STREAM_FILES_FROM", "1")],
     );
+    // The knob was read: the streaming (ranged) path ran, not the whole-file one.
+    assert!(
+        text(&o).contains("LANDFALL_STREAM_FILES_FROM: files from this size are streamed"),
+        "{}",
+        text(&o)
+    );
     assert!(o.status.success(), "{}", text(&o));
 
     let v = verify("delta", &root.join("table"), Some("oc"));

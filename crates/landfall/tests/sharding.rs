@@ -104,3 +104,134 @@ fn three_processes_split_nine_streams() {
         assert_eq!(delta_version(&root.join(format!("table{s}"))), 1);
     }
 }
+
+/// Streams of file-events locations on moto, split over 2 and then 3 `--shard` processes run
+/// at once, each with its own state directory (as the StatefulSet gives each replica its own
+/// volume): all streams of a location run in one shard, so one consumer reads its queue, and
+/// every file reaches every stream whose prefix holds it exactly once. (Sharded by stream name,
+/// two processes would each consume the one queue and each stream would miss what the other
+/// process deleted.) Files arrive by events alone: the locations list never, and the streams
+/// only at their first start, before any file exists.
+#[test]
+fn file_events_streams_split_over_separate_state_volumes_get_every_file_once() {
+    for shards in [2u32, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let bucket = unique(&format!("shard{shards}"));
+        aws(&["mkbucket", &bucket]);
+        // Two locations, four streams each, and two listing streams.
+        let mut body = format!(
+            "[server]\nstate_dir = \"${{LANDFALL_TEST_STATE}}\"\n\n[stores.moto]\n{}\n",
+            moto_store_toml(&moto_endpoint())
+        );
+        let prefixes = ["a", "b", "c", "d"];
+        for loc in ["l1", "l2"] {
+            body += &format!(
+                "\n[locations.{loc}]\nurl = \"s3://{bucket}/{loc}\"\nstore = \"moto\"\nfile_events = true\n\
+                 queue_name = \"{bucket}-{loc}\"\nwait_time = \"1s\"\nvisibility_timeout = \"10s\"\nlisting_interval = \"off\"\n"
+            );
+            for p in prefixes {
+                body += &format!(
+                    "\n[streams.{loc}_{p}]\nsource = \"s3://{bucket}/{loc}/{p}\"\nsource_store = \"moto\"\n\
+                     format = \"json\"\nschema = \"id BIGINT, name STRING, amount DOUBLE, tag STRING\"\n\
+                     discovery = \"file_events\"\nsink.path = \"{root}/tables/{loc}_{p}\"\n",
+                    root = root.display()
+                );
+            }
+        }
+        for p in ["x", "y"] {
+            let landing = root.join(format!("landing_{p}"));
+            std::fs::create_dir_all(&landing).unwrap();
+            body += &format!(
+                "\n[streams.list_{p}]\nsource = \"{}\"\nformat = \"json\"\n\
+                 schema = \"id BIGINT, name STRING, amount DOUBLE, tag STRING\"\nsink.path = \"{root}/tables/list_{p}\"\n",
+                landing.display(),
+                root = root.display()
+            );
+        }
+        let cfg = write_config(root, &body);
+        let run_all = |round: &str| -> Vec<BTreeMap<String, String>> {
+            let children: Vec<_> = (0..shards)
+                .map(|i| {
+                    Command::new(bin())
+                        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+                        .env("LANDFALL_TEST_STATE", root.join(format!("volume{i}")))
+                        .args(["run", "--config", cfg.to_str().unwrap(), "--available-now"])
+                        .args(["--shard", &format!("{i}/{shards}")])
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            children
+                .into_iter()
+                .map(|c| {
+                    let o = c.wait_with_output().unwrap();
+                    assert!(o.status.success(), "{shards} shards, {round}: {}", text(&o));
+                    ran(&String::from_utf8_lossy(&o.stdout))
+                })
+                .collect()
+        };
+        // First start: queues set up, each stream's first listing finds nothing.
+        let first = run_all("setup");
+        let mut owner: BTreeMap<String, usize> = BTreeMap::new();
+        for (shard, summary) in first.iter().enumerate() {
+            for name in summary.keys() {
+                assert!(
+                    owner.insert(name.clone(), shard).is_none(),
+                    "{name}: {first:?}"
+                );
+            }
+        }
+        assert_eq!(owner.len(), 10, "{first:?}");
+        for loc in ["l1", "l2"] {
+            let shard_of: Vec<usize> = prefixes
+                .iter()
+                .map(|p| owner[&format!("{loc}_{p}")])
+                .collect();
+            assert!(
+                shard_of.iter().all(|s| *s == shard_of[0]),
+                "{loc}'s streams ran in shards {shard_of:?}"
+            );
+        }
+        // 15 files per stream prefix, uploaded at once; then the streams read their events.
+        let mut files: Vec<(String, String)> = Vec::new();
+        let mut expected: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut next = 0u64;
+        for loc in ["l1", "l2"] {
+            for p in prefixes {
+                for k in 0..15 {
+                    let ids: Vec<u64> = (next..next + 2).collect();
+                    next += 2;
+                    files.push((
+                        format!("{loc}/{p}/f {k}.json"),
+                        ids.iter().copied().map(row).collect(),
+                    ));
+                    expected
+                        .entry(format!("{loc}_{p}"))
+                        .or_default()
+                        .extend(ids);
+                }
+            }
+        }
+        let spec = root.join("putmany.json");
+        std::fs::write(&spec, serde_json::to_string(&files).unwrap()).unwrap();
+        aws(&["putmany", &bucket, spec.to_str().unwrap()]);
+        for p in ["x", "y"] {
+            write_rows(&root.join(format!("landing_{p}")), "r.json", next..next + 3);
+            expected.insert(format!("list_{p}"), (next..next + 3).collect());
+            next += 3;
+        }
+        run_all("events");
+        for (stream, want) in &expected {
+            let table = root.join("tables").join(stream);
+            let got = if table.join("_delta_log").exists() {
+                ids(&verify("delta", &table, Some(stream)), "id")
+            } else {
+                Vec::new()
+            };
+            assert_exactly(&got, want);
+        }
+    }
+}

@@ -107,6 +107,29 @@ pub fn drain(config: &Path) -> Output {
     o
 }
 
+/// The malformed rows a run's summary reports, over all its streams (`..., N malformed
+/// row(s)` on each `this run:` line). Fails the test when no summary line is found.
+pub fn malformed_rows(o: &Output) -> u64 {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let counts: Vec<u64> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("this run:"))
+        .map(|l| {
+            let before = l
+                .rsplit_once(" malformed row(s)")
+                .unwrap_or_else(|| panic!("no malformed count in `{l}`"))
+                .0;
+            before
+                .rsplit(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no malformed count in `{l}`"))
+        })
+        .collect();
+    assert!(!counts.is_empty(), "no run summary in:\n{}", text(o));
+    counts.iter().sum()
+}
+
 /// One NDJSON line with a known id.
 pub fn row(id: u64) -> String {
     format!(
@@ -447,30 +470,65 @@ for line in sys.stdin:\n    i = int(line)\n    body = ''.join('{{\"id\":%d,\"nam
 }
 
 /// Start a continuous daemon on `config` and kill -9 it after a random `min_ms` to
-/// `min_ms + spread_ms`, `times` times.
-pub fn kill_9_repeatedly(config: &Path, times: usize, min_ms: u64, spread_ms: u64) {
-    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
+/// `min_ms + spread_ms`, `times` times. Each daemon must still be running when it is killed and
+/// its log (kept in the config's directory, `kill-<n>.log`) must hold no stream failure: a
+/// continuous mode that crashed or stopped at start would otherwise reduce a crash test to its
+/// final drain. The kill instants come from `LANDFALL_TEST_KILL_SEED` when set (else from the
+/// clock), and the seed is printed, so a failure replays. Returns how many runs logged a
+/// committed batch (the callers check progress against it).
+pub fn kill_9_repeatedly(config: &Path, times: usize, min_ms: u64, spread_ms: u64) -> usize {
+    let seed: u64 = match std::env::var("LANDFALL_TEST_KILL_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("LANDFALL_TEST_KILL_SEED `{s}` is not a number")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
     };
-    for _ in 0..times {
+    eprintln!("kill_9_repeatedly: LANDFALL_TEST_KILL_SEED={seed}");
+    let mut state = seed ^ 0x9e37_79b9_7f4a_7c15 | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let dir = config.parent().unwrap();
+    let mut progressed = 0;
+    for n in 0..times {
+        let log = dir.join(format!("kill-{n}.log"));
+        let out = std::fs::File::create(&log).unwrap();
         let mut daemon = Command::new(bin())
             .args(["run", "--config", config.to_str().unwrap()])
             .env("LANDFALL_LISTEN", "127.0.0.1:0")
-            .env("LANDFALL_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .env("LANDFALL_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(
-            min_ms + next() % spread_ms,
-        ));
+        let after = min_ms + next() % spread_ms;
+        std::thread::sleep(std::time::Duration::from_millis(after));
+        let alive = daemon.try_wait().unwrap().is_none();
         daemon.kill().unwrap();
         daemon.wait().unwrap();
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            alive,
+            "run {n} (seed {seed}) exited before its kill at {after} ms:\n{text}"
+        );
+        for bad in ["stream failed", "stream stopped", "panicked", "giving up"] {
+            assert!(
+                !text.contains(bad),
+                "run {n} (seed {seed}) logged `{bad}`:\n{text}"
+            );
+        }
+        if text.contains("batch committed") {
+            progressed += 1;
+        }
     }
+    progressed
 }
 
 /// `data` gzipped (flate2, an encoder independent of the decoder's write path).
