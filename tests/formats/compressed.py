@@ -5,8 +5,10 @@ snappy), into a directory.
   compressed.py DIR json|csv FIRST_ID  ->  prints {"files": {name: [first_id, rows]}, "next": id}
 
 Each file holds `ROWS` rows with ids from its first id on; names end in the codec's extension.
-Also written: a gzip file of two members, a file with a UTF-8 BOM (plain and gzipped), and a
-truncated gzip (`cut.json.gz` / `cut.csv.gz`, listed under "corrupt").
+Also written: a gzip file of two members, a file with a UTF-8 BOM (plain and gzipped), files in
+Hadoop's block format as Spark writes `.snappy` and `.lz4` (SnappyCodec, Lz4Codec: blocks of at
+most 64 KiB here, each a big-endian uncompressed length and one or more big-endian-length raw
+chunks), and a truncated gzip (`cut.json.gz` / `cut.csv.gz`, listed under "corrupt").
 """
 import bz2, gzip, io, json, lzma, os, sys, zipfile, zlib
 
@@ -42,6 +44,26 @@ CODECS = {
 }
 
 
+def hadoop_blocks(data, raw, block=64 * 1024, chunk=16 * 1024):
+    """Hadoop's BlockCompressorStream: per block of input, its length (4 bytes, big-endian),
+    then its compressed chunks, each with its length; a block is split into several chunks
+    here (as Hadoop does when a block's output exceeds its buffer) to cover that shape too."""
+    out = bytearray()
+    for b in range(0, len(data), block):
+        piece = data[b:b + block]
+        out += len(piece).to_bytes(4, "big")
+        for c in range(0, len(piece), chunk):
+            z = raw(piece[c:c + chunk])
+            out += len(z).to_bytes(4, "big") + z
+    return bytes(out)
+
+
+HADOOP = {
+    "snappy": lambda d: bytes(cramjam.snappy.compress_raw(d)),
+    "lz4": lambda d: bytes(cramjam.lz4.compress_block(d, store_size=False)),
+}
+
+
 def main(out, fmt, first):
     os.makedirs(out, exist_ok=True)
     files, corrupt = {}, {}
@@ -57,6 +79,9 @@ def main(out, fmt, first):
     for ext, enc in CODECS.items():
         put(f"rows-{ext}.{fmt}.{ext}", enc(text(fmt, n)))
     put(f"stored.{fmt}.zip", zipped(text(fmt, n), zipfile.ZIP_STORED))
+    # Spark's own writers: several blocks (3,000 rows are about 230 KB).
+    for ext, raw in HADOOP.items():
+        put(f"hadoop-{ext}.{fmt}.{ext}", hadoop_blocks(text(fmt, n, 3000), raw), 3000)
     # Two gzip members (as `cat a.gz b.gz` makes); a CSV's second member has no header.
     a, b = text(fmt, n, 20), text(fmt, n + 20, 30, header=False)
     put(f"members.{fmt}.gz", gzip.compress(a) + gzip.compress(b))

@@ -98,7 +98,11 @@ sink.path = "{root}/c1_table"
     );
     assert_eq!(v["schema"]["n"], "string");
     let r = sorted_rows(&v, "id");
-    assert_eq!(r.len(), 2);
+    let got: Vec<&str> = r
+        .iter()
+        .map(|x| x["id"].as_str().unwrap_or("<null>"))
+        .collect();
+    assert_eq!(got, ["1", "2"], "{r:?}");
     assert_eq!(r[0]["name"], "it's");
     assert_eq!(r[0]["n"], "2.5");
     assert!(r[0]["_rescued_data"].is_null(), "{}", r[0]);
@@ -125,7 +129,7 @@ sink.path = "{root}/c1_table"
     // Inference sees the file as the decoder does: transcoded, the report line skipped.
     let v = verify("delta", &root.join("c16i_table"), Some("c16i"));
     assert_eq!(v["schema"]["id"], "long", "{}", v["schema"]);
-    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert_eq!(ids(&v, "id"), [1, 2]);
 
     let v = verify("delta", &root.join("c1_table"), Some("c1"));
     assert_eq!(sorted_rows(&v, "id")[0]["name"], "café");

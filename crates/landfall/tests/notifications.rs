@@ -477,8 +477,7 @@ path = "{root}/table"
             v["size"].as_u64().unwrap(),
         )
     };
-    let blob_of =
-        |name: &str| format!("{blob_url}/devstoreaccount1/{container}/{tag}/landing/{name}");
+    let blob_of = |name: &str| event_blob_url(container, &format!("{tag}/landing/{name}"));
     let event_grid = |name: &str, api: &str, etag: &str, size: Option<u64>| {
         let len = size
             .map(|s| format!(r#","contentLength":{s}"#))
@@ -635,26 +634,9 @@ fn azurite_rename(pairs: &[(String, String)]) {
     });
 }
 
-/// A blob name as Azure writes it into an event URL: every byte but unreserved ones and `/`
-/// percent-encoded (`landing zone/é` -> `landing%20zone/%C3%A9`).
-fn url_encoded(name: &str) -> String {
-    name.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// The Azurite URL of blob `name` of container landfall-test, as an event carries it.
+/// The URL of blob `name` of container landfall-test, as Event Grid writes it.
 fn azurite_blob_url(name: &str) -> String {
-    let (blob_url, _) = azurite();
-    format!(
-        "{blob_url}/devstoreaccount1/landfall-test/{}",
-        url_encoded(name)
-    )
+    event_blob_url("landfall-test", name)
 }
 
 /// An Azure storage event (`kind` `Microsoft.Storage.<kind>`) with the envelope and `data`

@@ -363,6 +363,24 @@ pub fn aws(args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("aws.py prints JSON")
 }
 
+/// The URL of blob `name` in `container` of the emulator's account as Event Grid writes it
+/// into an event: the service's own host (`https://<account>.blob.core.windows.net`), every
+/// byte of the name but unreserved ones and `/` percent-encoded (`landing zone/é` ->
+/// `landing%20zone/%C3%A9`). landfall takes the account and container from it, whatever
+/// endpoint it reads the blobs from.
+pub fn event_blob_url(container: &str, name: &str) -> String {
+    let encoded: String = name
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("https://devstoreaccount1.blob.core.windows.net/{container}/{encoded}")
+}
+
 /// Azurite's blob and queue service URLs, started by scripts/test.sh.
 pub fn azurite() -> (String, String) {
     let blob = std::env::var("AZURITE_BLOB_STORAGE_URL")
