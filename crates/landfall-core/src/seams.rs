@@ -104,6 +104,9 @@ pub struct QueueRound {
     /// Deliveries whose visibility could not be extended: their files are admitted, but the
     /// messages are not deleted (they come back, and the ledger keeps them from duplicating).
     pub extension_failures: u64,
+    /// Directories renamed into the source (Azure `DirectoryRenamed`), which name none of
+    /// their files: each was listed in the round.
+    pub directories_listed: u64,
 }
 
 /// A queue message that could not be parsed.
@@ -152,6 +155,38 @@ pub struct StreamSummary {
     pub committed_files: u64,
 }
 
+/// Which file records a page of [`StateStore::files_page`] holds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FileFilter {
+    /// Only files in this state.
+    pub state: Option<FileState>,
+    /// Only files discovered after this sequence number.
+    pub discovered_after: Option<u64>,
+}
+
+impl FileFilter {
+    pub fn passes(&self, state: FileState, seq: u64) -> bool {
+        self.state.is_none_or(|s| s == state) && self.discovered_after.is_none_or(|a| seq > a)
+    }
+
+    /// Whether every record passes (a page then reads no record it does not return).
+    pub fn is_all(&self) -> bool {
+        self.state.is_none() && self.discovered_after.is_none()
+    }
+}
+
+/// One page of file records, in key order.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FilesPage {
+    pub files: Vec<FileRecord>,
+    /// The key the next page starts after, or `None` when the ledger has no more records. A
+    /// page may hold fewer than `limit` records (even none) and still have a `next`: it stopped
+    /// after reading `max_scanned` records that did not pass the filter.
+    pub next: Option<FileKey>,
+    /// Records read for this page, passing the filter or not.
+    pub scanned: u64,
+}
+
 /// The per-stream ledger. Every method is one atomic change, durable when it returns.
 pub trait StateStore: Send + Sync {
     /// Admit the files not yet known, in order, together with the new discovery cursor.
@@ -193,6 +228,17 @@ pub trait StateStore: Send + Sync {
     fn batch(&self, batch_id: u64) -> SeamResult<Option<BatchPlan>>;
     /// File records, optionally of one state, in discovery order.
     fn files(&self, state: Option<FileState>) -> SeamResult<Vec<FileRecord>>;
+    /// Up to `limit` records passing `filter`, in key order, after the key `after` (from the
+    /// first without it), reading at most `max_scanned` records: the ledger seeks to `after`,
+    /// so a page costs what it reads, not the size of the ledger. `limit` and `max_scanned`
+    /// count as at least 1.
+    fn files_page(
+        &self,
+        filter: FileFilter,
+        after: Option<&FileKey>,
+        limit: usize,
+        max_scanned: u64,
+    ) -> SeamResult<FilesPage>;
     fn summary(&self) -> SeamResult<StreamSummary>;
     /// The summary without `last_batch`: the counts only, one small read (for every round).
     fn counts(&self) -> SeamResult<StreamSummary>;

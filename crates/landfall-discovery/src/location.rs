@@ -341,6 +341,7 @@ impl LocationConsumer {
             }
         }
         out.cached = self.blocking(move |l| l.cache.append(&events, now)).await?;
+        out.queue.directories_listed = sorted.listings.len() as u64;
         for dir in &sorted.listings {
             match self.cache_renamed(dir).await? {
                 Some(n) => out.cached += n,

@@ -233,6 +233,7 @@ impl NotificationDiscovery {
         }
         self.list_renamed(&sorted.listings, may_be_new, &mut batch, &mut created)
             .await?;
+        round.directories_listed = sorted.listings.len() as u64;
         // A directory removal names no file: the store says what is left under it.
         let dir_removal = Removal {
             sequencer: None,

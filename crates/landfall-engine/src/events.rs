@@ -422,6 +422,11 @@ impl StreamEvents {
         );
         count(&self.metrics.queue_events, "removed", round.removed_events);
         count(&self.metrics.queue_events, "other", round.other_events);
+        count(
+            &self.metrics.queue_events,
+            "directory_listed",
+            round.directories_listed,
+        );
         for bad in &round.malformed {
             tracing::warn!(stream = %self.stream, message_id = %bad.id, receive_count = bad.receive_count, error = %bad.error, "queue message not understood; left in the queue (its redrive policy moves it aside after the max receive count)");
         }

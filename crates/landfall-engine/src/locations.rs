@@ -324,6 +324,7 @@ pub fn round(location: &str, r: &LocationRound, metrics: &Metrics) {
     count(messages, "ignored", q.ignored_messages);
     count(messages, "malformed", q.malformed.len() as u64);
     count(messages, "kept", q.extension_failures);
+    count(events, "directory_listed", q.directories_listed);
     for m in &q.malformed {
         tracing::warn!(location, message = %m.id, receive_count = m.receive_count, error = %m.error, "a queue message is not a storage event; it stays in the queue for its redrive policy");
     }

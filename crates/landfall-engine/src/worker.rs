@@ -446,13 +446,29 @@ impl StreamWorker {
         {
             let state = self.state.clone();
             let sample = self.spec.sample_files.max(1);
+            // A page at a time (the ledger may hold millions), until the sample is full.
             pending = off_async(move || -> SeamResult<Vec<FileMeta>> {
-                Ok(state
-                    .files(Some(FileState::Discovered))?
-                    .into_iter()
-                    .take(sample)
-                    .map(|r| r.meta)
-                    .collect())
+                let filter = landfall_core::seams::FileFilter {
+                    state: Some(FileState::Discovered),
+                    ..Default::default()
+                };
+                let mut out = Vec::new();
+                let mut after = None;
+                loop {
+                    let page = state.files_page(filter, after.as_ref(), sample, 100_000)?;
+                    out.extend(
+                        page.files
+                            .into_iter()
+                            .map(|r| r.meta)
+                            .filter(|m| m.size > 0),
+                    );
+                    match page.next {
+                        Some(next) if out.len() < sample => after = Some(next),
+                        _ => break,
+                    }
+                }
+                out.truncate(sample);
+                Ok(out)
             })?;
             &pending[..]
         } else {

@@ -5,8 +5,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use landfall_config::{StoreOptions, StreamSpec};
-use landfall_core::FileState;
+use landfall_config::{StoreOptions, StreamSpec, Trigger};
 use landfall_engine::AdminAction;
 use landfall_engine::events::StreamEvents;
 use serde::Deserialize;
@@ -14,11 +13,11 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn error(status: StatusCode, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-fn not_found(name: &str) -> Response {
+pub(crate) fn not_found(name: &str) -> Response {
     error(StatusCode::NOT_FOUND, format!("no stream named `{name}`"))
 }
 
@@ -130,67 +129,6 @@ pub async fn progress(
     Json(json!({ "stream": name, "progress": records })).into_response()
 }
 
-#[derive(Deserialize)]
-pub struct FilesQuery {
-    state: Option<String>,
-    limit: Option<usize>,
-    /// Discovery sequence number: rows after it.
-    after: Option<u64>,
-}
-
-/// Rows per page unless `limit` says otherwise (at most `MAX_FILES`).
-const DEFAULT_FILES: usize = 100;
-const MAX_FILES: usize = 10_000;
-
-pub async fn files(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-    Query(q): Query<FilesQuery>,
-) -> Response {
-    let Some(e) = s.hub.stream(&name) else {
-        return not_found(&name);
-    };
-    let state = match q.state.as_deref().map(parse_state).transpose() {
-        Ok(s) => s,
-        Err(msg) => return error(StatusCode::BAD_REQUEST, msg),
-    };
-    let Some(store) = e.state_store() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("stream `{name}` is not running; `landfall state {name}` reads its state"),
-        );
-    };
-    // The ledger is read whole for a page (files are keyed by path, not by sequence): one
-    // read at a time, so parallel requests cannot multiply that memory.
-    static ONE_SCAN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
-    let Ok(_scan) = ONE_SCAN.acquire().await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
-    };
-    let limit = q.limit.unwrap_or(DEFAULT_FILES).clamp(1, MAX_FILES);
-    let after = q.after.unwrap_or(0);
-    let records = match tokio::task::spawn_blocking(move || store.files(state)).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.message),
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    let page: Vec<_> = records
-        .into_iter()
-        .filter(|r| r.seq > after)
-        .take(limit + 1)
-        .collect();
-    let more = page.len() > limit;
-    let page = &page[..page.len().min(limit)];
-    let next = more.then(|| page.last().map(|r| r.seq)).flatten();
-    Json(json!({ "stream": name, "files": page, "next_after": next })).into_response()
-}
-
-fn parse_state(s: &str) -> Result<FileState, String> {
-    FileState::parse(s).ok_or_else(|| {
-        let all: Vec<_> = FileState::ALL.iter().map(|s| s.as_str()).collect();
-        format!("unknown state `{s}`: one of {}", all.join(", "))
-    })
-}
-
 fn redact(o: &StoreOptions) -> BTreeMap<String, String> {
     o.redacted()
 }
@@ -210,7 +148,15 @@ fn config_view(spec: &StreamSpec) -> Value {
         "source": url_without_credentials(&spec.source.url),
         "source_options": redact(&spec.source_options),
         "format": format!("{:?}", spec.format).to_lowercase(),
-        "trigger": format!("{:?}", spec.trigger),
+        "trigger": match spec.trigger {
+            Trigger::Continuous => "continuous",
+            Trigger::ProcessingTime(_) => "processing_time",
+            Trigger::AvailableNow => "available_now",
+        },
+        "trigger_interval_ms": match spec.trigger {
+            Trigger::ProcessingTime(d) => Some(d.as_millis() as u64),
+            _ => None,
+        },
         "poll_interval_ms": spec.poll_interval.as_millis() as u64,
         "incremental_listing": spec.incremental_listing.as_str(),
         "full_listing_interval": spec.full_listing_interval,

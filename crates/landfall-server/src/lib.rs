@@ -8,8 +8,8 @@
 //! - `GET /api/v1/streams`, `/api/v1/streams/{name}`: run state, configuration (secrets
 //!   redacted), last progress.
 //! - `GET /api/v1/streams/{name}/progress?limit=N`: the last progress records.
-//! - `GET /api/v1/streams/{name}/files?state=&limit=&after=`: the stream's ledger rows in
-//!   discovery order, `after` a discovery sequence number (paging).
+//! - `GET /api/v1/streams/{name}/files?state=&limit=&after=`: the stream's ledger rows in key
+//!   order, a page at a time; `after` is the `next` cursor of the previous page (files.rs).
 //!
 //! - `POST /api/v1/streams/{name}/stop`, `/restart`, `/backfill` (list now), `/skip` (JSON
 //!   `{"path", "reason"}`):
@@ -19,6 +19,7 @@
 //! Store options are never shown with their values unless the key is known to hold no secret.
 
 mod api;
+mod files;
 mod page;
 
 use axum::Router;
@@ -48,7 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/locations", get(api::locations))
         .route("/api/v1/streams/{name}", get(api::stream))
         .route("/api/v1/streams/{name}/progress", get(api::progress))
-        .route("/api/v1/streams/{name}/files", get(api::files))
+        .route("/api/v1/streams/{name}/files", get(files::files))
         .route("/api/v1/streams/{name}/stop", post(api::stop))
         .route("/api/v1/streams/{name}/restart", post(api::restart))
         .route("/api/v1/streams/{name}/backfill", post(api::backfill))

@@ -18,7 +18,7 @@
 use crate::error::StateError;
 use crate::kv::{Kv, KvOp};
 use chrono::{DateTime, Utc};
-use landfall_core::seams::SeamResult;
+use landfall_core::seams::{FileFilter, FilesPage, SeamResult};
 use landfall_core::{
     BatchLimits, BatchPlan, CommitReceipt, FileKey, FileMeta, FileRecord, FileState, SkipKind,
     SkipReason, StateStore, StreamSummary,
@@ -270,10 +270,9 @@ impl<K: Kv> Ledger<K> {
             Known::Yes(rec)
                 if rec.state == FileState::Skipped
                     && rec.key == *key
-                    && rec
-                        .skip
-                        .as_ref()
-                        .is_some_and(|s| s.kind == SkipKind::ChangedAfterListing)
+                    && rec.skip.as_ref().is_some_and(|s| {
+                        matches!(s.kind, SkipKind::ChangedAfterListing | SkipKind::Empty)
+                    })
                     && !rec.meta.same_version(meta) =>
             {
                 Some(Some(rec))
@@ -647,6 +646,91 @@ impl<K: Kv> Ledger<K> {
         Ok(out)
     }
 
+    /// One page of file records in key order (see [`StateStore::files_page`]). The scan
+    /// seeks to the key after `after` and reads one record past the page, undecoded, to tell
+    /// whether there is a next page; with a filter, a record is decoded whole only if it passes.
+    fn files_page_inner(
+        &self,
+        filter: FileFilter,
+        after: Option<&FileKey>,
+        limit: usize,
+        max_scanned: u64,
+    ) -> Result<FilesPage, StateError> {
+        #[derive(Deserialize)]
+        struct Head {
+            state: FileState,
+            seq: u64,
+        }
+        let (limit, max_scanned) = (limit.max(1), max_scanned.max(1));
+        let from = match after {
+            // The least key after `f/<after>`.
+            Some(k) => {
+                let mut from = file_key(k);
+                from.push(0);
+                from
+            }
+            None => b"f/".to_vec(),
+        };
+        let mut page = FilesPage::default();
+        let mut last_key = Vec::new();
+        let mut more = false;
+        let mut err = None;
+        let corrupt = |k: &[u8], e: serde_json::Error| StateError::Corrupt {
+            stream: self.stream.clone(),
+            key: String::from_utf8_lossy(k).into_owned(),
+            reason: e.to_string(),
+        };
+        self.kv
+            .scan(b"f/", &from, &mut |k, v| {
+                if page.files.len() >= limit || page.scanned >= max_scanned {
+                    more = true;
+                    return false;
+                }
+                page.scanned += 1;
+                last_key.clear();
+                last_key.extend_from_slice(k);
+                let passes = filter.is_all()
+                    || match serde_json::from_slice::<Head>(v) {
+                        Ok(h) => filter.passes(h.state, h.seq),
+                        Err(e) => {
+                            err = Some(corrupt(k, e));
+                            return false;
+                        }
+                    };
+                if passes {
+                    match serde_json::from_slice::<FileRecord>(v) {
+                        Ok(rec) => page.files.push(rec),
+                        Err(e) => {
+                            err = Some(corrupt(k, e));
+                            return false;
+                        }
+                    }
+                }
+                true
+            })
+            .map_err(self.backend("scan files"))?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        // `more`: a record follows the last one read (`last_key`, never empty then).
+        page.next = more.then(|| FileKey(String::from_utf8_lossy(&last_key[2..]).into_owned()));
+        Ok(page)
+    }
+
+    /// Every file record passing `filter`, in key order, read a page at a time: memory stays
+    /// that of one page however many files the ledger tracks (`landfall state` prints 10 million
+    /// rows in constant memory). A record written or removed while the iteration runs may or
+    /// may not be seen; no record is seen twice.
+    pub fn file_records(&self, filter: FileFilter) -> FileRecords<'_, K> {
+        FileRecords {
+            ledger: self,
+            filter,
+            page: Vec::new().into_iter(),
+            next: None,
+            done: false,
+        }
+    }
+
     fn expire_inner(&self, cutoff: DateTime<Utc>) -> Result<u64, StateError> {
         let _g = self.guard();
         let end = format!("x/{:020}", cutoff.timestamp_millis().max(0));
@@ -761,6 +845,16 @@ impl<K: Kv> StateStore for Ledger<K> {
         Ok(self.files_inner(state)?)
     }
 
+    fn files_page(
+        &self,
+        filter: FileFilter,
+        after: Option<&FileKey>,
+        limit: usize,
+        max_scanned: u64,
+    ) -> SeamResult<FilesPage> {
+        Ok(self.files_page_inner(filter, after, limit, max_scanned)?)
+    }
+
     fn summary(&self) -> SeamResult<StreamSummary> {
         let mut summary = self.counts()?;
         summary.last_batch = match self.get_u64(LAST_BATCH)? {
@@ -869,5 +963,49 @@ impl<K: Kv> StateStore for Ledger<K> {
             self.write(vec![Self::put_json(LAST_BATCH.to_vec(), &(next - 1))])?;
         }
         Ok(())
+    }
+}
+
+/// Records per read of [`Ledger::file_records`].
+const RECORDS_PER_READ: usize = 1_000;
+
+/// The iterator of [`Ledger::file_records`]. After an error it ends.
+pub struct FileRecords<'a, K: Kv> {
+    ledger: &'a Ledger<K>,
+    filter: FileFilter,
+    page: std::vec::IntoIter<FileRecord>,
+    /// Where the next read starts after; `None` before the first.
+    next: Option<FileKey>,
+    done: bool,
+}
+
+impl<K: Kv> Iterator for FileRecords<'_, K> {
+    type Item = Result<FileRecord, StateError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(rec) = self.page.next() {
+                return Some(Ok(rec));
+            }
+            if self.done {
+                return None;
+            }
+            let page = match self.ledger.files_page_inner(
+                self.filter,
+                self.next.as_ref(),
+                RECORDS_PER_READ,
+                // A read that finds nothing passing the filter still ends, and goes on.
+                (RECORDS_PER_READ * 100) as u64,
+            ) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            self.done = page.next.is_none();
+            self.next = page.next;
+            self.page = page.files.into_iter();
+        }
     }
 }

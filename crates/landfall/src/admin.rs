@@ -4,6 +4,7 @@
 
 use chrono::Utc;
 use landfall_config::StreamSpec;
+use landfall_core::seams::FileFilter;
 use landfall_core::{FileKey, FileRecord, FileState, SkipKind, SkipReason, StateStore};
 use std::process::ExitCode;
 
@@ -23,14 +24,30 @@ fn find(ledger: &dyn StateStore, spec: &StreamSpec, path: &str) -> Result<Vec<Fi
     {
         return Ok(vec![r]);
     }
-    // Versioned keys (allow_overwrites): the versions of this path not yet done with.
-    let open: Vec<FileRecord> = ledger
-        .files(None)
-        .map_err(|e| e.message)?
-        .into_iter()
-        .filter(|r| r.meta.path == object && !r.state.is_terminal())
-        .collect();
-    Ok(open)
+    // Versioned keys (allow_overwrites): the versions of this path not yet done with. They
+    // sort together, right after `<path>@`: read those, not the ledger.
+    let prefix = format!("{object}@");
+    let mut after = FileKey(prefix.clone());
+    let mut open = Vec::new();
+    loop {
+        let page = ledger
+            .files_page(FileFilter::default(), Some(&after), 100, 100)
+            .map_err(|e| e.message)?;
+        let mut past = false;
+        for r in page.files {
+            if !r.key.0.starts_with(&prefix) {
+                past = true;
+                break;
+            }
+            if r.meta.path == object && !r.state.is_terminal() {
+                open.push(r);
+            }
+        }
+        match page.next {
+            Some(next) if !past => after = next,
+            _ => return Ok(open),
+        }
+    }
 }
 
 pub fn skip(spec: &StreamSpec, path: &str, reason: Option<String>) -> ExitCode {

@@ -1,6 +1,6 @@
 //! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `health`.
 
-use crate::{admin, daemon, report};
+use crate::{admin, daemon, out, report};
 use clap::{Parser, Subcommand, ValueEnum};
 use landfall_config::{LogFormat, ValidatedConfig};
 use landfall_core::FileState;
@@ -57,7 +57,8 @@ enum Command {
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
     },
-    /// Print the per-file state of a stream.
+    /// Print the per-file state of a stream, one row per tracked file in key order (the
+    /// path), as the ledger is read.
     State {
         stream: String,
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
@@ -140,7 +141,8 @@ fn stream_spec(config: &Path, stream: &str) -> Result<landfall_config::StreamSpe
     })
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+/// `--format`: `json` keeps types (numbers, booleans, null for an absent value).
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum OutputFormat {
     Table,
     Json,
@@ -326,10 +328,10 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            report::print_state(&spec, filter, format)
+            out::finish(report::print_state(&spec, filter, format))
         }
         Command::Streams { config, format } => match load(&config) {
-            Ok(cfg) => report::print_streams(&cfg, format),
+            Ok(cfg) => out::finish(report::print_streams(&cfg, format)),
             Err(code) => code,
         },
         Command::Schema {
@@ -337,11 +339,11 @@ pub fn main() -> ExitCode {
             config,
             format,
         } => match stream_spec(&config, &stream) {
-            Ok(spec) => report::print_schema(&spec, format),
+            Ok(spec) => out::finish(report::print_schema(&spec, format)),
             Err(code) => code,
         },
         Command::Locations { config, format } => match load(&config) {
-            Ok(cfg) => report::print_locations(&cfg, format),
+            Ok(cfg) => out::finish(report::print_locations(&cfg, format)),
             Err(code) => code,
         },
     }

@@ -1,12 +1,26 @@
 //! The `landfall` binary: argument parsing and wiring only; the work is in the libraries.
 
+/// `println!` for every module of this crate (defined before them, it shadows std's): std's
+/// panics when standard output is a closed pipe (`landfall streams | head -1`); this one ends
+/// the process quietly, as `ls` and `git` do (out.rs).
+macro_rules! println {
+    () => {
+        $crate::out::line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::line(format_args!($($arg)*))
+    };
+}
+
 mod admin;
 mod bars;
 mod cli;
 mod daemon;
 mod memory;
 mod notify;
+mod out;
 mod report;
+mod rows;
 
 fn main() -> std::process::ExitCode {
     cli::main()

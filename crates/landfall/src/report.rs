@@ -1,17 +1,19 @@
-//! What the commands print: the run summary, `landfall state` and `landfall streams`.
+//! What the commands print: the run summary, `landfall state`, `streams`, `schema` and
+//! `locations`, through [`RowWriter`] (typed JSON, tables, CSV) and [`out`] (a closed pipe
+//! ends the command quietly).
 
 use crate::cli::OutputFormat;
+use crate::out;
+use crate::rows::RowWriter;
 use chrono::{DateTime, SecondsFormat, Utc};
 use landfall_config::{StreamSpec, ValidatedConfig};
+use landfall_core::seams::FileFilter;
 use landfall_core::{FileRecord, FileState, StateStore};
 use landfall_engine::StreamOutcome;
 use landfall_engine::worker::{DISCOVERY_NOTE_META, REQUESTS_META, STATUS_META, StreamStatus};
+use serde_json::Value;
+use std::io::{self, Write};
 use std::process::ExitCode;
-
-fn ts(t: Option<DateTime<Utc>>) -> String {
-    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
-        .unwrap_or_default()
-}
 
 fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -28,176 +30,146 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-/// Print rows as an aligned table, JSON objects or CSV.
-fn print_rows(header: &[&str], rows: &[Vec<String>], format: OutputFormat) {
-    match format {
-        OutputFormat::Table => {
-            let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-            for r in rows {
-                for (i, c) in r.iter().enumerate() {
-                    width[i] = width[i].max(c.len());
-                }
-            }
-            let line = |cells: Vec<&str>| {
-                cells
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{c:<w$}", w = width[i]))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-                    .trim_end()
-                    .to_string()
-            };
-            println!("{}", line(header.to_vec()));
-            for r in rows {
-                println!("{}", line(r.iter().map(String::as_str).collect()));
-            }
-        }
-        OutputFormat::Json => {
-            let arr: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|r| {
-                    let obj: serde_json::Map<String, serde_json::Value> = header
-                        .iter()
-                        .zip(r)
-                        .map(|(h, v)| {
-                            (
-                                h.to_string(),
-                                if v.is_empty() {
-                                    serde_json::Value::Null
-                                } else {
-                                    serde_json::Value::String(v.clone())
-                                },
-                            )
-                        })
-                        .collect();
-                    serde_json::Value::Object(obj)
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&arr).expect("json"));
-        }
-        OutputFormat::Csv => {
-            let esc = |s: &str| {
-                if s.contains([',', '"', '\n']) {
-                    format!("\"{}\"", s.replace('"', "\"\""))
-                } else {
-                    s.to_string()
-                }
-            };
-            println!("{}", header.join(","));
-            for r in rows {
-                println!("{}", r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
-            }
-        }
-    }
+/// The columns of `landfall state`, after Auto Loader's `cloud_files_state` (`size` a BIGINT,
+/// `batch_id` and `table_version` numbers, timestamps ISO 8601 strings, absent values null).
+const STATE_HEADER: &[&str] = &[
+    "path",
+    "size",
+    "create_time",
+    "discovery_time",
+    "processed_time",
+    "commit_time",
+    "archive_time",
+    "ingestion_state",
+    "state",
+    "batch_id",
+    "table_version",
+    "reason",
+];
+
+/// A timestamp cell: ISO 8601 with milliseconds, or null.
+fn ts(t: Option<DateTime<Utc>>) -> Value {
+    t.map_or(Value::Null, |t| {
+        Value::from(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    })
 }
 
-fn file_row(spec: &StreamSpec, r: &FileRecord) -> Vec<String> {
+fn file_row(spec: &StreamSpec, r: &FileRecord) -> Vec<Value> {
     vec![
-        landfall_engine::display_path(&spec.source.url, &r.meta.path),
-        r.meta.size.to_string(),
+        Value::from(landfall_engine::display_path(
+            &spec.source.url,
+            &r.meta.path,
+        )),
+        Value::from(r.meta.size),
         ts(Some(r.meta.modified)),
         ts(Some(r.discovery_time)),
         ts(r.processed_time),
         ts(r.commit_time),
         ts(r.archive_time),
-        r.state.ingestion_state().unwrap_or("").to_string(),
-        r.state.as_str().to_string(),
-        r.batch_id.map(|b| b.to_string()).unwrap_or_default(),
-        r.table_version.map(|v| v.to_string()).unwrap_or_default(),
+        r.state.ingestion_state().map_or(Value::Null, Value::from),
+        Value::from(r.state.as_str()),
+        r.batch_id.map_or(Value::Null, Value::from),
+        r.table_version.map_or(Value::Null, Value::from),
         r.skip
             .as_ref()
             .map(|s| s.to_string())
             .or_else(|| r.error.clone())
-            .unwrap_or_default(),
+            .map_or(Value::Null, Value::from),
     ]
+}
+
+/// `None` for an empty string (an absent value).
+fn opt_text(s: Option<String>) -> Value {
+    s.filter(|s| !s.is_empty()).map_or(Value::Null, Value::from)
 }
 
 /// `landfall schema <stream>`: every schema version, oldest first, with its reason and the
 /// file that caused it.
-pub fn print_schema(spec: &StreamSpec, format: OutputFormat) -> ExitCode {
+pub fn print_schema(spec: &StreamSpec, format: OutputFormat) -> io::Result<ExitCode> {
     let ledger = match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     let versions = match landfall_engine::schema::history(spec, &ledger) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("error: {}", e.message);
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
-    if format == OutputFormat::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&versions).expect("versions serialise")
-        );
-        return ExitCode::SUCCESS;
-    }
-    if versions.is_empty() {
-        println!(
+    let mut out = out::stdout();
+    if versions.is_empty() && format == OutputFormat::Table {
+        writeln!(
+            out,
             "stream `{}` has no schema yet (it is inferred when the first files arrive)",
             spec.name
-        );
-        return ExitCode::SUCCESS;
+        )?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
     }
-    let header = ["version", "created_at", "reason", "file", "schema"];
-    let rows: Vec<Vec<String>> = versions
-        .iter()
-        .map(|v| {
-            vec![
-                v.version.to_string(),
-                ts(v.created_at),
-                v.reason.clone(),
-                v.file.clone().unwrap_or_default(),
-                v.schema.clone(),
-            ]
-        })
-        .collect();
-    print_rows(&header, &rows, format);
-    ExitCode::SUCCESS
+    const HEADER: &[&str] = &[
+        "version",
+        "created_at",
+        "reason",
+        "file",
+        "schema",
+        "rescued_column",
+    ];
+    let mut rows = RowWriter::new(out, HEADER, format)?;
+    for v in &versions {
+        rows.row(vec![
+            Value::from(v.version),
+            ts(v.created_at),
+            Value::from(v.reason.clone()),
+            opt_text(v.file.clone()),
+            Value::from(v.schema.clone()),
+            opt_text(v.rescued_column.clone()),
+        ])?;
+    }
+    rows.finish()?;
+    Ok(ExitCode::SUCCESS)
 }
 
-pub fn print_state(spec: &StreamSpec, filter: Option<FileState>, format: OutputFormat) -> ExitCode {
+/// `landfall state <stream>`: one row per tracked file, in key order (the path, or
+/// `path@version` with `allow_overwrites`), printed as the ledger is read: constant memory
+/// whatever its size.
+pub fn print_state(
+    spec: &StreamSpec,
+    state: Option<FileState>,
+    format: OutputFormat,
+) -> io::Result<ExitCode> {
     let ledger = match landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
-    match ledger.files(filter) {
-        Ok(files) => {
-            let header = [
-                "path",
-                "size",
-                "create_time",
-                "discovery_time",
-                "processed_time",
-                "commit_time",
-                "archive_time",
-                "ingestion_state",
-                "state",
-                "batch_id",
-                "table_version",
-                "reason",
-            ];
-            let rows: Vec<_> = files.iter().map(|r| file_row(spec, r)).collect();
-            print_rows(&header, &rows, format);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+    let filter = FileFilter {
+        state,
+        discovered_after: None,
+    };
+    let mut rows = RowWriter::new(out::stdout(), STATE_HEADER, format)?;
+    for rec in ledger.file_records(filter) {
+        match rec {
+            Ok(r) => rows.row(file_row(spec, &r))?,
+            Err(e) => {
+                rows.abandon()?;
+                eprintln!("error: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
         }
     }
+    rows.finish()?;
+    Ok(ExitCode::SUCCESS)
 }
 
-pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
-    let header = [
+/// `landfall streams`: each stream's backlog, last batch and status.
+pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> io::Result<ExitCode> {
+    const HEADER: &[&str] = &[
         "stream",
         "source",
         "table",
@@ -212,59 +184,61 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
         "status",
         "requests",
     ];
-    let mut rows = Vec::new();
+    let mut rows = RowWriter::new(out::stdout(), HEADER, format)?;
     for spec in &cfg.streams {
         let mut row = vec![
-            spec.name.clone(),
-            spec.source.url.to_string(),
-            spec.sink.location.as_table_uri(),
+            Value::from(spec.name.clone()),
+            Value::from(spec.source.url.to_string()),
+            Value::from(spec.sink.location.as_table_uri()),
         ];
         let ledger = landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir);
         match ledger.as_ref().map(|l| l.summary()) {
             Ok(Ok(s)) => {
-                row.push(s.pending_files.to_string());
-                row.push(s.pending_bytes.to_string());
-                row.push(s.committed_files.to_string());
+                row.push(Value::from(s.pending_files));
+                row.push(Value::from(s.pending_bytes));
+                row.push(Value::from(s.committed_files));
                 match &s.last_batch {
                     Some(b) => {
-                        row.push(b.batch_id.to_string());
-                        row.push(b.files.len().to_string());
-                        row.push(
-                            if b.committed.is_some() {
-                                "committed"
-                            } else {
-                                "open"
-                            }
-                            .to_string(),
-                        );
+                        row.push(Value::from(b.batch_id));
+                        row.push(Value::from(b.files.len()));
+                        row.push(Value::from(if b.committed.is_some() {
+                            "committed"
+                        } else {
+                            "open"
+                        }));
                         row.push(ts(b.committed.as_ref().map(|c| c.committed_at)));
                     }
-                    None => row.extend(["", "", "", ""].map(String::from)),
+                    None => row.extend([Value::Null, Value::Null, Value::Null, Value::Null]),
                 }
                 let skipped = s
                     .files_by_state
                     .iter()
                     .find(|(st, _)| *st == FileState::Skipped)
                     .map_or(0, |(_, n)| *n);
-                row.push(skipped.to_string());
+                row.push(Value::from(skipped));
                 let last_commit = s
                     .last_batch
                     .as_ref()
                     .and_then(|b| b.committed.as_ref())
                     .map(|c| c.committed_at);
-                row.push(status(ledger.as_ref().ok(), last_commit));
+                row.push(Value::from(status(ledger.as_ref().ok(), last_commit)));
                 row.push(requests(ledger.as_ref().ok()));
             }
-            _ => row.extend(["", "", "", "", "", "never run", "", "", "", ""].map(String::from)),
+            _ => {
+                row.extend(std::iter::repeat_n(Value::Null, 8));
+                row.push(Value::from("never run"));
+                row.push(Value::Null);
+            }
         }
-        rows.push(row);
+        rows.row(row)?;
     }
-    print_rows(&header, &rows, format);
-    ExitCode::SUCCESS
+    rows.finish()?;
+    Ok(ExitCode::SUCCESS)
 }
 
-/// `landfall locations`: each location's cache, consumer and readers.
-pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode {
+/// `landfall locations`: each location's cache, consumer and readers. JSON shows the whole
+/// report of each location (as `GET /api/v1/locations`), a table one line each.
+pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> io::Result<ExitCode> {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -272,7 +246,7 @@ pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode 
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     let positions = |s: &landfall_config::StreamSpec| {
@@ -281,14 +255,14 @@ pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode 
             .and_then(|l| l.cursor().ok().flatten())
     };
     let reports = rt.block_on(landfall_engine::locations::report(cfg, &positions, true));
+    let mut out = out::stdout();
     if format == OutputFormat::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&reports).expect("reports serialise")
-        );
-        return ExitCode::SUCCESS;
+        serde_json::to_writer_pretty(&mut out, &reports)?;
+        writeln!(out)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
     }
-    let header = [
+    const HEADER: &[&str] = &[
         "location",
         "url",
         "file_events",
@@ -301,25 +275,25 @@ pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode 
         "consumer",
         "streams",
     ];
-    let rows: Vec<Vec<String>> = reports
-        .iter()
-        .map(|r| {
-            let cache = r.cache.as_ref();
-            vec![
-                r.name.clone(),
-                r.url.clone(),
-                r.file_events.to_string(),
-                r.queue.clone().unwrap_or_default(),
-                r.queue_depth.map(|d| d.to_string()).unwrap_or_default(),
-                cache.map(|c| c.events.to_string()).unwrap_or_default(),
-                ts(cache.and_then(|c| c.oldest)),
-                ts(cache.and_then(|c| c.newest)),
-                r.last_round.clone().unwrap_or_default(),
-                match (&r.error, &r.consumer_error) {
-                    (Some(e), _) => e.clone(),
-                    (None, Some(c)) => format!("failing since {}: {}", c.at.to_rfc3339(), c.error),
-                    (None, None) => "ok".into(),
-                },
+    let mut rows = RowWriter::new(out, HEADER, format)?;
+    for r in &reports {
+        let cache = r.cache.as_ref();
+        rows.row(vec![
+            Value::from(r.name.clone()),
+            Value::from(r.url.clone()),
+            Value::from(r.file_events),
+            opt_text(r.queue.clone()),
+            r.queue_depth.map_or(Value::Null, Value::from),
+            cache.map_or(Value::Null, |c| Value::from(c.events)),
+            ts(cache.and_then(|c| c.oldest)),
+            ts(cache.and_then(|c| c.newest)),
+            opt_text(r.last_round.clone()),
+            Value::from(match (&r.error, &r.consumer_error) {
+                (Some(e), _) => e.clone(),
+                (None, Some(c)) => format!("failing since {}: {}", c.at.to_rfc3339(), c.error),
+                (None, None) => "ok".into(),
+            }),
+            Value::from(
                 r.streams
                     .iter()
                     .map(|(name, p)| match (p.position, p.behind) {
@@ -328,26 +302,27 @@ pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> ExitCode 
                     })
                     .collect::<Vec<_>>()
                     .join(", "),
-            ]
-        })
-        .collect();
-    print_rows(&header, &rows, format);
-    ExitCode::SUCCESS
+            ),
+        ])?;
+    }
+    rows.finish()?;
+    Ok(ExitCode::SUCCESS)
 }
 
-/// The stream's storage and queue requests of all runs, `OP=count` by operation.
-fn requests(ledger: Option<&impl StateStore>) -> String {
+/// The stream's storage and queue requests of all runs, a count by operation
+/// (`{"GET": 5, "LIST": 3}`; a table shows `GET=5 LIST=3`), or null before any.
+fn requests(ledger: Option<&impl StateStore>) -> Value {
     let Some(raw) = ledger.and_then(|l| l.meta(REQUESTS_META).ok().flatten()) else {
-        return String::new();
+        return Value::Null;
     };
     serde_json::from_str::<std::collections::BTreeMap<String, u64>>(&raw)
-        .map(|m| {
-            m.iter()
-                .map(|(op, n)| format!("{op}={n}"))
-                .collect::<Vec<_>>()
-                .join(" ")
+        .ok()
+        .filter(|m| !m.is_empty())
+        .map_or(Value::Null, |m| {
+            Value::from(serde_json::Map::from_iter(
+                m.into_iter().map(|(op, n)| (op, Value::from(n))),
+            ))
         })
-        .unwrap_or_default()
 }
 
 /// `ok`, or the last error a run ended with while no batch committed after it.

@@ -333,28 +333,6 @@ fn state_restored_from_backup_is_refused() {
     assert_eq!(last, 2, "batch ids continue after the table's");
 }
 
-/// A zero-byte object is passed over, not tracked: the rest commits, and once it has content
-/// it is ingested.
-#[test]
-fn zero_byte_objects_are_passed_over_until_they_have_content() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    land(root, "a.json", 0..5);
-    std::fs::write(root.join("landing/empty.json"), "").unwrap();
-    let cfg = config(root, "");
-    drain(&cfg);
-    assert_exactly(&table_ids(root), &(0..5).collect::<Vec<_>>());
-    assert!(
-        !state_rows(&cfg, "events")
-            .iter()
-            .any(|r| r["path"].as_str().unwrap().ends_with("/empty.json")),
-        "an empty object is not tracked"
-    );
-    land(root, "empty.json", 5..7);
-    drain(&cfg);
-    assert_exactly(&table_ids(root), &(0..7).collect::<Vec<_>>());
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
