@@ -1,10 +1,13 @@
 //! Conforming decoded batches to the stream schema, and adding per-file constant columns
 //! (Hive partition values from the path).
 //!
-//! Matching is by name, exact first, then ignoring ASCII case. In [`conform`] a value that does
-//! not cast to the schema's type is an error naming the column, never a silent null. The
-//! permissive decoders use [`cast_permissive`] instead, which nulls such values and says which
-//! rows lost one (to count them malformed).
+//! Matching is by name, exact first, then ignoring ASCII case. A value that does not cast to
+//! the schema's type, or that the cast would change (`3.7` into a BIGINT, a DOUBLE `1e300`
+//! into a FLOAT, a timestamp with a time of day into a DATE: the rules are
+//! [`crate::exact`]'s), is a misfit, never written changed and never a silent null: in
+//! [`conform`] it is an error naming the column and the row; with a rescued column
+//! ([`Conformer`]) it is rescued. The permissive decoders use [`cast_permissive`], which nulls
+//! such values and says which rows lost one (to rescue them or count them malformed).
 
 use crate::error::FormatError;
 use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, rescued_array, values_as_json};
@@ -31,17 +34,25 @@ fn cast_column(
         return Ok(col.clone());
     }
     let cast = cast_strict(path, name, col, field)?;
-    match inexact_decimals(col, &cast).first() {
+    match crate::exact::not_kept(col, &cast).first() {
         None => Ok(cast),
         Some(&row) => Err(FormatError::Column {
             path: path.to_string(),
             column: name.to_string(),
             reason: format!(
-                "row {row}: the value has more digits than {} keeps",
+                "row {row}: {} would change as {}",
+                shown(col, row),
                 landfall_core::ddl::type_to_ddl(field.data_type())
             ),
         }),
     }
+}
+
+/// One value of `col` for a message.
+fn shown(col: &ArrayRef, row: usize) -> String {
+    arrow::util::display::ArrayFormatter::try_new(col.as_ref(), &FormatOptions::new())
+        .map(|f| f.value(row).to_string())
+        .unwrap_or_else(|_| "the value".into())
 }
 
 fn cast_strict(
@@ -66,9 +77,10 @@ const SAFE: CastOptions<'static> = CastOptions {
     format_options: FormatOptions::new(),
 };
 
-/// Cast `col` to `field`'s type, nulling the values that do not convert. Returns the cast
-/// column and the rows whose non-null value became null. A cast arrow cannot do at all (say
-/// strings to a struct) is still an error.
+/// Cast `col` to `field`'s type, nulling the values that do not convert exactly (see
+/// [`crate::exact`]). Returns the cast column and the rows whose non-null value it does not
+/// hold (to rescue them, or count them malformed). A cast arrow cannot do at all (say strings
+/// to a struct) is still an error.
 pub(crate) fn cast_permissive(
     path: &str,
     name: &str,
@@ -78,107 +90,25 @@ pub(crate) fn cast_permissive(
     if col.data_type() == field.data_type() {
         return Ok((col.clone(), Vec::new()));
     }
-    let cast =
-        cast_with_options(col, field.data_type(), &SAFE).map_err(|e| FormatError::Column {
-            path: path.to_string(),
-            column: name.to_string(),
-            reason: format!(
-                "cannot convert {} to {}: {e}",
-                col.data_type(),
-                landfall_core::ddl::type_to_ddl(field.data_type())
-            ),
-        })?;
-    let mut lost = match cast.logical_nulls() {
-        None => Vec::new(),
-        Some(nulls) if nulls.null_count() == col.logical_null_count() => Vec::new(),
-        Some(nulls) => (0..col.len())
-            .filter(|&i| nulls.is_null(i) && col.is_valid(i))
-            .collect(),
-    };
-    let inexact = inexact_decimals(col, &cast);
-    if inexact.is_empty() {
-        return Ok((cast, lost));
-    }
-    let mut flags = vec![false; col.len()];
-    for &i in &inexact {
-        flags[i] = true;
-    }
-    let mask = arrow::array::BooleanArray::from(flags);
-    let cast = arrow::compute::nullif(&cast, &mask).map_err(|e| FormatError::Column {
+    let column_error = |e: &dyn std::fmt::Display| FormatError::Column {
         path: path.to_string(),
         column: name.to_string(),
-        reason: e.to_string(),
-    })?;
-    lost.extend(inexact);
-    lost.sort_unstable();
-    Ok((cast, lost))
-}
-
-/// The rows whose value a cast to a decimal changed: arrow rounds digits past the scale
-/// (`12.345` into DECIMAL(4,2) is 12.35), where landfall keeps the value out of the column
-/// instead (null and counted, or rescued). Strings are checked digit by digit; numbers by
-/// casting back and comparing.
-pub(crate) fn inexact_decimals(src: &ArrayRef, cast: &ArrayRef) -> Vec<usize> {
-    let (p, s) = match cast.data_type() {
-        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => (*p, *s),
-        _ => return Vec::new(),
+        reason: format!(
+            "cannot convert {} to {}: {e}",
+            col.data_type(),
+            landfall_core::ddl::type_to_ddl(field.data_type())
+        ),
     };
-    let valid = |i: usize| cast.is_valid(i) && src.is_valid(i);
-    match src.data_type() {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            let Ok(text) = arrow::compute::cast(src, &DataType::Utf8) else {
-                return Vec::new();
-            };
-            let text = text.as_string::<i32>();
-            (0..src.len())
-                .filter(|&i| valid(i))
-                .filter(|&i| {
-                    let v = text.value(i).trim().as_bytes();
-                    !crate::json_decimal::literal_fits(
-                        crate::json_decimal::Literal::Number(v),
-                        p,
-                        s,
-                    ) && v.iter().all(|b| b.is_ascii_digit() || b"+-.eE".contains(b))
-                })
-                .collect()
-        }
-        t @ (DataType::Float16 | DataType::Float32 | DataType::Float64) => {
-            // Cast back to the source's own type (0.1f32 round-trips as 0.1f32), then compared
-            // as numbers: -0.0 equals 0.0 (a bitwise compare would flag it).
-            let Ok(back) = arrow::compute::cast(cast, t) else {
-                return Vec::new();
-            };
-            let as_f64 = |a: &ArrayRef| arrow::compute::cast(a, &DataType::Float64).ok();
-            let (Some(before), Some(back)) = (as_f64(src), as_f64(&back)) else {
-                return Vec::new();
-            };
-            let (before, back) = (
-                before.as_primitive::<arrow::datatypes::Float64Type>(),
-                back.as_primitive::<arrow::datatypes::Float64Type>(),
-            );
-            (0..src.len())
-                .filter(|&i| valid(i) && before.value(i) != back.value(i))
-                .collect()
-        }
-        t if t.is_numeric() => {
-            let Ok(back) = arrow::compute::cast(cast, t) else {
-                return Vec::new();
-            };
-            let Ok(same) = arrow::compute::kernels::cmp::eq(src, &back) else {
-                return Vec::new();
-            };
-            (0..src.len())
-                .filter(|&i| valid(i) && !same.value(i))
-                .collect()
-        }
-        _ => Vec::new(),
-    }
+    let cast = cast_with_options(col, field.data_type(), &SAFE).map_err(|e| column_error(&e))?;
+    let lost = crate::exact::not_kept(col, &cast);
+    let cast = crate::exact::null_rows(&cast, &lost).map_err(|e| column_error(&e))?;
+    Ok((cast, lost))
 }
 
 /// Reorder, cast and fill `batch` so it has exactly `target`'s columns: by name at every
 /// struct level (exact, then ignoring ASCII case); columns and struct fields the target lacks
 /// are dropped, those the batch lacks are null (an error for a NOT NULL one); a value that does
-/// not cast is an error naming the column.
+/// not cast, or would change, is an error naming the column.
 pub fn conform(
     path: &str,
     batch: RecordBatch,
@@ -243,8 +173,8 @@ pub type ConformedBatches = (
 );
 
 /// [`conform`] under a [`SchemaPolicy`]: columns the target lacks are rescued and reported as
-/// new columns, and values that do not cast are rescued (null in their column), as the policy
-/// asks ([`crate::rescue`]). Without a rescued column or new-column detection it is [`conform`].
+/// new columns, and values that do not cast, or would change, are rescued (null in their
+/// column), as the policy asks ([`crate::rescue`]). Without a rescued column or new-column detection it is [`conform`].
 /// For inputs that carry their own schema (Parquet).
 pub struct Conformer {
     path: String,
@@ -391,7 +321,8 @@ impl Fit<'_> {
     }
 
     /// `col` fitted to `field`: structs member by member, other types cast. A value that does
-    /// not cast is rescued (null in its column) with a rescued column, an error without.
+    /// not cast, or would change, is rescued (null in its column) with a rescued column, an
+    /// error without.
     fn fit_column(
         &mut self,
         segs: &[String],
@@ -467,19 +398,23 @@ mod tests {
     use arrow::array::{Float32Array, Float64Array};
 
     /// A cast into a decimal that changed the value is found; one that kept it is not (a FLOAT
-    /// compared in its own type, -0.0 as 0.0).
+    /// compared in its own type, -0.0 as 0.0); text that does not convert is not kept either.
     #[test]
     fn inexact_decimal_casts_are_found_and_exact_ones_kept() {
         let dec = DataType::Decimal128(4, 2);
         let check = |src: ArrayRef| {
             let cast = arrow::compute::cast(&src, &dec).unwrap();
-            inexact_decimals(&src, &cast)
+            crate::exact::not_kept(&src, &cast)
         };
         let f32s: ArrayRef = Arc::new(Float32Array::from(vec![0.1, 0.125, 12.5, -0.0]));
         assert_eq!(check(f32s), [1]);
         let f64s: ArrayRef = Arc::new(Float64Array::from(vec![Some(-0.0), None, Some(1.005)]));
         assert_eq!(check(f64s), [2]);
         let strings: ArrayRef = Arc::new(StringArray::from(vec!["12.345", " 1.5 ", "12.50", "x"]));
-        assert_eq!(check(strings), [0]);
+        assert_eq!(check(strings), [0, 3]);
     }
 }
+
+#[cfg(test)]
+#[path = "conform_tests.rs"]
+pub(crate) mod exact_tests;

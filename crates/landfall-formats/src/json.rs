@@ -6,7 +6,8 @@
 //!
 //! Decoding is permissive (the only mode for now): a file never fails for its content.
 //!
-//! - A value that does not fit its column is null and its row is counted malformed; an object
+//! - A value that does not fit its column, or that would change on its way in (`3.7` for a
+//!   BIGINT: [`crate::json_exact`]), is null and its row is counted malformed; an object
 //!   or array in a string column is kept as its JSON text instead (not malformed). See
 //!   [`crate::json_permissive`] for the exact rules.
 //! - A record that is not JSON, not an object, or cut by the end of the file is counted
@@ -56,9 +57,9 @@ pub struct JsonDecoder {
     /// What arrow-json decodes: `schema` with the rescued column under an internal name, plus
     /// the path columns (known keys, dropped from the output).
     decode_schema: SchemaRef,
-    /// Decimal columns of `decode_schema`: a batch holding a value with digits they would cut
-    /// takes the slow path.
-    decimals: Option<crate::json_decimal::DecimalColumns>,
+    /// Columns of `decode_schema` whose literals arrow-json could change (decimals, numbers,
+    /// dates, timestamps): a batch holding such a value takes the slow path.
+    exact: Option<crate::json_exact::ExactColumns>,
     /// Columns read as text and parsed with `timestamp_format` / `date_format`: name, type,
     /// chrono format.
     parsed: Vec<(String, DataType, String)>,
@@ -90,7 +91,7 @@ impl JsonDecoder {
             drop_malformed: false,
             parsed: Vec::new(),
             late_rescued: 0,
-            decimals: crate::json_decimal::DecimalColumns::of(schema.fields()),
+            exact: crate::json_exact::ExactColumns::of(schema.fields()),
             decode_schema: schema,
         })
     }
@@ -266,9 +267,9 @@ impl JsonDecoder {
         }
     }
 
-    /// Decode into `schema` from now on (its decimal columns noted once, here).
+    /// Decode into `schema` from now on (its checked columns noted once, here).
     fn set_decode_schema(&mut self, schema: Schema) {
-        self.decimals = crate::json_decimal::DecimalColumns::of(schema.fields());
+        self.exact = crate::json_exact::ExactColumns::of(schema.fields());
         self.decode_schema = Arc::new(schema);
     }
 
@@ -307,7 +308,7 @@ impl JsonDecoder {
 
     fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<bool, FormatError> {
         match self.inner.flush() {
-            Ok(_) if !self.pending_decimals_fit() => Ok(false),
+            Ok(_) if !self.pending_values_land() => Ok(false),
             Ok(batch) => {
                 self.settle();
                 if let Some(b) = batch {
@@ -319,10 +320,10 @@ impl JsonDecoder {
         }
     }
 
-    /// Whether the pending records' decimal values keep all their digits (arrow-json would
-    /// cut extra fraction digits silently).
-    fn pending_decimals_fit(&self) -> bool {
-        let Some(d) = &self.decimals else {
+    /// Whether the pending records' values land unchanged (arrow-json would cut a decimal's
+    /// extra digits, truncate `3.7` into a BIGINT, ...: [`crate::json_exact`]).
+    fn pending_values_land(&self) -> bool {
+        let Some(d) = &self.exact else {
             return true;
         };
         match self.pending.len() {

@@ -157,61 +157,6 @@ pub(crate) fn walk(text: &[u8], visit: &mut dyn FnMut(&[String], Literal<'_>)) {
     }
 }
 
-/// The DECIMAL columns of a schema by JSON path. arrow-json reads a number (or a numeric
-/// string) with more fraction digits than a column's scale by cutting the digits off; these
-/// paths let a decoder find such values first, so they are misfits (null and counted, or
-/// rescued) instead of silently changed. Decimals inside maps are not checked.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DecimalColumns {
-    paths: HashMap<Vec<String>, (u8, i8)>,
-}
-
-impl DecimalColumns {
-    /// `None` when `fields` hold no decimal outside a map.
-    pub(crate) fn of(fields: &Fields) -> Option<Self> {
-        fn collect(
-            ty: &DataType,
-            path: &mut Vec<String>,
-            out: &mut HashMap<Vec<String>, (u8, i8)>,
-        ) {
-            match ty {
-                DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {
-                    out.insert(path.clone(), (*p, *s));
-                }
-                DataType::Struct(fs) => {
-                    for f in fs {
-                        path.push(f.name().clone());
-                        collect(f.data_type(), path, out);
-                        path.pop();
-                    }
-                }
-                DataType::List(item) | DataType::LargeList(item) => {
-                    collect(item.data_type(), path, out)
-                }
-                _ => {}
-            }
-        }
-        let mut paths = HashMap::new();
-        collect(
-            &DataType::Struct(fields.clone()),
-            &mut Vec::new(),
-            &mut paths,
-        );
-        (!paths.is_empty()).then_some(DecimalColumns { paths })
-    }
-
-    /// Whether every literal of `text` at a decimal path fits its column exactly.
-    pub(crate) fn all_fit(&self, text: &[u8]) -> bool {
-        let mut fit = true;
-        walk(text, &mut |path, lit| {
-            if fit && let Some(&(p, s)) = self.paths.get(path) {
-                fit = literal_fits(lit, p, s);
-            }
-        });
-        fit
-    }
-}
-
 /// Significant digits of an integer literal.
 fn integer_digits(literal: &[u8]) -> u32 {
     let digits = literal.strip_prefix(b"-").unwrap_or(literal);
@@ -267,7 +212,7 @@ pub(crate) fn literal_fits(lit: Literal<'_>, p: u8, s: i8) -> bool {
     }
 }
 
-fn decimal_of(literal: &[u8]) -> Option<Option<(u32, u32)>> {
+pub(crate) fn decimal_of(literal: &[u8]) -> Option<Option<(u32, u32)>> {
     let text = literal.strip_prefix(b"-").unwrap_or(literal);
     let (mantissa, exp) = match text.iter().position(|&b| b == b'e' || b == b'E') {
         Some(at) => (&text[..at], Some(&text[at + 1..])),
@@ -512,25 +457,6 @@ mod tests {
         assert!(!fits("123.4") && !fits("123") && !fits("1e3") && !fits("1e-3"));
         let s = |t: &str| literal_fits(Literal::String(t.as_bytes()), 4, 2);
         assert!(s("\"12.34\"") && !s("\"12.345\"") && s("\"abc\""));
-        let cols = DecimalColumns::of(&Fields::from(vec![
-            Field::new("id", DataType::Int64, true),
-            Field::new(
-                "o",
-                DataType::Struct(Fields::from(vec![Field::new_list(
-                    "m",
-                    Field::new_list_field(DataType::Decimal128(4, 2), true),
-                    true,
-                )])),
-                true,
-            ),
-        ]))
-        .unwrap();
-        assert!(cols.all_fit(b"{\"id\":1.555,\"o\":{\"m\":[1.5,\"2.25\"]}}\n"));
-        assert!(!cols.all_fit(b"{\"id\":1,\"o\":{\"m\":[1.5,2.255]}}\n"));
-        assert!(
-            DecimalColumns::of(&Fields::from(vec![Field::new("id", DataType::Int64, true)]))
-                .is_none()
-        );
     }
 
     #[test]

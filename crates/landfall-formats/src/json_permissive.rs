@@ -8,15 +8,18 @@
 //!   does); this alone does not make the row malformed;
 //! - structs and lists are fixed member by member, so one misfit leaf nulls only itself;
 //! - any other value arrow-json cannot convert (`"abc"` for BIGINT, an overflowing number, an
-//!   object for DOUBLE, ...) becomes null and the row is malformed.
+//!   object for DOUBLE, ...), or would convert into another value (`3.7` for BIGINT, `1e39`
+//!   for FLOAT, digits past a decimal's scale: [`crate::json_exact`]), becomes null and the
+//!   row is malformed.
 //!
 //! A record that is not JSON (or not an object) is malformed and yields no row; reading resumes
 //! at the next line, so a garbage line costs one record, and a record cut by the end of the file
 //! is malformed too. Fitting is decided by arrow-json (probing single values), never by a
-//! re-implementation of its conversion rules.
+//! re-implementation of its conversion rules; [`crate::json_exact`] only refuses, on top, the
+//! literals arrow-json would accept changed.
 
 use crate::error::{MalformedRecord, Tally};
-use crate::json_decimal::DecimalColumns;
+use crate::json_exact::ExactColumns;
 use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, json_value_type};
 use arrow_json::reader::{Decoder as JsonInner, ReaderBuilder};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
@@ -217,8 +220,8 @@ pub(crate) struct Fixer {
     record: Option<JsonInner>,
     /// One single-column decoder per leaf type, reused until it fails.
     probes: HashMap<DataType, JsonInner>,
-    /// The schema's decimal columns, whose literals must keep every digit.
-    decimals: Option<DecimalColumns>,
+    /// The schema's columns whose literals arrow-json could change ([`crate::json_exact`]).
+    exact: Option<ExactColumns>,
     pub new_columns: NewColumns,
     pub rescued_rows: u64,
     /// Records with a value lost to null yield no row (`mode = "drop_malformed"`).
@@ -261,7 +264,7 @@ impl At {
 
 impl Fixer {
     pub fn new(schema: SchemaRef, policy: SchemaPolicy, file: &str) -> Self {
-        let decimals = DecimalColumns::of(schema.fields());
+        let exact = ExactColumns::of(schema.fields());
         let data_fields: Fields = schema
             .fields()
             .iter()
@@ -275,7 +278,7 @@ impl Fixer {
             file: file.to_string(),
             record: None,
             probes: HashMap::new(),
-            decimals,
+            exact,
             new_columns: NewColumns::default(),
             rescued_rows: 0,
             drop_malformed: false,
@@ -288,7 +291,7 @@ impl Fixer {
         let strict = self.policy.watches_unknown();
         if Self::fits(&mut self.record, &schema, raw.get(), strict)
             && self
-                .decimals
+                .exact
                 .as_ref()
                 .is_none_or(|d| d.all_fit(raw.get().as_bytes()))
         {
@@ -347,9 +350,10 @@ impl Fixer {
         let mut slot = self.probes.remove(ty);
         let schema = Arc::new(Schema::new(vec![Field::new("v", ty.clone(), true)]));
         let record = format!("{{\"v\":{text}}}");
-        // arrow-json cuts a decimal's extra fraction digits: such a value is a misfit.
+        // arrow-json would change some values (cut a decimal's digits, truncate a fraction
+        // into an integer): such a value is a misfit.
         let ok = Self::fits(&mut slot, &schema, &record, false)
-            && DecimalColumns::of(schema.fields()).is_none_or(|d| d.all_fit(record.as_bytes()));
+            && ExactColumns::of(schema.fields()).is_none_or(|d| d.all_fit(record.as_bytes()));
         if let Some(d) = slot {
             self.probes.insert(ty.clone(), d);
         }

@@ -245,3 +245,221 @@ fn decimals_that_do_not_fit_are_never_rounded() {
         )
     );
 }
+
+/// Issue 16: a number never changes on its way into a column. An integer column takes only
+/// integer literals (as Spark's JSON reader: `3.0` and `1e3` are misfits too), within its
+/// range; a FLOAT or DOUBLE takes the nearest float but not an overflow to infinity or a
+/// non-zero read as zero; a TIMESTAMP keeps every digit of its text, a DATE takes no time of
+/// day. Misfits are null and counted, on the fast path and the slow path alike.
+#[test]
+fn number_and_text_literals_never_change_on_their_way_into_a_column() {
+    let tz = Some("+00:00".into());
+    let s = schema(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("i", DataType::Int64, true),
+        Field::new("f", DataType::Float32, true),
+        Field::new("d", DataType::Float64, true),
+        Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, tz), true),
+        Field::new("day", DataType::Date32, true),
+        Field::new(
+            "l",
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+            true,
+        ),
+    ]);
+    let fits = "{\"id\":0,\"i\":-9223372036854775808,\"f\":0.1,\"d\":1e308,\
+                \"t\":\"2024-01-02T03:04:05.123456\",\"day\":\"2024-01-02\",\"l\":[1,-2]}";
+    let misfits = [
+        ("{\"id\":1,\"i\":3.7}", "{\"id\":1}"),
+        ("{\"id\":2,\"i\":3.0}", "{\"id\":2}"),
+        ("{\"id\":3,\"i\":1e3}", "{\"id\":3}"),
+        ("{\"id\":4,\"i\":-9223372036854775809}", "{\"id\":4}"),
+        ("{\"id\":5,\"f\":1e39}", "{\"id\":5}"),
+        ("{\"id\":6,\"f\":1e-50}", "{\"id\":6}"),
+        ("{\"id\":7,\"d\":1e400}", "{\"id\":7}"),
+        (
+            "{\"id\":8,\"t\":\"2024-01-02T03:04:05.1234567\"}",
+            "{\"id\":8}",
+        ),
+        ("{\"id\":9,\"t\":1.5}", "{\"id\":9}"),
+        ("{\"id\":10,\"day\":\"2024-01-02T03:04:05\"}", "{\"id\":10}"),
+        ("{\"id\":11,\"l\":[1,2.5]}", "{\"id\":11,\"l\":[1,null]}"),
+    ];
+    let input: String = std::iter::once(fits)
+        .chain(misfits.iter().map(|(m, _)| *m))
+        .map(|r| format!("{r}\n"))
+        .collect();
+    let want: String = std::iter::once(fits)
+        .chain(misfits.iter().map(|(_, w)| *w))
+        .map(|r| format!("{r}\n"))
+        .collect();
+    for batch_size in [1, 1024] {
+        let (got, bad, first) = decode(s.clone(), &input, batch_size);
+        assert_eq!(bad, misfits.len() as u64, "{got}");
+        assert!(first.unwrap().reason.contains("column `i`"));
+        assert_eq!(got, table(&want, s.clone()), "batch size {batch_size}");
+    }
+}
+
+/// A random number literal into each numeric column type either lands as exactly its value
+/// or is rescued as written; never changed, never malformed.
+#[test]
+fn random_number_literals_land_exactly_or_are_rescued() {
+    use crate::conform::exact_tests::{Rng, text_decimal, text_float};
+    use arrow::datatypes::*;
+    let types = [
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::UInt8,
+        DataType::UInt16,
+        DataType::UInt32,
+        DataType::UInt64,
+        DataType::Float32,
+        DataType::Float64,
+        DataType::Decimal128(10, 2),
+        DataType::Decimal128(38, 0),
+        DataType::Decimal128(38, 18),
+        DataType::Decimal128(4, 4),
+    ];
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    let literal = |r: &mut Rng| -> String {
+        let int = r.int();
+        match r.below(10) {
+            0 => int.to_string(),
+            1 => (int % 200).to_string(),
+            2 => format!("{}.{}", int % 100_000, "0".repeat(1 + r.below(3) as usize)),
+            3 => format!("{}.{}", int % 1_000_000, r.below(100_000)),
+            4 => format!("{}e{}", int % 1000, r.below(90) as i64 - 45),
+            5 => format!("{}.{}E{}", int % 100, r.below(100), r.below(20) as i64 - 10),
+            6 => {
+                let v = f64::from_bits(r.next());
+                if v.is_finite() {
+                    format!("{v:?}")
+                } else {
+                    "0.5".into()
+                }
+            }
+            7 => format!(
+                "{}{:07}",
+                if int == 0 { 1 } else { int },
+                r.below(10_000_000)
+            ),
+            8 => format!("{}0.{}", if int < 0 { "-" } else { "" }, r.below(10_000)),
+            _ => r
+                .pick(&[
+                    "-129",
+                    "128",
+                    "255",
+                    "256",
+                    "-32769",
+                    "65536",
+                    "2147483648",
+                    "-9223372036854775809",
+                    "9223372036854775807",
+                    "18446744073709551615",
+                    "18446744073709551616",
+                    "1e39",
+                    "1e400",
+                    "1e-50",
+                    "-1e-400",
+                    "-0",
+                    "-0.0",
+                    "0.1",
+                    "3.4028235e38",
+                    "123456789012345678901234567890123456789",
+                ])
+                .to_string(),
+        }
+    };
+    for ty in types {
+        let s = schema(vec![
+            Field::new("v", ty.clone(), true),
+            Field::new("_rescued_data", DataType::Utf8, true),
+        ]);
+        let literals: Vec<String> = (0..400).map(|_| literal(&mut r)).collect();
+        let input: String = literals
+            .iter()
+            .map(|l| format!("{{\"v\":{l}}}\n"))
+            .collect();
+        let policy = SchemaPolicy {
+            rescued_column: Some("_rescued_data".into()),
+            ..Default::default()
+        };
+        let mut d = JsonDecoder::new("t.json", s.clone(), 64)
+            .unwrap()
+            .with_policy(policy)
+            .unwrap();
+        let mut batches = d.push(Bytes::from(input)).unwrap();
+        batches.extend(d.finish().unwrap());
+        let b = arrow::compute::concat_batches(&s, &batches).unwrap();
+        assert_eq!(
+            (b.num_rows(), d.malformed_rows()),
+            (literals.len(), 0),
+            "{ty}: {:?}",
+            d.first_malformed()
+        );
+        let v = b.column(0);
+        let rescued = b.column(1).as_string::<i32>();
+        // Both outcomes must come up, or the property holds vacuously.
+        let landed = literals.len() - v.null_count();
+        assert!(landed >= 20 && v.null_count() >= 2, "{ty}: {landed} landed");
+        for (i, lit) in literals.iter().enumerate() {
+            if v.is_null(i) {
+                assert!(
+                    rescued.is_valid(i) && rescued.value(i).contains(&format!("\"v\":{lit}")),
+                    "{ty}: {lit} neither landed nor was rescued"
+                );
+                continue;
+            }
+            let plain_int = || {
+                (!lit.contains(['.', 'e', 'E']))
+                    .then(|| lit.parse::<i128>().ok())
+                    .flatten()
+            };
+            let exact = match &ty {
+                DataType::Int8 => plain_int() == Some(v.as_primitive::<Int8Type>().value(i).into()),
+                DataType::Int16 => {
+                    plain_int() == Some(v.as_primitive::<Int16Type>().value(i).into())
+                }
+                DataType::Int32 => {
+                    plain_int() == Some(v.as_primitive::<Int32Type>().value(i).into())
+                }
+                DataType::Int64 => {
+                    plain_int() == Some(v.as_primitive::<Int64Type>().value(i).into())
+                }
+                DataType::UInt8 => {
+                    plain_int() == Some(v.as_primitive::<UInt8Type>().value(i).into())
+                }
+                DataType::UInt16 => {
+                    plain_int() == Some(v.as_primitive::<UInt16Type>().value(i).into())
+                }
+                DataType::UInt32 => {
+                    plain_int() == Some(v.as_primitive::<UInt32Type>().value(i).into())
+                }
+                DataType::UInt64 => {
+                    plain_int() == Some(v.as_primitive::<UInt64Type>().value(i).into())
+                }
+                DataType::Float32 => text_float(lit, true).is_some_and(|(x, in_range)| {
+                    in_range && x == f64::from(v.as_primitive::<Float32Type>().value(i))
+                }),
+                DataType::Float64 => text_float(lit, false).is_some_and(|(x, in_range)| {
+                    in_range && x == v.as_primitive::<Float64Type>().value(i)
+                }),
+                DataType::Decimal128(_, scale) => {
+                    let got = v.as_primitive::<Decimal128Type>().value(i);
+                    text_decimal(lit).is_some_and(|(m, e)| {
+                        crate::conform::exact_tests::same_decimal(m, e, got, i32::from(*scale))
+                    })
+                }
+                _ => unreachable!(),
+            };
+            let shown = arrow::util::display::ArrayFormatter::try_new(v, &Default::default())
+                .unwrap()
+                .value(i)
+                .to_string();
+            assert!(exact, "{ty}: {lit} landed as {shown}");
+        }
+    }
+}

@@ -519,3 +519,77 @@ fn new_csv_columns_are_typed_from_their_values() {
         d.new_columns()
     );
 }
+
+/// Issue 16 through the decoders themselves: a value that a conversion would change (a
+/// fraction into a BIGINT, an overflow into a FLOAT, a time of day into a DATE) is rescued as
+/// it was, in JSON, XML, CSV and Parquet alike, and the value that fits lands.
+#[test]
+fn values_that_would_change_are_rescued_by_every_decoder() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+        Field::new("f", DataType::Float32, true),
+        Field::new("day", DataType::Date32, true),
+        Field::new("_rescued_data", DataType::Utf8, true),
+    ]));
+    let json = "{\"id\":1,\"v\":3.7,\"f\":1e39,\"day\":\"2024-01-02T03:04:05\"}\n\
+                {\"id\":2,\"v\":4,\"f\":0.5,\"day\":\"2024-01-02\"}\n";
+    let xml = "<rows><row><id>1</id><v>3.7</v><f>1e39</f><day>2024-01-02T03:04:05</day></row>\
+               <row><id>2</id><v>4</v><f>0.5</f><day>2024-01-02</day></row></rows>";
+    let csv = "id,v,f,day\n1,3.7,1e39,2024-01-02T03:04:05\n2,4,0.5,2024-01-02\n";
+    let parquet = {
+        let src = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("v", DataType::Float64, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new(
+                "day",
+                DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None),
+                true,
+            ),
+        ]));
+        let day = 19_724 * 86_400_000_000i64;
+        let batch = RecordBatch::try_new(
+            src.clone(),
+            vec![
+                Arc::new(arrow::array::Int64Array::from(vec![1, 2])),
+                Arc::new(arrow::array::Float64Array::from(vec![3.7, 4.0])),
+                Arc::new(arrow::array::Float64Array::from(vec![1e39, 0.5])),
+                Arc::new(arrow::array::TimestampMicrosecondArray::from(vec![
+                    day + 11_045_000_000,
+                    day,
+                ])),
+            ],
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, src, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        buf
+    };
+    let cases: [(FileFormat, &str, &[u8]); 4] = [
+        (FileFormat::Json, "t.json", json.as_bytes()),
+        (FileFormat::Xml, "t.xml", xml.as_bytes()),
+        (FileFormat::Csv, "t.csv", csv.as_bytes()),
+        (FileFormat::Parquet, "t.parquet", &parquet),
+    ];
+    for (format, path, input) in cases {
+        let (b, d) = run(format, path, schema.clone(), policy(true, false), input, 7);
+        assert_eq!(ids(&b), [Some(1), Some(2)], "{path}");
+        let v = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+        assert!(v.is_null(0) && v.value(1) == 4, "{path}");
+        let f = b.column(2).as_primitive::<arrow::datatypes::Float32Type>();
+        assert!(f.is_null(0) && f.value(1) == 0.5, "{path}");
+        let day = b.column(3).as_primitive::<arrow::datatypes::Date32Type>();
+        assert!(day.is_null(0) && day.value(1) == 19_724, "{path}");
+        let r = rescued(&b, 0).unwrap();
+        // Text formats rescue text, Parquet its typed value.
+        let num = |v: &Value| v.as_f64().or_else(|| v.as_str()?.parse().ok());
+        assert_eq!(num(&r["v"]), Some(3.7), "{path}: {r}");
+        assert_eq!(num(&r["f"]), Some(1e39), "{path}: {r}");
+        assert!(r["day"].to_string().contains("03:04:05"), "{path}: {r}");
+        assert_eq!(rescued(&b, 1), None, "{path}");
+        assert_eq!((d.malformed_rows(), d.rescued_rows()), (0, 1), "{path}");
+    }
+}

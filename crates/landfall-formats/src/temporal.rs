@@ -7,11 +7,12 @@
 //! `S`..`SSSSSSSSS` fraction, `a` AM/PM, `XXX` `xxx` `ZZZZZ` offset `+01:00`, `X` `x` `Z` offset
 //! `+0100`, `'text'` literal, anything else literal. A timestamp without an offset is UTC (a
 //! TIMESTAMP column) or as written (TIMESTAMP_NTZ). A value that does not match is one that
-//! does not fit its column (rescued, or null and counted malformed).
+//! does not fit its column (rescued, or null and counted malformed); so is one the column
+//! cannot hold whole: digits past the microsecond, or a time of day in a DATE (issue 16).
 
 use arrow::array::{Array, ArrayRef, Date32Array, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, TimeUnit};
-use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
 use std::sync::Arc;
 
 /// The two patterns of a stream, translated.
@@ -39,9 +40,12 @@ pub fn parse_with(
             let mut out = Vec::with_capacity(n);
             for r in 0..n {
                 out.push(value(r).and_then(|v| {
-                    let d = NaiveDate::parse_from_str(v, format)
-                        .or_else(|_| NaiveDateTime::parse_from_str(v, format).map(|t| t.date()))
-                        .ok();
+                    // A time of day does not fit a DATE: a misfit, not its date (chrono's date
+                    // parser would ignore the time the pattern reads).
+                    let d = match NaiveDateTime::parse_from_str(v, format) {
+                        Ok(t) => (t.time() == NaiveTime::MIN).then_some(t.date()),
+                        Err(_) => NaiveDate::parse_from_str(v, format).ok(),
+                    };
                     if d.is_none() {
                         lost.push(r);
                     }
@@ -61,7 +65,9 @@ pub fn parse_with(
                             NaiveDate::parse_from_str(v, format)
                                 .map(|d| d.and_hms_opt(0, 0, 0).expect("midnight"))
                         })
-                        .ok();
+                        .ok()
+                        // Digits past the microsecond do not fit: a misfit, not a cut value.
+                        .filter(|t| t.and_utc().timestamp_subsec_nanos() % 1000 == 0);
                     if t.is_none() {
                         lost.push(r);
                     }
@@ -121,5 +127,28 @@ mod tests {
         assert_eq!(lost, [1]);
         let a = a.as_any().downcast_ref::<Date32Array>().unwrap();
         assert_eq!(a.value(0), 20_787);
+    }
+
+    /// Issue 16: a pattern reads a value whole or not at all: nanoseconds in a microsecond
+    /// TIMESTAMP, or a time of day in a DATE, make the value a misfit, never a cut one.
+    #[test]
+    fn patterns_never_cut_digits_or_a_time_of_day() {
+        let s = StringArray::from(vec![
+            "30/11/2026 13:05:01.123456789",
+            "30/11/2026 13:05:01.123456000",
+        ]);
+        let fmt = chrono_format("dd/MM/yyyy HH:mm:ss.SSSSSSSSS").unwrap();
+        let ty = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let (a, lost) = parse_with(&s, &ty, &fmt).unwrap();
+        assert_eq!(lost, [0]);
+        assert!(a.is_null(0) && a.is_valid(1));
+        let d = StringArray::from(vec!["30.11.2026 00:00", "30.11.2026 13:05"]);
+        let fmt = chrono_format("dd.MM.yyyy HH:mm").unwrap();
+        let (a, lost) = parse_with(&d, &DataType::Date32, &fmt).unwrap();
+        assert_eq!(lost, [1]);
+        assert_eq!(
+            a.as_any().downcast_ref::<Date32Array>().unwrap().value(0),
+            20_787
+        );
     }
 }

@@ -494,7 +494,7 @@ fn switching_between_listing_file_events_and_notifications_keeps_exactly_once() 
 /// each get exactly their blobs; a blob without an event is not ingested.
 #[test]
 fn azure_location_on_azurite_feeds_two_streams_exactly_once() {
-    let (blob_url, queue_url) = azurite();
+    let (_, queue_url) = azurite();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let tag = unique("azfe");

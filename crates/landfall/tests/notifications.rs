@@ -403,7 +403,7 @@ fn setup_list_teardown_and_automatic_setup_on_moto() {
 /// ingested: the files come from the queue, each exactly once.
 #[test]
 fn azure_event_grid_and_cloudevents_on_azurite_exactly_once() {
-    let (blob_url, queue_url) = azurite();
+    let (_, queue_url) = azurite();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let tag = unique("az");

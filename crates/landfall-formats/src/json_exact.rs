@@ -1,0 +1,422 @@
+//! JSON literals that arrow-json would change on their way into a column: it reads `3.7` into a
+//! BIGINT as 3 (through a double, truncated), `1e39` into a FLOAT as infinity, a timestamp's
+//! nanoseconds into a microsecond TIMESTAMP by dropping them, and a decimal's extra fraction
+//! digits by cutting them. The decoders check the literals at such columns first
+//! ([`ExactColumns::all_fit`]), so a batch holding one takes the slow path, where the value is
+//! a misfit (null and counted, or rescued), never changed.
+//!
+//! The rules, Spark's where Spark has one:
+//!
+//! - an integer column takes only integer literals, within its range: Spark's JSON reader takes
+//!   only integer tokens, so `3.0` and `1e3` are misfits too; so does a DATE or TIMESTAMP given
+//!   a number (arrow reads it as days or microseconds);
+//! - a FLOAT or DOUBLE takes any number as its nearest float, but not one that overflows to
+//!   infinity or a non-zero that reads as zero (text too: arrow-json parses numeric strings);
+//! - a DECIMAL keeps every digit ([`crate::json_decimal::literal_fits`]);
+//! - text in a DATE has no time of day, in a TIMESTAMP no digits past the column's unit.
+//!
+//! Text in an integer column needs no check: arrow parses it exactly or refuses it. The scan
+//! follows the schema: members and elements without a checked column below them are skipped
+//! unread, so a schema with few checked columns costs little.
+
+use crate::exact::{date_text_changes, float_text_changes, timestamp_text_changes};
+use crate::json_decimal::{Literal, literal_fits};
+use arrow_schema::{DataType, Fields, TimeUnit};
+
+/// Nesting past this is not followed (the record is then taken as not fitting).
+const MAX_DEPTH: usize = 256;
+
+#[derive(Debug, Clone, Copy)]
+enum Check {
+    Int { min: i128, max: i128 },
+    Float { narrow: bool },
+    Decimal(u8, i8),
+    Date,
+    Timestamp(TimeUnit),
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Leaf(Check),
+    Object(Vec<(String, Node)>),
+    List(Box<Node>),
+    /// A map's values.
+    Map(Box<Node>),
+}
+
+fn node(ty: &DataType) -> Option<Node> {
+    let int = |min: i128, max: i128| Some(Node::Leaf(Check::Int { min, max }));
+    match ty {
+        DataType::Int8 => int(i8::MIN.into(), i8::MAX.into()),
+        DataType::Int16 => int(i16::MIN.into(), i16::MAX.into()),
+        DataType::Int32 => int(i32::MIN.into(), i32::MAX.into()),
+        DataType::Int64 => int(i64::MIN.into(), i64::MAX.into()),
+        DataType::UInt8 => int(0, u8::MAX.into()),
+        DataType::UInt16 => int(0, u16::MAX.into()),
+        DataType::UInt32 => int(0, u32::MAX.into()),
+        DataType::UInt64 => int(0, u64::MAX.into()),
+        DataType::Float32 => Some(Node::Leaf(Check::Float { narrow: true })),
+        DataType::Float64 => Some(Node::Leaf(Check::Float { narrow: false })),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {
+            Some(Node::Leaf(Check::Decimal(*p, *s)))
+        }
+        DataType::Date32 | DataType::Date64 => Some(Node::Leaf(Check::Date)),
+        DataType::Timestamp(unit, _) => Some(Node::Leaf(Check::Timestamp(*unit))),
+        DataType::Struct(fs) => object(fs).map(Node::Object),
+        DataType::List(f) | DataType::LargeList(f) => {
+            node(f.data_type()).map(|n| Node::List(n.into()))
+        }
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => {
+                node(kv[1].data_type()).map(|n| Node::Map(n.into()))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn object(fields: &Fields) -> Option<Vec<(String, Node)>> {
+    let members: Vec<(String, Node)> = fields
+        .iter()
+        .filter_map(|f| node(f.data_type()).map(|n| (f.name().clone(), n)))
+        .collect();
+    (!members.is_empty()).then_some(members)
+}
+
+/// The columns of a schema whose literals are checked, by JSON path.
+#[derive(Debug, Clone)]
+pub(crate) struct ExactColumns {
+    root: Vec<(String, Node)>,
+}
+
+impl ExactColumns {
+    /// `None` when `fields` hold no column to check.
+    pub(crate) fn of(fields: &Fields) -> Option<Self> {
+        object(fields).map(|root| ExactColumns { root })
+    }
+
+    /// Whether every literal of NDJSON `text` (records separated by any whitespace) lands in
+    /// its column unchanged. Text that is not JSON does not fit (the slow path then reads it
+    /// record by record).
+    pub(crate) fn all_fit(&self, text: &[u8]) -> bool {
+        let mut s = Scan { s: text, i: 0 };
+        loop {
+            s.ws();
+            if s.i >= text.len() {
+                return true;
+            }
+            let fits = if s.peek() == Some(b'{') {
+                s.object(&self.root, 0)
+            } else {
+                s.skip()
+            };
+            if fits != Some(true) {
+                return false;
+            }
+        }
+    }
+}
+
+/// A string literal's text, unescaped (borrowed when it has no escapes).
+fn text(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = raw.get(1..raw.len().saturating_sub(1))?;
+    if inner.contains(&b'\\') {
+        serde_json::from_slice::<String>(raw).ok().map(Into::into)
+    } else {
+        std::str::from_utf8(inner).ok().map(Into::into)
+    }
+}
+
+fn leaf_fits(check: Check, lit: Literal<'_>) -> bool {
+    match (check, lit) {
+        (Check::Decimal(p, s), lit) => literal_fits(lit, p, s),
+        (Check::Int { min, max }, Literal::Number(n)) => integer_fits(n, min, max),
+        (Check::Int { .. }, Literal::String(_)) => true,
+        (Check::Date, Literal::Number(n)) => integer_fits(n, i32::MIN.into(), i32::MAX.into()),
+        (Check::Timestamp(_), Literal::Number(n)) => {
+            integer_fits(n, i64::MIN.into(), i64::MAX.into())
+        }
+        (Check::Float { narrow }, Literal::Number(n)) => {
+            std::str::from_utf8(n).is_ok_and(|t| !float_text_changes(t, narrow))
+        }
+        (Check::Float { narrow }, Literal::String(raw)) => {
+            text(raw).is_none_or(|t| !float_text_changes(&t, narrow))
+        }
+        (Check::Date, Literal::String(raw)) => text(raw).is_none_or(|t| !date_text_changes(&t)),
+        (Check::Timestamp(unit), Literal::String(raw)) => {
+            text(raw).is_none_or(|t| !timestamp_text_changes(&t, unit))
+        }
+    }
+}
+
+/// An integer literal without fraction or exponent, within `min..=max`. (Narrow types would be
+/// refused by arrow-json anyway; a BIGINT just past its range would not: arrow reads it through
+/// a double, which rounds `-9223372036854775809` into the range.)
+fn integer_fits(n: &[u8], min: i128, max: i128) -> bool {
+    if n.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        return false;
+    }
+    let digits = n.strip_prefix(b"-").unwrap_or(n);
+    if digits.len() < 18 && min <= -(10i128.pow(17)) && max >= 10i128.pow(17) {
+        return true;
+    }
+    std::str::from_utf8(n)
+        .ok()
+        .and_then(|t| t.parse::<i128>().ok())
+        .is_some_and(|v| min <= v && v <= max)
+}
+
+struct Scan<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    /// Past the string starting here (at its quote); its raw text, quotes included.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let s = self.s;
+        let start = self.i;
+        self.i += 1;
+        loop {
+            let at = memchr::memchr2(b'"', b'\\', s.get(self.i..)?)?;
+            self.i += at;
+            if s[self.i] == b'\\' {
+                self.i += 2;
+                continue;
+            }
+            self.i += 1;
+            return s.get(start..self.i);
+        }
+    }
+
+    /// Past the value starting here, unchecked. `Some(true)`: there was one.
+    fn skip(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b'"' => self.string().map(|_| true),
+            b'{' | b'[' => {
+                let mut level = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => level += 1,
+                        b'}' | b']' => {
+                            level -= 1;
+                            if level == 0 {
+                                self.i += 1;
+                                return Some(true);
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+            }
+            _ => {
+                let start = self.i;
+                while self.peek().is_some_and(|b| {
+                    !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                }) {
+                    self.i += 1;
+                }
+                (self.i > start).then_some(true)
+            }
+        }
+    }
+
+    /// Whether the value here fits `node` (values of another shape are arrow-json's to judge).
+    fn value(&mut self, node: &Node, depth: usize) -> Option<bool> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match (node, self.peek()?) {
+            (Node::Object(members), b'{') => self.object(members, depth + 1),
+            (Node::Map(values), b'{') => self.map(values, depth + 1),
+            (Node::List(item), b'[') => self.list(item, depth + 1),
+            (Node::Leaf(check), b'"') => {
+                let raw = self.string()?;
+                Some(leaf_fits(*check, Literal::String(raw)))
+            }
+            (Node::Leaf(check), b'-' | b'0'..=b'9') => {
+                let (s, start) = (self.s, self.i);
+                while self.peek().is_some_and(|b| {
+                    b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')
+                }) {
+                    self.i += 1;
+                }
+                Some(leaf_fits(*check, Literal::Number(&s[start..self.i])))
+            }
+            _ => self.skip(),
+        }
+    }
+
+    /// Members of the object here: `lookup` gives the node of a key, if it has one.
+    fn members<'n>(
+        &mut self,
+        depth: usize,
+        lookup: impl Fn(&[u8]) -> Option<&'n Node>,
+    ) -> Option<bool> {
+        self.i += 1;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(true);
+        }
+        loop {
+            self.ws();
+            if self.peek()? != b'"' {
+                return None;
+            }
+            let raw = self.string()?;
+            let key: std::borrow::Cow<'_, [u8]> = if raw.contains(&b'\\') {
+                serde_json::from_slice::<String>(raw)
+                    .ok()?
+                    .into_bytes()
+                    .into()
+            } else {
+                raw[1..raw.len() - 1].into()
+            };
+            self.ws();
+            if self.peek()? != b':' {
+                return None;
+            }
+            self.i += 1;
+            self.ws();
+            let fits = match lookup(&key) {
+                Some(n) => self.value(n, depth)?,
+                None => self.skip()?,
+            };
+            if !fits {
+                return Some(false);
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(true);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn object(&mut self, members: &[(String, Node)], depth: usize) -> Option<bool> {
+        self.members(depth, |k| {
+            members
+                .iter()
+                .find(|(name, _)| name.as_bytes() == k)
+                .map(|(_, n)| n)
+        })
+    }
+
+    fn map(&mut self, values: &Node, depth: usize) -> Option<bool> {
+        self.members(depth, |_| Some(values))
+    }
+
+    fn list(&mut self, item: &Node, depth: usize) -> Option<bool> {
+        self.i += 1;
+        self.ws();
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(true);
+        }
+        loop {
+            self.ws();
+            if !self.value(item, depth)? {
+                return Some(false);
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(true);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::Field;
+
+    fn cols(fields: Vec<Field>) -> ExactColumns {
+        ExactColumns::of(&Fields::from(fields)).unwrap()
+    }
+
+    #[test]
+    fn literals_are_checked_at_their_columns_paths_only() {
+        let c = cols(vec![
+            Field::new("s", DataType::Utf8, true),
+            Field::new("i", DataType::Int64, true),
+            Field::new(
+                "o",
+                DataType::Struct(Fields::from(vec![Field::new_list(
+                    "m",
+                    Field::new_list_field(DataType::Decimal128(4, 2), true),
+                    true,
+                )])),
+                true,
+            ),
+        ]);
+        assert!(c.all_fit(b"{\"s\":1.5,\"i\":-9223372036854775808,\"x\":{\"i\":3.7}}\n"));
+        assert!(c.all_fit(b"{\"i\":\"3\",\"o\":{\"m\":[1.5,\"2.25\"]},\"s\":\"\\\"}\"}"));
+        assert!(!c.all_fit(b"{\"i\":3.7}"));
+        assert!(
+            !c.all_fit(b"{\"i\":3.0}"),
+            "Spark takes only integer literals"
+        );
+        assert!(!c.all_fit(b"{\"i\":-9223372036854775809}"));
+        assert!(!c.all_fit(b"{\"s\":\"x\"}\n{\"o\":{\"m\":[1.5,2.255]}}"));
+        assert!(
+            !c.all_fit(b"{\"\\u0069\":1e3}"),
+            "escaped keys name their column"
+        );
+        assert!(!c.all_fit(b"{\"i\":1,"), "not JSON: read record by record");
+        assert!(
+            ExactColumns::of(&Fields::from(vec![Field::new("s", DataType::Utf8, true)])).is_none()
+        );
+    }
+
+    #[test]
+    fn floats_dates_and_timestamps_keep_their_values() {
+        let c = cols(vec![
+            Field::new("f", DataType::Float32, true),
+            Field::new("d", DataType::Float64, true),
+            Field::new("day", DataType::Date32, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        ]);
+        assert!(c.all_fit(
+            b"{\"f\":0.1,\"d\":1e308,\"day\":\"2024-01-02\",\"t\":\"2024-01-02T03:04:05.123456\"}"
+        ));
+        assert!(c.all_fit(b"{\"f\":\"3.4e38\",\"d\":-0.0,\"day\":19000,\"t\":1700000000000000}"));
+        for bad in [
+            "{\"f\":1e39}",
+            "{\"f\":\"1e39\"}",
+            "{\"d\":1e-400}",
+            "{\"day\":\"2024-01-02T03:04:05\"}",
+            "{\"day\":1.5}",
+            "{\"t\":\"2024-01-02T03:04:05.1234567\"}",
+            "{\"t\":1.7e15}",
+        ] {
+            assert!(!c.all_fit(bad.as_bytes()), "{bad}");
+        }
+    }
+}
