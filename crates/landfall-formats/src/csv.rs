@@ -204,38 +204,13 @@ impl CsvDecoder {
         }
     }
 
-    /// The type inference gives column `j` from the values of the records read so far (arrow's
-    /// CSV inference, as the schema was inferred, zone-less timestamps as UTC TIMESTAMP):
-    /// `Null` when none has a value.
+    /// The type inference gives column `j` from the values of the records read so far (the
+    /// rule of a first schema, [`crate::infer_csv`]): `Null` when none has a value.
     fn value_type(&self, j: usize) -> DataType {
-        let mut text = String::from("v\n");
-        let mut any = false;
-        for r in 0..self.records.len() {
-            match self.records.field(r, j).map(|v| self.trimmed(v)) {
-                Some(v) if !self.is_null(v, false) => {
-                    any = true;
-                    text.push('"');
-                    text.push_str(&String::from_utf8_lossy(v).replace('"', "\"\""));
-                    text.push_str("\"\n");
-                }
-                _ => {}
-            }
-        }
-        if !any {
-            return DataType::Null;
-        }
-        arrow_csv::reader::Format::default()
-            .with_header(true)
-            .infer_schema(std::io::Cursor::new(text.into_bytes()), None)
-            .map(|(s, _)| match s.field(0).data_type() {
-                // A zone-less timestamp column cannot join a Delta table without the
-                // timestampNtz feature: TIMESTAMP, the values read as UTC (Spark's default type).
-                DataType::Timestamp(_, None) => {
-                    DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into()))
-                }
-                t => t.clone(),
-            })
-            .unwrap_or(DataType::Utf8)
+        crate::infer_csv::column_type(
+            (0..self.records.len()).filter_map(|r| self.records.field(r, j)),
+            &self.format,
+        )
     }
 
     /// A field as the options see it: trimmed as asked.

@@ -1,8 +1,9 @@
-//! Basic schema inference over a sample of files (the full inference and evolution rules come
-//! with the formats work): per-file schemas merged in sample order, conflicting types widened.
+//! Schema inference over a sample of files: per-file schemas merged in sample order.
 //!
-//! Without `infer_column_types`, json and csv columns are strings (nested structure kept), as in
-//! Auto Loader. Parquet files carry their schema.
+//! JSON, CSV and XML are typed as Spark types them, which is what Auto Loader does
+//! ([`crate::infer_json`], [`crate::infer_csv`]); without `infer_column_types` their leaves are
+//! strings (nested structure kept), as in Auto Loader. Parquet, Avro and ORC files carry their
+//! schema; conflicting types between files are widened ([`merge_widen`]).
 
 use crate::error::FormatError;
 use crate::{CsvFormat, FileFormat};
@@ -76,87 +77,44 @@ fn integer_decimal(t: &DataType) -> DataType {
 }
 
 fn merge_fields(a: &Fields, b: &Fields) -> Fields {
+    merge_fields_with(a, b, merge_widen)
+}
+
+/// `b`'s fields merged into `a`'s by name, in first-seen order, types merged by `merge`.
+fn merge_fields_with(
+    a: &Fields,
+    b: &Fields,
+    merge: impl Fn(&DataType, &DataType) -> DataType,
+) -> Fields {
     let mut out: Vec<Field> = a
         .iter()
         .map(|f| f.as_ref().clone().with_nullable(true))
         .collect();
     for f in b {
         match out.iter_mut().find(|g| g.name() == f.name()) {
-            Some(g) => *g = Field::new(g.name(), merge_widen(g.data_type(), f.data_type()), true),
+            Some(g) => *g = Field::new(g.name(), merge(g.data_type(), f.data_type()), true),
             None => out.push(f.as_ref().clone().with_nullable(true)),
         }
     }
     out.into()
 }
 
-fn file_schema(
-    format: FileFormat,
-    csv: &CsvFormat,
-    xml: &crate::XmlFormat,
-    path: &str,
-    bytes: &Bytes,
-    infer_types: bool,
-) -> Result<Schema, FormatError> {
-    let unreadable = |e: &dyn std::fmt::Display| FormatError::Unreadable {
-        path: path.to_string(),
-        reason: e.to_string(),
-    };
-    let schema = match format {
-        FileFormat::Json => {
-            let (s, _) = arrow_json::reader::infer_json_schema(std::io::Cursor::new(bytes), None)
-                .map_err(|e| unreadable(&e))?;
-            s
-        }
-        FileFormat::Csv => {
-            let mut f = arrow_csv::reader::Format::default()
-                .with_header(csv.header)
-                .with_delimiter(csv.delimiter)
-                .with_quote(csv.quote);
-            if let Some(e) = csv.escape {
-                f = f.with_escape(e);
-            }
-            if let Some(c) = csv.comment {
-                f = f.with_comment(c);
-            }
-            let (s, _) = f
-                .infer_schema(std::io::Cursor::new(bytes), None)
-                .map_err(|e| unreadable(&e))?;
-            s
-        }
-        FileFormat::Xml => {
-            let ndjson = crate::xml::xml_to_ndjson(bytes, xml);
-            let (s, _) = arrow_json::reader::infer_json_schema(std::io::Cursor::new(ndjson), None)
-                .map_err(|e| unreadable(&e))?;
-            s
-        }
-        FileFormat::Avro => {
-            return crate::avro::avro_schema(path, bytes);
-        }
-        FileFormat::Parquet => {
-            return Ok(crate::parquet_file::parquet_schema(path, bytes.clone())?
-                .as_ref()
-                .clone());
-        }
-        FileFormat::Orc => {
-            return Ok(crate::orc_file::orc_schema(path, bytes.clone())?
-                .as_ref()
-                .clone());
-        }
-        // Fixed schemas: nothing to infer.
-        FileFormat::Text | FileFormat::BinaryFile => {
-            return Ok(format.fixed_schema().expect("a fixed schema"));
-        }
-    };
-    if infer_types {
-        Ok(schema)
-    } else {
-        Ok(Schema::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| stringify_field(f))
-                .collect::<Vec<_>>(),
-        ))
+/// The schema of a file that carries one (Avro, Parquet, ORC) or of a fixed-schema format.
+fn file_schema(format: FileFormat, path: &str, bytes: &Bytes) -> Result<Schema, FormatError> {
+    match format {
+        FileFormat::Avro => crate::avro::avro_schema(path, bytes),
+        FileFormat::Parquet => Ok(crate::parquet_file::parquet_schema(path, bytes.clone())?
+            .as_ref()
+            .clone()),
+        FileFormat::Orc => Ok(crate::orc_file::orc_schema(path, bytes.clone())?
+            .as_ref()
+            .clone()),
+        // Fixed schemas: nothing to infer. JSON, CSV and XML are inferred from their values.
+        FileFormat::Text
+        | FileFormat::BinaryFile
+        | FileFormat::Json
+        | FileFormat::Csv
+        | FileFormat::Xml => Ok(format.fixed_schema().unwrap_or_else(Schema::empty)),
     }
 }
 
@@ -176,16 +134,25 @@ pub fn infer_schema(
 
 /// Inference one file at a time: only the merged schema is kept between files, so a sample
 /// of thousands of files never sits in memory together.
+///
+/// JSON and XML follow Spark's JSON and XML inference ([`crate::infer_json`]: fields sorted by
+/// name, nulls giving way to any type until the whole sample is merged); CSV Spark's CSV
+/// inference ([`crate::infer_csv`]: columns in header order, a file's new columns after the
+/// ones seen before); self-describing formats merge their files' schemas, conflicting types
+/// widened ([`merge_widen`]).
 pub struct SchemaMerger {
     format: FileFormat,
     csv: CsvFormat,
     infer_types: bool,
+    /// CSV and self-describing formats: the columns so far, in first-seen order.
     merged: Fields,
+    /// JSON and XML: the root struct so far (Spark's types, NullType included).
+    root: DataType,
     files: usize,
     json_multi_line: bool,
     json_leniency: crate::JsonLeniency,
-    /// `json.prefers_decimal`: the sample's number literals, by path.
-    json_decimals: Option<crate::DecimalStats>,
+    /// `json.prefers_decimal`: fractions are DECIMAL where they fit one.
+    json_prefers_decimal: bool,
     xml: crate::XmlFormat,
 }
 
@@ -196,10 +163,11 @@ impl SchemaMerger {
             csv,
             infer_types,
             merged: Fields::empty(),
+            root: crate::infer_json::empty_root(),
             files: 0,
             json_multi_line: false,
             json_leniency: crate::JsonLeniency::default(),
-            json_decimals: None,
+            json_prefers_decimal: false,
             xml: crate::XmlFormat::default(),
         }
     }
@@ -207,8 +175,7 @@ impl SchemaMerger {
     /// JSON fractions are DECIMAL where every value of the column fits one
     /// (`json.prefers_decimal`; only with typed inference).
     pub fn with_json_prefers_decimal(mut self, prefers: bool) -> Self {
-        self.json_decimals = (prefers && self.infer_types && self.format == FileFormat::Json)
-            .then(crate::DecimalStats::default);
+        self.json_prefers_decimal = prefers;
         self
     }
 
@@ -230,20 +197,43 @@ impl SchemaMerger {
         self
     }
 
-    /// Merge the schema of one sampled file (its whole content).
-    pub fn add(&mut self, path: &str, bytes: &Bytes) -> Result<(), FormatError> {
-        let s = file_schema(
-            self.format,
-            &self.csv,
-            &self.xml,
-            path,
-            bytes,
-            self.infer_types,
-        )?;
-        if let Some(d) = &mut self.json_decimals {
-            d.scan(bytes);
+    fn value_rules(&self) -> crate::infer_json::ValueRules {
+        crate::infer_json::ValueRules {
+            typed: self.infer_types,
+            prefers_decimal: self.json_prefers_decimal && self.format == FileFormat::Json,
         }
-        self.merged = merge_fields(&self.merged, s.fields());
+    }
+
+    /// Merge the schema of one sampled file (its whole content). A JSON or XML record that
+    /// cannot be read adds nothing (the decoder counts it malformed).
+    pub fn add(&mut self, path: &str, bytes: &Bytes) -> Result<(), FormatError> {
+        match self.format {
+            FileFormat::Json => {
+                crate::infer_json::merge_json_text(bytes, self.value_rules(), &mut self.root)
+            }
+            FileFormat::Xml => {
+                let (rows, _, _) = crate::xml::XmlRows::new(self.xml.clone(), self.infer_types)
+                    .scan(bytes, 1, true);
+                for (_, row) in &rows {
+                    crate::infer_json::merge_xml_row(
+                        row,
+                        self.value_rules(),
+                        &self.xml.value_tag,
+                        &mut self.root,
+                    );
+                }
+            }
+            FileFormat::Csv => {
+                let fields = crate::infer_csv::csv_fields(bytes, &self.csv, self.infer_types);
+                self.merged = merge_fields_with(&self.merged, &fields.into(), |a, b| {
+                    crate::infer_csv::compatible(a, b).unwrap_or(DataType::Utf8)
+                });
+            }
+            _ => {
+                let s = file_schema(self.format, path, bytes)?;
+                self.merged = merge_fields(&self.merged, s.fields());
+            }
+        }
         self.files += 1;
         Ok(())
     }
@@ -283,7 +273,24 @@ impl SchemaMerger {
     }
 
     pub fn finish(self) -> Result<Schema, FormatError> {
-        if self.merged.is_empty() {
+        let fields: Vec<Field> = match (&self.format, &self.root) {
+            (FileFormat::Json | FileFormat::Xml, DataType::Struct(root)) => {
+                crate::infer_json::canonical_fields(root)
+            }
+            _ => self
+                .merged
+                .iter()
+                .map(|f| {
+                    // Columns without a single value have no type yet: strings hold anything.
+                    if f.data_type() == &DataType::Null {
+                        Field::new(f.name(), DataType::Utf8, true)
+                    } else {
+                        f.as_ref().clone()
+                    }
+                })
+                .collect(),
+        };
+        if fields.is_empty() {
             return Err(FormatError::Inference {
                 reason: format!(
                     "the {} sampled file(s) hold no columns; give the stream an explicit `schema`",
@@ -291,23 +298,7 @@ impl SchemaMerger {
                 ),
             });
         }
-        let merged = match &self.json_decimals {
-            Some(d) => d.apply(&self.merged),
-            None => self.merged.clone(),
-        };
-        Ok(Schema::new(
-            merged
-                .iter()
-                .map(|f| {
-                    // Columns seen only as JSON null have no type yet: strings hold anything.
-                    if f.data_type() == &DataType::Null {
-                        Field::new(f.name(), DataType::Utf8, true)
-                    } else {
-                        f.as_ref().clone()
-                    }
-                })
-                .collect::<Vec<_>>(),
-        ))
+        Ok(Schema::new(fields))
     }
 }
 
@@ -341,6 +332,141 @@ mod tests {
             landfall_core::ddl::schema_to_ddl(&s),
             "id DOUBLE, x STRUCT<y: BIGINT>, z BOOLEAN"
         );
+    }
+
+    fn ddl(s: &Schema) -> String {
+        landfall_core::ddl::schema_to_ddl(s)
+    }
+
+    fn files(texts: &[&str], ext: &str) -> Vec<(String, Bytes)> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("f{i}.{ext}"), Bytes::from(t.to_string())))
+            .collect()
+    }
+
+    /// Issue 16: a field null in every record of one file and an array or a struct in another
+    /// is that array or struct (Spark's NullType), with and without typed inference and
+    /// `json.multi_line`, whichever file comes first.
+    #[test]
+    fn a_field_null_in_one_file_is_the_array_or_struct_of_another() {
+        let nulls = "{\"a\":null,\"id\":1,\"s\":null}\n";
+        let values = "{\"a\":[1,2],\"id\":2,\"s\":{\"y\":\"x\"}}\n";
+        for typed in [false, true] {
+            let want = if typed {
+                "a ARRAY<BIGINT>, id BIGINT, s STRUCT<y: STRING>"
+            } else {
+                "a ARRAY<STRING>, id STRING, s STRUCT<y: STRING>"
+            };
+            for order in [[nulls, values], [values, nulls]] {
+                let csv = CsvFormat::default();
+                let s = infer_schema(FileFormat::Json, &csv, &files(&order, "json"), typed);
+                assert_eq!(ddl(&s.unwrap()), want, "typed {typed}");
+                let mut m =
+                    SchemaMerger::new(FileFormat::Json, csv, typed).with_json_multi_line(true);
+                for (i, text) in order.iter().enumerate() {
+                    let pretty = text.replace(',', ",\n  ");
+                    m.add_sample(&format!("m{i}.json"), pretty.as_bytes(), 1 << 20, true)
+                        .unwrap();
+                }
+                assert_eq!(ddl(&m.finish().unwrap()), want, "multi_line, typed {typed}");
+            }
+        }
+    }
+
+    /// Issue 16: DOUBLE and ARRAY<BIGINT> elements have no common type: Spark's is STRING, so
+    /// the column is ARRAY<STRING> (not an array of arrays).
+    #[test]
+    fn arrays_of_mixed_depth_are_arrays_of_strings() {
+        let s = infer_schema(
+            FileFormat::Json,
+            &CsvFormat::default(),
+            &files(&["{\"a\":[1.5,2]}\n{\"a\":[[1,2]]}\n"], "json"),
+            true,
+        )
+        .unwrap();
+        assert_eq!(ddl(&s), "a ARRAY<STRING>");
+    }
+
+    /// Issue 16: CSV inference skips the `null_value` token as the decoder does.
+    #[test]
+    fn csv_inference_skips_the_null_token() {
+        let csv = CsvFormat {
+            null_value: Some("NA".into()),
+            ..Default::default()
+        };
+        let s = infer_schema(
+            FileFormat::Csv,
+            &csv,
+            &files(
+                &["n,x,day\n1,NA,2013-01-01\nNA,2.5,NA\n3,1,2013-01-02\n"],
+                "csv",
+            ),
+            true,
+        )
+        .unwrap();
+        assert_eq!(ddl(&s), "n BIGINT, x DOUBLE, day DATE");
+    }
+
+    /// Issue 16: a CSV column of zone-less timestamps is TIMESTAMP (Spark's default
+    /// TIMESTAMP_LTZ, read as UTC), as a new column of the same values already is; JSON keeps
+    /// timestamp-looking strings strings (Spark's `inferTimestamp` is off by default).
+    #[test]
+    fn zone_less_csv_timestamps_are_timestamp_and_json_strings_stay_strings() {
+        let csv = CsvFormat::default();
+        let s = infer_schema(
+            FileFormat::Csv,
+            &csv,
+            &files(&["at\n2013-01-01 01:00:00\n2013-01-01T02:00:00.5\n"], "csv"),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            s.field(0).data_type(),
+            &DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into()))
+        );
+        let s = infer_schema(
+            FileFormat::Json,
+            &csv,
+            &files(
+                &["{\"at\":\"2013-01-01 01:00:00\",\"d\":\"2013-01-01\"}\n"],
+                "json",
+            ),
+            true,
+        )
+        .unwrap();
+        assert_eq!(ddl(&s), "at STRING, d STRING");
+    }
+
+    /// Issue 16: Spark sorts the fields of inferred JSON and XML structs by name, top-level
+    /// columns included; CSV keeps the header's order.
+    #[test]
+    fn json_and_xml_fields_are_sorted_by_name_csv_keeps_header_order() {
+        let csv = CsvFormat::default();
+        let s = infer_schema(
+            FileFormat::Json,
+            &csv,
+            &files(
+                &["{\"z\":1,\"b\":{\"y\":1,\"x\":2}}\n", "{\"a\":true}\n"],
+                "json",
+            ),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            ddl(&s),
+            "a BOOLEAN, b STRUCT<x: BIGINT, y: BIGINT>, z BIGINT"
+        );
+        let mut m = SchemaMerger::new(FileFormat::Xml, csv.clone(), true);
+        m.add(
+            "r.xml",
+            &Bytes::from_static(b"<rows><row><z>1</z><a>x</a></row></rows>"),
+        )
+        .unwrap();
+        assert_eq!(ddl(&m.finish().unwrap()), "a STRING, z BIGINT");
+        let s = infer_schema(FileFormat::Csv, &csv, &files(&["z,a\n1,2\n"], "csv"), true).unwrap();
+        assert_eq!(ddl(&s), "z BIGINT, a BIGINT");
     }
 
     #[test]
