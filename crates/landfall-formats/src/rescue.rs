@@ -284,19 +284,23 @@ pub(crate) fn json_value_type(
     no_null_leaves(&ty)
 }
 
+/// `ty` with null leaves as strings and struct fields sorted by name at every level, as
+/// Spark's inference orders them (the same rule as a first schema's, infer_json.rs).
 fn no_null_leaves(ty: &DataType) -> DataType {
     match ty {
         DataType::Null => DataType::Utf8,
-        DataType::Struct(fs) => DataType::Struct(
-            fs.iter()
+        DataType::Struct(fs) => {
+            let mut fields: Vec<Field> = fs
+                .iter()
                 .map(|f| {
                     f.as_ref()
                         .clone()
                         .with_data_type(no_null_leaves(f.data_type()))
                 })
-                .collect::<Vec<_>>()
-                .into(),
-        ),
+                .collect();
+            fields.sort_by(|a, b| crate::infer_json::name_order(a.name(), b.name()));
+            DataType::Struct(fields.into())
+        }
         DataType::List(f) => DataType::List(Arc::new(
             f.as_ref()
                 .clone()
@@ -343,6 +347,36 @@ pub(crate) fn rescued_array(rows: Vec<Option<String>>) -> ArrayRef {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_new_struct_column_has_its_fields_sorted_by_name_as_spark_infers_them() {
+        let v: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"d": 1, "c": [{"z": 1, "y": null}]}}"#).unwrap();
+        let t = json_value_type(&v, true, None);
+        let DataType::Struct(top) = &t else {
+            panic!("{t:?}")
+        };
+        let names: Vec<&str> = top.iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let DataType::Struct(inner) = top[0].data_type() else {
+            panic!("{t:?}")
+        };
+        let names: Vec<&str> = inner.iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["c", "d"]);
+        let DataType::List(item) = inner[0].data_type() else {
+            panic!("{t:?}")
+        };
+        let DataType::Struct(deep) = item.data_type() else {
+            panic!("{t:?}")
+        };
+        let names: Vec<&str> = deep.iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["y", "z"]);
+        assert_eq!(
+            deep[0].data_type(),
+            &DataType::Utf8,
+            "a null leaf is a string"
+        );
+    }
+
     use super::*;
 
     #[test]
