@@ -16,6 +16,8 @@
 //! Notification discovery adds `after_receive` (messages received, files not recorded) and
 //! `after_admit` (files recorded, messages not deleted). `before_inference`: a stream without
 //! a schema has recorded its first files (and deleted their messages), inference has not run.
+//! `after_entry_restored`: a notification stream found its bucket entry gone and wrote it
+//! back, and has not listed the files published meanwhile.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -11,9 +11,19 @@
 //!   and removed events, the same prefix rule. A missing or different entry is written again
 //!   after a jittered, doubling backoff, up to [`WRITE_ATTEMPTS`] times, then the setup fails
 //!   (retryable) naming the bucket and the entry;
+//!   The pause before the read-back is at least twice as long as the write took (S3 checks
+//!   each destination while it writes, so a racing write may land a second later), and the
+//!   guard checks again [`FIRST_RECHECK`] after its first check, before the longer interval;
 //! - at every start and every `verify_interval` the entry is checked again ([`EntryGuard`]);
 //!   one found gone is written again, logged and counted, and the owner lists its prefix
-//!   once, so the files published while it was gone are found.
+//!   once, so the files published while it was gone are found. That listing is owed
+//!   durably: the owner records the debt ([`EntryHooks::owe_listing`]) before the entry is
+//!   written back and clears it only once a listing that started after it has been recorded,
+//!   so a crash, a stop or a failed listing in between lists again at the next start;
+//! - every check is reported ([`EntryHooks::checked`]): a check that cannot run (access
+//!   denied, an outage, a write S3 refuses) is logged, counted and shown in the owner's
+//!   status until a check succeeds, since the owner may be waiting for events that no longer
+//!   come.
 //!
 //! The prefix rule ([`rule_prefix`]): S3 compares a filter value with the key in the form it
 //! encodes keys in event messages (AWS documents a space as `+` and other special characters
@@ -35,6 +45,9 @@ const FIRST_PAUSE: Duration = Duration::from_millis(150);
 const MAX_PAUSE: Duration = Duration::from_secs(5);
 /// A check that failed is tried again this soon (not a whole interval later).
 pub const RETRY_FAILED_CHECK: Duration = Duration::from_secs(30);
+/// The second check comes this soon after the first (or the interval, when shorter): a
+/// writer racing the setup is caught early.
+pub const FIRST_RECHECK: Duration = Duration::from_secs(30);
 
 /// The longest prefix of `prefix` (a decoded key prefix) made of the characters S3's key
 /// naming guidelines call safe (`0-9 a-z A-Z ! - _ . ' ( )` and `/`; `*` is refused in filter
@@ -79,11 +92,16 @@ impl Entry {
         })
     }
 
-    fn filter(&self) -> aws_sdk_s3::types::NotificationConfigurationFilter {
+    /// The key filter; none for an empty rule (some S3-compatible servers refuse an empty
+    /// filter value; no filter selects every key, as the empty prefix does).
+    fn filter(&self) -> Option<aws_sdk_s3::types::NotificationConfigurationFilter> {
         use aws_sdk_s3::types::{
             FilterRule, FilterRuleName, NotificationConfigurationFilter, S3KeyFilter,
         };
-        NotificationConfigurationFilter::builder()
+        if self.rule.is_empty() {
+            return None;
+        }
+        let filter = NotificationConfigurationFilter::builder()
             .key(
                 S3KeyFilter::builder()
                     .filter_rules(
@@ -94,7 +112,8 @@ impl Entry {
                     )
                     .build(),
             )
-            .build()
+            .build();
+        Some(filter)
     }
 }
 
@@ -161,7 +180,7 @@ impl BucketConfiguration {
                         .id(&e.id)
                         .queue_arn(arn)
                         .set_events(Some(EVENTS.to_vec()))
-                        .filter(e.filter())
+                        .set_filter(e.filter())
                         .build()
                         .map_err(build_err)?,
                 ),
@@ -174,7 +193,7 @@ impl BucketConfiguration {
                         .id(&e.id)
                         .topic_arn(arn)
                         .set_events(Some(EVENTS.to_vec()))
-                        .filter(e.filter())
+                        .set_filter(e.filter())
                         .build()
                         .map_err(build_err)?,
                 ),
@@ -245,11 +264,15 @@ impl AwsNotifications {
         let mut pause = FIRST_PAUSE;
         for _ in 0..WRITE_ATTEMPTS {
             let current = self.bucket_configuration(bucket).await?;
+            let mut wait = pause;
             if !current.holds(e) {
+                let t = Instant::now();
                 self.put_configuration(bucket, current.with(e, bucket)?)
                     .await?;
+                // A racing writer's PUT takes about as long as ours: let it land first.
+                wait = wait.max(t.elapsed() * 2);
             }
-            tokio::time::sleep(jittered(pause)).await;
+            tokio::time::sleep(jittered(wait)).await;
             if self.bucket_configuration(bucket).await?.holds(e) {
                 return Ok(());
             }
@@ -266,18 +289,44 @@ impl AwsNotifications {
         })
     }
 
-    /// Whether `e` is in `bucket`'s configuration; written again when it is not.
-    pub async fn check_entry(&self, bucket: &str, e: &Entry) -> Result<EntryCheck, SetupError> {
+    /// Whether `e` is in `bucket`'s configuration; written again when it is not, once
+    /// `before_restore` (which records the listing owed) succeeded.
+    pub async fn check_entry(
+        &self,
+        bucket: &str,
+        e: &Entry,
+        before_restore: impl FnOnce() -> Result<(), String>,
+    ) -> Result<EntryCheck, SetupError> {
         if self.bucket_configuration(bucket).await?.holds(e) {
             return Ok(EntryCheck::Present);
         }
+        before_restore().map_err(|detail| SetupError::Aws {
+            op: "PutBucketNotificationConfiguration",
+            resource: bucket.to_string(),
+            detail: format!(
+                "entry `{}` is gone, and the listing it makes owed could not be recorded, so it is not written back yet: {detail}",
+                e.id
+            ),
+        })?;
         self.write_entry(bucket, e).await?;
         Ok(EntryCheck::Restored)
     }
 }
 
-/// Called with the owner and the entry when an entry was found gone and written again.
-pub type OnRestored = Arc<dyn Fn(&str, &Entry) + Send + Sync>;
+/// What the owner of an entry does around its checks.
+#[derive(Clone)]
+pub struct EntryHooks {
+    /// Record in the owner's own state that it owes a listing (called before an entry found
+    /// gone is written back; the owner clears it once a later listing is recorded).
+    pub owe_listing: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    /// Whether a listing is owed (recorded by an earlier run that stopped before it listed).
+    pub listing_owed: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Every check's result, with the owner, the bucket and the entry (logs, counts, status).
+    pub checked: OnCheck,
+}
+
+/// Called with the owner, the bucket, the entry and what a check found.
+pub type OnCheck = Arc<dyn Fn(&str, &str, &Entry, Result<EntryCheck, &SetupError>) + Send + Sync>;
 
 /// Checks an owner's bucket entry at its first round and every `every` after, writing it
 /// again when it is gone (see the module doc).
@@ -287,10 +336,11 @@ pub struct EntryGuard {
     bucket: String,
     entry: Entry,
     every: Duration,
-    /// When the next check is due (`None`: at the next round).
-    next: Mutex<Option<Instant>>,
-    /// Called when the entry was found gone and written again (logs and counts).
-    on_restored: OnRestored,
+    /// When the next check is due (`None`: at the next round), and how many succeeded.
+    next: Mutex<(Option<Instant>, u32)>,
+    hooks: EntryHooks,
+    /// The last check failed, with why (shown in the owner's status).
+    problem: Mutex<Option<String>>,
 }
 
 impl EntryGuard {
@@ -300,7 +350,7 @@ impl EntryGuard {
         bucket: &str,
         entry: Entry,
         every: Duration,
-        on_restored: OnRestored,
+        hooks: EntryHooks,
     ) -> Self {
         EntryGuard {
             owner: owner.to_string(),
@@ -308,33 +358,57 @@ impl EntryGuard {
             bucket: bucket.to_string(),
             entry,
             every,
-            next: Mutex::new(None),
-            on_restored,
+            next: Mutex::new((None, 0)),
+            hooks,
+            problem: Mutex::new(None),
         }
+    }
+
+    /// Why the last check failed, while it did: for the owner's status.
+    pub fn problem(&self) -> Option<String> {
+        self.problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Check the entry when due. `Ok(true)`: it was gone and is written again, so the owner
     /// must list once. A failed check (denied, an outage) is due again after
     /// [`RETRY_FAILED_CHECK`] (or the interval, when shorter).
     pub async fn check_if_due(&self) -> Result<bool, SetupError> {
-        let due = {
+        let (due, first) = {
             let next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            next.is_none_or(|at| Instant::now() >= at)
+            (next.0.is_none_or(|at| Instant::now() >= at), next.1 == 0)
         };
         if !due {
             return Ok(false);
         }
-        let found = self.aws.check_entry(&self.bucket, &self.entry).await;
-        let after = match found {
-            Ok(_) => self.every,
-            Err(_) => self.every.min(RETRY_FAILED_CHECK),
-        };
-        *self.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + after);
-        if found? == EntryCheck::Restored {
-            (self.on_restored)(&self.owner, &self.entry);
-            return Ok(true);
+        // A listing an earlier run owed and did not record (stopped, crashed, failed), asked
+        // for with the first check that succeeds.
+        let owed = first && (self.hooks.listing_owed)();
+        let found = self
+            .aws
+            .check_entry(&self.bucket, &self.entry, || (self.hooks.owe_listing)())
+            .await;
+        {
+            // Counts the checks that succeeded: until one did, an owed listing is asked for.
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let (after, ok) = match (&found, next.1) {
+                (Err(_), _) => (self.every.min(RETRY_FAILED_CHECK), 0),
+                (Ok(_), 0) => (self.every.min(FIRST_RECHECK), 1),
+                (Ok(_), _) => (self.every, 1),
+            };
+            *next = (Some(Instant::now() + after), next.1.saturating_add(ok));
         }
-        Ok(false)
+        *self.problem.lock().unwrap_or_else(|e| e.into_inner()) =
+            found.as_ref().err().map(|e| e.to_string());
+        (self.hooks.checked)(
+            &self.owner,
+            &self.bucket,
+            &self.entry,
+            found.as_ref().copied(),
+        );
+        Ok(found? == EntryCheck::Restored || owed)
     }
 
     /// The bucket the entry is in.

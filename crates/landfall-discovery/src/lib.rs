@@ -39,13 +39,15 @@ mod stores;
 
 pub use azure_list::AzureLister;
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
-pub use bucket_entry::{Entry, EntryCheck, EntryGuard, Target, WRITE_ATTEMPTS, rule_prefix};
+pub use bucket_entry::{
+    Entry, EntryCheck, EntryGuard, EntryHooks, Target, WRITE_ATTEMPTS, rule_prefix,
+};
 pub use counting::{CountRequests, CountingStore};
 pub use file_events::{FileEventsDiscovery, Position, READ_PER_ROUND, parse_position};
 pub use listing::{Filters, ListingDiscovery};
 pub use location::{
     CONSUMER_ERROR_META, ConsumerError, EventLocation, LAST_LISTING_META, LAST_ROUND_META,
-    LocationConsumer, LocationRound,
+    LISTING_OWED_META, LocationConsumer, LocationRound,
 };
 pub use notification::{
     EventKind, Ignored, MessageError, Notification, StorageEvent, StoreRef, parse_message,

@@ -40,6 +40,10 @@ use tokio::sync::watch;
 pub const LAST_ROUND_META: &str = "last_round";
 /// The cache's note of the last location listing (RFC 3339).
 pub const LAST_LISTING_META: &str = "last_listing";
+/// The cache's note of a listing owed since (RFC 3339): the bucket entry was found gone and
+/// written back, so the files published meanwhile sent no event. Cleared by a listing that
+/// started after it.
+pub const LISTING_OWED_META: &str = "listing_owed";
 /// The cache's note of the consumer's last failure (JSON `{error, at}`), cleared by a round.
 pub const CONSUMER_ERROR_META: &str = "consumer_error";
 
@@ -316,13 +320,10 @@ impl LocationConsumer {
     pub async fn round(&self) -> SeamResult<LocationRound> {
         let mut out = LocationRound::default();
         if let Some(guard) = &self.entry {
-            match guard.check_if_due().await {
-                // The files published while the entry was gone sent no event.
-                Ok(true) => out.listed = Some(self.list().await?),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(location = %self.name(), bucket = guard.bucket(), error = %e, "could not check the bucket notification entry; checking again at the next interval")
-                }
+            // The files published while the entry was gone sent no event. (A failed check is
+            // reported by the guard's hooks.)
+            if let Ok(true) = guard.check_if_due().await {
+                out.listed = Some(self.list().await?);
             }
         }
         let messages = self.reader.receive().await?;
@@ -559,8 +560,16 @@ impl LocationConsumer {
             .blocking(move |l| l.cache.append(&events, Utc::now()))
             .await?;
         let stamp = started.to_rfc3339();
-        self.blocking(move |l| l.cache.set_meta(LAST_LISTING_META, &stamp))
-            .await?;
+        self.blocking(move |l| {
+            l.cache.set_meta(LAST_LISTING_META, &stamp)?;
+            // An owed listing is paid by one that started after the debt was recorded.
+            let owed = l.cache.meta(LISTING_OWED_META)?.unwrap_or_default();
+            if DateTime::parse_from_rfc3339(&owed).is_ok_and(|t| t <= started) {
+                l.cache.set_meta(LISTING_OWED_META, "")?;
+            }
+            Ok(())
+        })
+        .await?;
         if n > 0 {
             tracing::warn!(location = %self.name(), files = n, "the location listing found files whose events never came; they are cached now");
         }

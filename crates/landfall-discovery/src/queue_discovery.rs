@@ -114,15 +114,24 @@ impl NotificationDiscovery {
 
     /// When due, check the bucket entry; a restored one asks for a listing (the files
     /// published while it was gone sent no event).
+    /// A failed check is reported by the guard's hooks (logged, counted, in [`Self::note`]).
     async fn check_entry(&self) {
         let Some(guard) = &self.entry else { return };
-        match guard.check_if_due().await {
-            Ok(true) => self.request_listing(),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(stream = %self.stream, bucket = guard.bucket(), error = %e, "could not check the bucket notification entry; checking again at the next interval")
-            }
+        if let Ok(true) = guard.check_if_due().await {
+            landfall_core::failpoint::hit("after_entry_restored");
+            self.request_listing();
         }
+    }
+
+    /// What keeps the stream's events from being trusted, for `landfall streams`: the bucket
+    /// entry could not be checked (events may have stopped coming).
+    pub fn note(&self) -> Option<String> {
+        let guard = self.entry.as_ref()?;
+        let problem = guard.problem()?;
+        Some(format!(
+            "the bucket notification entry in `{}` could not be checked (events may not arrive; checking again): {problem}",
+            guard.bucket()
+        ))
     }
 
     pub fn listing(&self) -> &ListingDiscovery {

@@ -331,10 +331,35 @@ impl AwsNotifications {
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
             .unwrap_or_default();
-        let bucket_arn = format!("arn:aws:s3:::{bucket}");
-        // The account of the queue (arn:aws:sqs:<region>:<account>:<name>): landfall creates
-        // the queue in the bucket owner's account, as S3 notifications to SQS require.
-        let account = queue_arn.split(':').nth(4).filter(|a| !a.is_empty());
+        // arn:<partition>:sqs:<region>:<account>:<name>: the bucket's ARN is in the queue's
+        // partition (aws, aws-cn, aws-us-gov).
+        let partition = queue_arn
+            .split(':')
+            .nth(1)
+            .filter(|p| !p.is_empty())
+            .unwrap_or("aws");
+        let bucket_arn = format!("arn:{partition}:s3:::{bucket}");
+        // aws:SourceAccount must be the bucket owner's account. The queue is in landfall's
+        // account, which may not own the bucket (S3 sends to queues of other accounts): the
+        // condition is written only when S3 confirms the bucket is in the queue's account.
+        let queue_account = queue_arn.split(':').nth(4).filter(|a| !a.is_empty());
+        let account = match queue_account {
+            Some(a) => match self
+                .s3
+                .head_bucket()
+                .bucket(bucket)
+                .expected_bucket_owner(a)
+                .send()
+                .await
+            {
+                Ok(_) => Some(a),
+                Err(e) => {
+                    tracing::info!(bucket, account = a, error = %aws_sdk_s3::error::DisplayErrorContext(&e), "the bucket is not confirmed in the queue's account; the access policy names the bucket only (no aws:SourceAccount)");
+                    None
+                }
+            },
+            None => None,
+        };
 
         let (topic_arn, subscription_arn, sender, sender_arn) = if req.sns {
             let topic_tags: Vec<aws_sdk_sns::types::Tag> = tags

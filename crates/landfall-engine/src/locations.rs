@@ -281,8 +281,36 @@ async fn build(
             family.get_or_create(&label(&name, op)).inc_by(n);
         })
     };
-    let (queue, source, guard) =
-        crate::wiring::open_queue(&owner, &location.cache, count.clone(), metrics.clone()).await?;
+    // The listing owed is noted in the cache, and paid by a location listing that started
+    // after it (`LocationConsumer::list`).
+    let owed = {
+        let (l, m) = (location.clone(), location.clone());
+        crate::notify_setup::OwedListing {
+            owe: Arc::new(move || {
+                l.cache
+                    .set_meta(
+                        landfall_discovery::LISTING_OWED_META,
+                        &chrono::Utc::now().to_rfc3339(),
+                    )
+                    .map_err(|e| e.to_string())
+            }),
+            owed: Arc::new(move || {
+                m.cache
+                    .meta(landfall_discovery::LISTING_OWED_META)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|t| !t.is_empty())
+            }),
+        }
+    };
+    let (queue, source, guard) = crate::wiring::open_queue(
+        &owner,
+        &location.cache,
+        count.clone(),
+        metrics.clone(),
+        owed,
+    )
+    .await?;
     let n = owner.queue;
     let reader = QueueReader::new(
         format!("location `{}`", spec.name),

@@ -113,6 +113,8 @@ pub struct Metrics {
     pub location_consumer_up: Family<LocationLabel, Gauge>,
     /// Labelled `stream` with the owner's resource tag: the stream, or `location:<name>`.
     pub notification_entries_restored: Counters,
+    pub notification_entry_check_failures: Counters,
+    pub notification_entry_ok: Gauges,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -337,6 +339,20 @@ impl Metrics {
                 "landfall_notification_entry_restored",
                 "S3 bucket notification entries landfall created that were found removed or changed by another writer and written again (the owner then lists once)",
             ),
+            notification_entry_check_failures: counter(
+                &mut r,
+                "landfall_notification_entry_check_failures",
+                "Checks of the S3 bucket notification entry landfall created that could not run or could not write the entry back (denied, an outage, a write S3 refused)",
+            ),
+            notification_entry_ok: {
+                let f = Gauges::default();
+                r.register(
+                    "landfall_notification_entry_ok",
+                    "1 while the last check found the bucket notification entry landfall created (or wrote it back), 0 after a check failed: events may have stopped coming",
+                    f.clone(),
+                );
+                f
+            },
             batch_duration,
             commit_latency,
             registry: r,
@@ -352,18 +368,36 @@ impl Metrics {
     }
 }
 
-/// A bucket notification entry was found gone and written again: logged and counted together.
-pub fn notification_entry_restored(
+/// A check of a bucket notification entry: found, found gone and written again, or failed;
+/// logged and counted together.
+pub fn notification_entry_checked(
     metrics: &Metrics,
     owner: &str,
     bucket: &str,
     entry: &landfall_discovery::Entry,
+    result: Result<landfall_discovery::EntryCheck, &landfall_discovery::SetupError>,
 ) {
-    tracing::warn!(owner, bucket, entry = %entry.id, rule = %entry.rule, "the bucket notification entry landfall created was removed or changed by another writer; it is written again and the source listed once");
-    metrics
-        .notification_entries_restored
-        .get_or_create(&stream(owner))
-        .inc();
+    let label = stream(owner);
+    match result {
+        Ok(landfall_discovery::EntryCheck::Present) => {}
+        Ok(landfall_discovery::EntryCheck::Restored) => {
+            tracing::warn!(owner, bucket, entry = %entry.id, rule = %entry.rule, "the bucket notification entry landfall created was removed or changed by another writer; it is written again and the source listed once");
+            metrics
+                .notification_entries_restored
+                .get_or_create(&label)
+                .inc();
+        }
+        Err(e) => {
+            tracing::warn!(owner, bucket, entry = %entry.id, error = %e, "could not check the bucket notification entry (events may not arrive); checking again soon");
+            metrics
+                .notification_entry_check_failures
+                .get_or_create(&label)
+                .inc();
+            metrics.notification_entry_ok.get_or_create(&label).set(0);
+            return;
+        }
+    }
+    metrics.notification_entry_ok.get_or_create(&label).set(1);
 }
 
 /// The label of `stream`.

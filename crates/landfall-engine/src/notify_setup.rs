@@ -9,7 +9,7 @@ use landfall_core::seams::SeamResult;
 use landfall_core::{SeamError, StateStore};
 use landfall_discovery::{
     AwsNotifications, AwsSettings, AzureQueue, AzureQueueSettings, CreatedResources, Entry,
-    EntryGuard, ResourceStatus, SetupError, SetupRequest,
+    EntryGuard, EntryHooks, ResourceStatus, SetupError, SetupRequest,
 };
 
 /// The ledger's `m/user/` entry holding the resources setup created (JSON).
@@ -206,6 +206,7 @@ pub async fn ensure_queue<N: Notes + ?Sized>(
     o: &QueueOwner<'_>,
     state: &N,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
+    owed: OwedListing,
 ) -> SeamResult<(String, Option<EntryGuard>)> {
     let created = match created(state)? {
         Some(c) if c.queue_url.is_some() => c,
@@ -223,19 +224,33 @@ pub async fn ensure_queue<N: Notes + ?Sized>(
     let Some(entry) = Entry::of(&created, &req.prefix) else {
         return Ok((url, None));
     };
-    let bucket = created.bucket.clone();
-    let on_restored = std::sync::Arc::new(move |owner: &str, e: &Entry| {
-        crate::metrics::notification_entry_restored(&metrics, owner, &bucket, e)
-    });
+    let hooks = EntryHooks {
+        owe_listing: owed.owe,
+        listing_owed: owed.owed,
+        checked: std::sync::Arc::new(move |owner, bucket, e, result| {
+            crate::metrics::notification_entry_checked(&metrics, owner, bucket, e, result)
+        }),
+    };
     let guard = EntryGuard::new(
         &o.tag,
         AwsNotifications::new(&aws).await,
         &created.bucket,
         entry,
         o.queue.entry_check_interval,
-        on_restored,
+        hooks,
     );
     Ok((url, Some(guard)))
+}
+
+/// How an owner keeps, in its own state, the listing that writing its bucket entry back
+/// makes owed (bucket_entry.rs in landfall-discovery): recorded before the entry is written,
+/// cleared once a later listing is recorded.
+#[derive(Clone)]
+pub struct OwedListing {
+    pub owe: std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    /// Whether an earlier run left a listing owed (the owner may instead list at start by
+    /// its own memory, as a stream does: then this says `false`).
+    pub owed: std::sync::Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 /// Remove what setup created for the owner and forget it. Returns what was done.

@@ -1,7 +1,7 @@
 //! Building a stream's parts from its validated spec: the state store, the source store and
 //! discovery, and the committer.
 
-use crate::notify_setup::{Notes, QueueOwner};
+use crate::notify_setup::{Notes, OwedListing, QueueOwner};
 use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StoreOptions, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
@@ -26,7 +26,7 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
 /// queue is counted with `count`.
 pub async fn open_discovery(
     spec: &StreamSpec,
-    state: &dyn StateStore,
+    state: &Arc<dyn StateStore>,
     count: CountRequests,
     metrics: Arc<crate::metrics::Metrics>,
 ) -> SeamResult<SourceDiscovery> {
@@ -46,7 +46,23 @@ pub async fn open_discovery(
     let Some(owner) = QueueOwner::of_stream(spec) else {
         return Ok(SourceDiscovery::Listing(listing));
     };
-    let (queue, source, guard) = open_queue(&owner, state, count, metrics).await?;
+    // A stream owes a listing by its recorded mode: anything but `notifications` lists at
+    // the next start, and the first full listing records the mode again.
+    let owed = {
+        let state = state.clone();
+        OwedListing {
+            owe: Arc::new(move || {
+                state
+                    .set_meta(
+                        crate::worker::DISCOVERY_MODE_META,
+                        crate::worker::LISTING_OWED_MODE,
+                    )
+                    .map_err(|e| e.message)
+            }),
+            owed: Arc::new(|| false),
+        }
+    };
+    let (queue, source, guard) = open_queue(&owner, state.as_ref(), count, metrics, owed).await?;
     let n = owner.queue;
     Ok(SourceDiscovery::Notifications(Box::new(
         NotificationDiscovery::new(
@@ -73,6 +89,7 @@ pub async fn open_queue(
     notes: &(impl Notes + ?Sized),
     count: CountRequests,
     metrics: Arc<crate::metrics::Metrics>,
+    owed: OwedListing,
 ) -> SeamResult<(Arc<dyn MessageQueue>, StoreRef, Option<EntryGuard>)> {
     // The storage account events name (Azure), when the store options give it.
     let mut account = None;
@@ -82,7 +99,8 @@ pub async fn open_queue(
             let url = match url {
                 Some(u) => u.clone(),
                 None => {
-                    let (url, g) = crate::notify_setup::ensure_queue(owner, notes, metrics).await?;
+                    let (url, g) =
+                        crate::notify_setup::ensure_queue(owner, notes, metrics, owed).await?;
                     guard = g;
                     url
                 }

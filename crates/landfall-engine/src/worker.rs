@@ -72,6 +72,9 @@ pub const DISCOVERY_MODE_META: &str = "discovery_mode";
 /// The ledger's `m/user/` entry saying what a file-events stream's discovery does instead of
 /// reading its location's cache (empty while it reads it).
 pub const DISCOVERY_NOTE_META: &str = "discovery_note";
+/// The recorded mode of a notification stream whose bucket entry was written back and which
+/// has not listed since: not `notifications`, so the next start lists (see bucket_entry.rs).
+pub const LISTING_OWED_MODE: &str = "notifications_listing_owed";
 
 /// The ledger's `m/user/` entry holding when a notification stream's last full listing started
 /// (RFC 3339), so `backfill_interval` holds across restarts.
@@ -120,7 +123,7 @@ impl StreamWorker {
             .unwrap_or_default();
         let discovery = crate::wiring::open_discovery(
             &spec,
-            state.as_ref(),
+            &state,
             events.request_counter(),
             events.metrics().clone(),
         )
@@ -277,6 +280,9 @@ impl StreamWorker {
                 self.state.set_meta(DISCOVERY_MODE_META, "file_events")?;
             }
             self.note_discovery(f.note())?;
+        }
+        if let Some(n) = self.discovery.notifications() {
+            self.note_discovery(n.note())?;
         }
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {

@@ -137,6 +137,13 @@ pub(crate) fn text_float(t: &str, f32: bool) -> Option<(f64, bool)> {
 
 fn text_nanos(t: &str) -> Option<i128> {
     let t = t.trim();
+    // Digits past the ninth are not nanoseconds: such text has no exact value here.
+    if let Some((_, frac)) = t.get(10..).and_then(|x| x.split_once('.')) {
+        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+        if digits.bytes().skip(9).any(|b| b != b'0') {
+            return None;
+        }
+    }
     let nanos = |d: chrono::DateTime<chrono::Utc>| {
         Some(i128::from(d.timestamp()) * 1_000_000_000 + i128::from(d.timestamp_subsec_nanos()))
     };
@@ -159,13 +166,18 @@ fn same(src: &Exact, dst: &Exact) -> bool {
     match (src, dst) {
         (Text(t), Text(u)) => t == u,
         (Text(t), Int(b)) => text_int(t) == Some(*b),
-        (Text(t), Bool(b)) => {
-            let words: &[&str] = if *b {
-                &["true", "t", "yes", "y", "on", "1"]
-            } else {
-                &["false", "f", "no", "n", "off", "0"]
-            };
-            words.contains(&t.trim().to_ascii_lowercase().as_str())
+        // Spark's words only (arrow alone would take `yes`, `on`, `1`...).
+        (Text(t), Bool(b)) => t
+            .trim()
+            .eq_ignore_ascii_case(if *b { "true" } else { "false" }),
+        // An integer written without a fraction or exponent is that integer, exactly.
+        (Text(t), Float(y, _))
+            if {
+                let d = t.trim().trim_start_matches(['-', '+']);
+                !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+            } =>
+        {
+            text_int(t).is_some_and(|a| same(&Int(a), dst))
         }
         (Text(t), Dec(v, s)) => {
             text_decimal(t).is_some_and(|(w, u)| same_decimal(w, u, *v, i32::from(*s)))
@@ -371,6 +383,7 @@ fn random_text(r: &mut Rng) -> String {
         + chrono::Duration::days(i64::from(random_day(r)));
     match r.below(12) {
         0 => r.int().to_string(),
+        1 if r.below(2) == 0 => format!("{}", 9_007_199_254_740_993i64 + r.below(9) as i64),
         1 => format!(" {:03} ", r.below(1000)),
         2 => format!(
             "{}.{:0w$}",
@@ -401,8 +414,16 @@ fn random_text(r: &mut Rng) -> String {
             t.format(&format!("%Y-%m-%d{sep}%H:%M:%S{digits}"))
                 .to_string()
         }
-        8 => format!("{}T12:00:00Z", day.format("%Y-%m-%d")),
-        9 => r.pick(&["true", "false", "yes", "0", "1"]).into(),
+        8 => format!(
+            "{}T12:00:00{}",
+            day.format("%Y-%m-%d"),
+            r.pick(&["Z", "+05:00", "-08:00", ".1234560001", ".1234567890000"])
+        ),
+        9 => r
+            .pick(&[
+                "true", "false", "TRUE", " false ", "yes", "0", "1", "on", "t", "of",
+            ])
+            .into(),
         10 => r.pick(&["abc", "", " ", "12abc", "--1", "1.2.3"]).into(),
         _ => (r.next() % 100_000).to_string(),
     }
@@ -532,6 +553,14 @@ fn permissive_casts_keep_values_exactly_or_list_them_as_lost() {
                     t.0 += 1;
                     let after = scalar(&cast, i)
                         .unwrap_or_else(|| panic!("{}: {before:?} became null unlisted", ctx()));
+                    // Text naming a zone is an instant: no zone-less TIMESTAMP_NTZ holds it.
+                    if let (Exact::Text(t), DataType::Timestamp(_, None)) = (&before, &dst_ty) {
+                        assert!(
+                            chrono::DateTime::parse_from_rfc3339(t.trim()).is_err(),
+                            "{}: {t:?} landed in a zone-less column",
+                            ctx()
+                        );
+                    }
                     assert!(
                         same(&before, &after),
                         "{}: {before:?} changed into {after:?}",
@@ -728,4 +757,134 @@ fn lists_whose_elements_would_change_are_lost() {
     let (cast, lost) = one(src, DataType::List(item));
     assert_eq!(lost, [1]);
     assert!(cast.is_valid(0) && cast.is_valid(3));
+}
+
+/// A map is one value: a key or value that would change makes the map a misfit.
+#[test]
+fn maps_whose_values_would_change_are_lost() {
+    use arrow::array::{MapBuilder, StringBuilder};
+    let mut b = MapBuilder::new(
+        None,
+        StringBuilder::new(),
+        arrow::array::Float64Builder::new(),
+    );
+    for entries in [
+        vec![("a", 1.0), ("b", 2.0)],
+        vec![("a", 3.7)],
+        vec![("c", 1e300)],
+        vec![],
+    ] {
+        for (k, v) in entries {
+            b.keys().append_value(k);
+            b.values().append_value(v);
+        }
+        b.append(true).unwrap();
+    }
+    let src: ArrayRef = Arc::new(b.finish());
+    let DataType::Map(entries, sorted) = src.data_type().clone() else {
+        unreachable!()
+    };
+    let DataType::Struct(kv) = entries.data_type() else {
+        unreachable!()
+    };
+    let to = |value: DataType| {
+        DataType::Map(
+            Arc::new(Field::new(
+                entries.name(),
+                DataType::Struct(
+                    vec![
+                        kv[0].as_ref().clone(),
+                        kv[1].as_ref().clone().with_data_type(value),
+                    ]
+                    .into(),
+                ),
+                false,
+            )),
+            sorted,
+        )
+    };
+    let (cast, lost) = one(src.clone(), to(DataType::Int64));
+    assert_eq!(lost, [1, 2], "3.7 and 1e300 are no BIGINT");
+    assert!(cast.is_valid(0) && cast.is_valid(3));
+    let (cast, lost) = one(src, to(DataType::Float32));
+    assert_eq!(lost, [1, 2], "3.7 and 1e300 are no FLOAT");
+    assert!(cast.is_valid(0), "1.0 and 2.0 are");
+}
+
+/// A struct inside a list keeps its members by name: one dropped, added or renamed on the way
+/// makes the list a misfit (arrow would drop it, or match members by position).
+#[test]
+fn structs_in_lists_keep_their_members_or_are_lost() {
+    use arrow::array::{ListArray, StructArray};
+    use arrow::buffer::OffsetBuffer;
+    let member = |n: &str| Field::new(n, DataType::Int64, true);
+    let structs = |names: &[&str]| -> ArrayRef {
+        let fields: Vec<Field> = names.iter().map(|n| member(n)).collect();
+        let cols: Vec<ArrayRef> = names
+            .iter()
+            .map(|_| Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)
+            .collect();
+        let s = StructArray::new(fields.clone().into(), cols, None);
+        let item = Arc::new(Field::new_list_field(s.data_type().clone(), true));
+        Arc::new(ListArray::new(
+            item,
+            OffsetBuffer::from_lengths([2]),
+            Arc::new(s),
+            None,
+        ))
+    };
+    let list_of = |names: &[&str]| {
+        let fields: Vec<Field> = names.iter().map(|n| member(n)).collect();
+        DataType::List(Arc::new(Field::new_list_field(
+            DataType::Struct(fields.into()),
+            true,
+        )))
+    };
+    // Same members in another order: kept, by name.
+    let (cast, lost) = one(structs(&["a", "b"]), list_of(&["b", "a"]));
+    assert!(lost.is_empty() && cast.is_valid(0));
+    // A member dropped, or renamed.
+    for target in [&["a"][..], &["x", "b"][..], &["a", "b", "c"][..]] {
+        if let Ok((_, lost)) = cast_permissive(
+            "p",
+            "c",
+            &structs(&["a", "b"]),
+            &Field::new("c", list_of(target), true),
+        ) {
+            assert_eq!(lost, [0], "{target:?}");
+        }
+    }
+}
+
+/// Text Spark would not read as the column's value: BOOLEAN words other than true and false,
+/// an offset into a TIMESTAMP_NTZ, digits past the ninth, an integer a float rounds.
+#[test]
+fn text_that_spark_refuses_is_lost() {
+    let text = |v: &[&str]| -> ArrayRef { Arc::new(StringArray::from(v.to_vec())) };
+    let (cast, lost) = one(
+        text(&["true", " FALSE ", "1", "yes", "of", "t"]),
+        DataType::Boolean,
+    );
+    assert_eq!(lost, [2, 3, 4, 5]);
+    assert!(cast.as_boolean().value(0) && !cast.as_boolean().value(1));
+    let times = text(&[
+        "2024-01-01T00:00:00",
+        "2024-01-01T00:00:00+05:00",
+        "2024-01-01T00:00:00Z",
+        "2024-01-01 00:00:00.1234560001",
+    ]);
+    let (_, lost) = one(
+        times.clone(),
+        DataType::Timestamp(TimeUnit::Microsecond, None),
+    );
+    assert_eq!(lost, [1, 2, 3]);
+    let (_, lost) = one(times, DataType::Timestamp(TimeUnit::Microsecond, ts_tz()));
+    assert_eq!(lost, [3], "with a zone the column holds the instant");
+    let (_, lost) = one(
+        text(&["9007199254740992", "9007199254740993", "-0", "16777217"]),
+        DataType::Float64,
+    );
+    assert_eq!(lost, [1]);
+    let (_, lost) = one(text(&["16777216", "16777217"]), DataType::Float32);
+    assert_eq!(lost, [1]);
 }

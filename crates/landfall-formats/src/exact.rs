@@ -19,8 +19,13 @@
 //!   column's unit.
 //! - A number is no date or timestamp, nor the reverse (arrow would take it as days or
 //!   microseconds since the epoch): every such value is a misfit.
-//! - A list is one value: an element that would change (or be lost) makes its list a misfit;
-//!   struct members inside a list follow the rules of their own types.
+//! - A list or a map is one value: an element, key or value that would change (or be lost)
+//!   makes it a misfit; struct members inside follow the rules of their own types, and a
+//!   struct whose members are not the same names (one dropped, added or renamed) changed.
+//! - Text is a BOOLEAN only as `true` or `false` (any case), as in Spark; timestamp text with
+//!   a zone or an offset is no TIMESTAMP_NTZ; an integer literal in a float must be that
+//!   integer (`9007199254740993` is no DOUBLE); a fraction of a second is checked digit by
+//!   digit, past the ninth too.
 //! - Anything cast to text is its display, exact. Other pairs are taken as arrow casts them.
 //!
 //! A value that became null is not kept either; a null is never a misfit.
@@ -30,7 +35,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::compute::kernels::cast_utils::string_to_datetime;
 use arrow::datatypes::{Decimal128Type, Decimal256Type, Float64Type};
 use arrow_schema::{DataType, TimeUnit};
-use chrono::{NaiveTime, Timelike, Utc};
+use chrono::{NaiveTime, Utc};
 
 /// The rows whose non-null value `cast` (a cast of `src`, row for row) does not hold exactly:
 /// nulled, or changed.
@@ -89,19 +94,18 @@ fn changed(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
             DataType::List(_) | DataType::LargeList(_),
             DataType::List(_) | DataType::LargeList(_),
         ) => lists(src, cast),
+        (DataType::Map(..), DataType::Map(..)) => maps(src, cast),
         (DataType::Struct(from), DataType::Struct(to)) => {
+            // Other members (arrow matches them by position when the names differ, or drops
+            // the source's extra ones): a value lost or moved, so every value changed.
+            if from.len() != to.len() || to.iter().any(|t| from.find(t.name()).is_none()) {
+                return Some(BooleanBuffer::new_set(n));
+            }
             let (s, c) = (src.as_struct(), cast.as_struct());
-            let by_name = !from
-                .iter()
-                .zip(to.iter())
-                .all(|(f, t)| f.name() == t.name())
-                && to.iter().all(|t| from.find(t.name()).is_some());
             let mut out = BooleanBuffer::new_unset(n);
             for (j, t) in to.iter().enumerate() {
-                let i = if by_name { from.find(t.name())?.0 } else { j };
-                if i < s.num_columns() {
-                    out = &out | &mask(s.column(i), c.column(j));
-                }
+                let i = from.find(t.name())?.0;
+                out = &out | &mask(s.column(i), c.column(j));
             }
             Some(out)
         }
@@ -146,13 +150,27 @@ fn lists(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
     if src_offsets != cast_offsets || src_values.len() != cast_values.len() {
         return None;
     }
-    let items = mask(&src_values, &cast_values);
-    Some(
-        src_offsets
-            .windows(2)
-            .map(|w| (w[0]..w[1]).any(|k| items.value(k)))
-            .collect(),
-    )
+    Some(any_in(&src_offsets, &mask(&src_values, &cast_values)))
+}
+
+/// Per entry of `offsets`, whether one of its items is set.
+fn any_in(offsets: &[usize], items: &BooleanBuffer) -> BooleanBuffer {
+    offsets
+        .windows(2)
+        .map(|w| (w[0]..w[1]).any(|k| items.value(k)))
+        .collect()
+}
+
+/// A map changed when one of its keys or values was not kept (arrow casts a map's entries
+/// and keeps its offsets).
+fn maps(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
+    let (s, c) = (src.as_map(), cast.as_map());
+    if s.offsets() != c.offsets() || s.keys().len() != c.keys().len() {
+        return Some(BooleanBuffer::new_set(src.len()));
+    }
+    let items = &mask(s.keys(), c.keys()) | &mask(s.values(), c.values());
+    let offsets: Vec<usize> = s.offsets().iter().map(|&o| o as usize).collect();
+    Some(any_in(&offsets, &items))
 }
 
 /// Cast back to the source's type and compare.
@@ -296,12 +314,47 @@ fn text(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
         }),
         DataType::Float16 | DataType::Float32 | DataType::Float64 => {
             let values = floats(cast)?;
-            per_row(&|i| float_out_of_range(text.value(i), values[i]))
+            per_row(&|i| {
+                float_out_of_range(text.value(i), values[i])
+                    || integer_changes(text.value(i), values[i])
+            })
         }
+        // arrow also reads `1`, `yes`, `on`, `t`, `0`, `no`, `off`...: Spark only the words.
+        DataType::Boolean => per_row(&|i| {
+            let t = text.value(i).trim();
+            !(t.eq_ignore_ascii_case("true") || t.eq_ignore_ascii_case("false"))
+        }),
         DataType::Date32 | DataType::Date64 => per_row(&|i| date_text_changes(text.value(i))),
-        DataType::Timestamp(unit, _) => per_row(&|i| timestamp_text_changes(text.value(i), *unit)),
+        DataType::Timestamp(unit, zone) => per_row(&|i| {
+            timestamp_text_changes(text.value(i), *unit)
+                || (zone.is_none() && has_zone(text.value(i)))
+        }),
         _ => return None,
     })
+}
+
+/// Whether timestamp text names a zone or an offset (`Z`, `+05:00`, `-0800`): read into a
+/// zone-less TIMESTAMP_NTZ, arrow would shift it to UTC; Spark refuses it.
+pub(crate) fn has_zone(text: &str) -> bool {
+    text.trim()
+        .get(10..)
+        .is_some_and(|time| time.contains(['Z', 'z', '+', '-']))
+}
+
+/// Whether an integer literal (`[+-]digits`) read into a float is not that integer
+/// (`9007199254740993` is no DOUBLE); `false` for any other text.
+pub(crate) fn integer_changes(text: &str, value: f64) -> bool {
+    let t = text.trim();
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let digits = digits.trim_start_matches('0');
+    // Up to 7 digits every float holds (FLOAT: 2^24 has 8).
+    if digits.len() <= 7 {
+        return false;
+    }
+    !value.is_finite() || format!("{:.0}", value.abs()) != digits
 }
 
 /// Whether `value`, read from `text`, left the text's range: infinity from a finite number,
@@ -323,7 +376,8 @@ pub(crate) fn float_out_of_range(text: &str, value: f64) -> bool {
 /// or more than 38 characters can reach past a FLOAT's range, so most text is not parsed.
 pub(crate) fn float_text_changes(text: &str, narrow: bool) -> bool {
     let t = text.trim();
-    if t.len() <= 38 && !t.contains(['e', 'E']) {
+    let integer = t.len() > 7 && !t.contains(['.', 'e', 'E']);
+    if t.len() <= 38 && !t.contains(['e', 'E']) && !integer {
         return false;
     }
     let value = if narrow {
@@ -331,7 +385,7 @@ pub(crate) fn float_text_changes(text: &str, narrow: bool) -> bool {
     } else {
         t.parse::<f64>()
     };
-    value.is_ok_and(|v| float_out_of_range(t, v))
+    value.is_ok_and(|v| float_out_of_range(t, v) || integer_changes(t, v))
 }
 
 /// Whether text read into a DATE has a time of day (arrow keeps the date of a timestamp).
@@ -344,27 +398,19 @@ pub(crate) fn date_text_changes(text: &str) -> bool {
 
 /// Whether text read into a TIMESTAMP of `unit` has digits past it (arrow drops them).
 pub(crate) fn timestamp_text_changes(text: &str, unit: TimeUnit) -> bool {
-    let per_unit = match unit {
-        TimeUnit::Second => 1_000_000_000,
-        TimeUnit::Millisecond => 1_000_000,
-        TimeUnit::Microsecond => 1_000,
-        TimeUnit::Nanosecond => return false,
-    };
-    // Only a fraction of a second with non-zero digits past the unit can lose any: most text
-    // is told apart without parsing it.
+    // Only a fraction of a second with non-zero digits past the unit can lose any: told from
+    // the text itself (a parser reads nine digits at most and drops the rest).
     let kept = match unit {
         TimeUnit::Second => 0,
         TimeUnit::Millisecond => 3,
-        _ => 6,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
     };
     let Some(dot) = text.get(10..).and_then(|t| t.find('.')).map(|i| i + 11) else {
         return false;
     };
     let fraction = text[dot..].bytes().take_while(u8::is_ascii_digit);
-    if fraction.skip(kept).all(|b| b == b'0') {
-        return false;
-    }
-    string_to_datetime(&Utc, text).is_ok_and(|t| t.nanosecond() % per_unit != 0)
+    !fraction.skip(kept).all(|b| b == b'0')
 }
 
 /// Rows of `cast` to null: the rows of `lost`.

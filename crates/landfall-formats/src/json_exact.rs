@@ -19,7 +19,7 @@
 //! follows the schema: members and elements without a checked column below them are skipped
 //! unread, so a schema with few checked columns costs little.
 
-use crate::exact::{date_text_changes, float_text_changes, timestamp_text_changes};
+use crate::exact::{date_text_changes, float_text_changes, has_zone, timestamp_text_changes};
 use crate::json_decimal::{Literal, literal_fits};
 use arrow_schema::{DataType, Fields, TimeUnit};
 
@@ -28,11 +28,17 @@ const MAX_DEPTH: usize = 256;
 
 #[derive(Debug, Clone, Copy)]
 enum Check {
-    Int { min: i128, max: i128 },
-    Float { narrow: bool },
+    Int {
+        min: i128,
+        max: i128,
+    },
+    Float {
+        narrow: bool,
+    },
     Decimal(u8, i8),
     Date,
-    Timestamp(TimeUnit),
+    /// The unit, and whether the column has no zone (TIMESTAMP_NTZ).
+    Timestamp(TimeUnit, bool),
 }
 
 #[derive(Debug, Clone)]
@@ -61,7 +67,9 @@ fn node(ty: &DataType) -> Option<Node> {
             Some(Node::Leaf(Check::Decimal(*p, *s)))
         }
         DataType::Date32 | DataType::Date64 => Some(Node::Leaf(Check::Date)),
-        DataType::Timestamp(unit, _) => Some(Node::Leaf(Check::Timestamp(*unit))),
+        DataType::Timestamp(unit, zone) => {
+            Some(Node::Leaf(Check::Timestamp(*unit, zone.is_none())))
+        }
         DataType::Struct(fs) => object(fs).map(Node::Object),
         DataType::List(f) | DataType::LargeList(f) => {
             node(f.data_type()).map(|n| Node::List(n.into()))
@@ -133,10 +141,9 @@ fn leaf_fits(check: Check, lit: Literal<'_>) -> bool {
         (Check::Decimal(p, s), lit) => literal_fits(lit, p, s),
         (Check::Int { min, max }, Literal::Number(n)) => integer_fits(n, min, max),
         (Check::Int { .. }, Literal::String(_)) => true,
-        (Check::Date, Literal::Number(n)) => integer_fits(n, i32::MIN.into(), i32::MAX.into()),
-        (Check::Timestamp(_), Literal::Number(n)) => {
-            integer_fits(n, i64::MIN.into(), i64::MAX.into())
-        }
+        // A number is no date or timestamp (arrow-json would take it as days or microseconds
+        // since the epoch; Spark as seconds, or not at all): a misfit.
+        (Check::Date | Check::Timestamp(..), Literal::Number(_)) => false,
         (Check::Float { narrow }, Literal::Number(n)) => {
             std::str::from_utf8(n).is_ok_and(|t| !float_text_changes(t, narrow))
         }
@@ -144,8 +151,8 @@ fn leaf_fits(check: Check, lit: Literal<'_>) -> bool {
             text(raw).is_none_or(|t| !float_text_changes(&t, narrow))
         }
         (Check::Date, Literal::String(raw)) => text(raw).is_none_or(|t| !date_text_changes(&t)),
-        (Check::Timestamp(unit), Literal::String(raw)) => {
-            text(raw).is_none_or(|t| !timestamp_text_changes(&t, unit))
+        (Check::Timestamp(unit, naive), Literal::String(raw)) => {
+            text(raw).is_none_or(|t| !(timestamp_text_changes(&t, unit) || naive && has_zone(&t)))
         }
     }
 }
@@ -406,8 +413,17 @@ mod tests {
         assert!(c.all_fit(
             b"{\"f\":0.1,\"d\":1e308,\"day\":\"2024-01-02\",\"t\":\"2024-01-02T03:04:05.123456\"}"
         ));
-        assert!(c.all_fit(b"{\"f\":\"3.4e38\",\"d\":-0.0,\"day\":19000,\"t\":1700000000000000}"));
+        assert!(c.all_fit(b"{\"f\":\"3.4e38\",\"d\":-0.0,\"t\":\"2024-01-02 03:04:05\"}"));
+        assert!(c.all_fit(b"{\"f\":16777216,\"d\":9007199254740992}"));
         for bad in [
+            "{\"day\":19000}",
+            "{\"t\":1700000000000000}",
+            "{\"t\":\"2024-01-02T03:04:05+05:00\"}",
+            "{\"t\":\"2024-01-02T03:04:05Z\"}",
+            "{\"t\":\"2024-01-02T03:04:05.1234560001\"}",
+            "{\"f\":16777217}",
+            "{\"d\":9007199254740993}",
+            "{\"d\":\"9007199254740993\"}",
             "{\"f\":1e39}",
             "{\"f\":\"1e39\"}",
             "{\"d\":1e-400}",

@@ -58,16 +58,19 @@ pub fn parse_with(
             let mut out = Vec::with_capacity(n);
             for r in 0..n {
                 out.push(value(r).and_then(|v| {
-                    let t = DateTime::parse_from_str(v, format)
-                        .map(|t| t.naive_utc())
-                        .or_else(|_| NaiveDateTime::parse_from_str(v, format))
-                        .or_else(|_| {
-                            NaiveDate::parse_from_str(v, format)
-                                .map(|d| d.and_hms_opt(0, 0, 0).expect("midnight"))
-                        })
-                        .ok()
-                        // Digits past the microsecond do not fit: a misfit, not a cut value.
-                        .filter(|t| t.and_utc().timestamp_subsec_nanos() % 1000 == 0);
+                    // A value with an offset is an instant: into a zone-less column it
+                    // would be shifted to UTC, so there it is a misfit (as in Spark).
+                    let t = match DateTime::parse_from_str(v, format) {
+                        Ok(t) => tz.is_some().then(|| t.naive_utc()),
+                        Err(_) => NaiveDateTime::parse_from_str(v, format)
+                            .or_else(|_| {
+                                NaiveDate::parse_from_str(v, format)
+                                    .map(|d| d.and_hms_opt(0, 0, 0).expect("midnight"))
+                            })
+                            .ok(),
+                    }
+                    // Digits past the microsecond do not fit: a misfit, not a cut value.
+                    .filter(|t| t.and_utc().timestamp_subsec_nanos() % 1000 == 0);
                     if t.is_none() {
                         lost.push(r);
                     }

@@ -153,7 +153,9 @@ pub async fn files(
         .encode()
     });
     let rows: Vec<Value> = page.files.iter().map(file_row).collect();
-    Json(json!({ "stream": name, "files": rows, "next": next })).into_response()
+    // `next_after`: the field's name before cursors, for clients that page with it (they
+    // pass it back as `after`, which takes the cursor).
+    Json(json!({ "stream": name, "files": rows, "next": next, "next_after": next })).into_response()
 }
 
 fn parse_state(s: &str) -> Result<FileState, String> {

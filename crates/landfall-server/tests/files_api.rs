@@ -70,6 +70,10 @@ async fn page_all(addr: std::net::SocketAddr, query: &str, after: &str) -> Vec<S
         for f in page["files"].as_array().unwrap() {
             out.push(f["meta"]["path"].as_str().unwrap().to_string());
         }
+        assert_eq!(
+            page["next"], page["next_after"],
+            "the older name pages the same"
+        );
         match page["next"].as_str() {
             Some(n) => after = n.to_string(),
             None => return out,

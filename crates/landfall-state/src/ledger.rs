@@ -24,7 +24,7 @@ use landfall_core::{
     SkipReason, StateStore, StreamSummary,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 const CURSOR: &[u8] = b"m/cursor";
@@ -252,14 +252,24 @@ impl<K: Kv> Ledger<K> {
         kinds: (bool, bool),
     ) -> Result<Option<Option<Box<FileRecord>>>, StateError> {
         #[derive(Deserialize)]
+        struct SizeOnly {
+            size: u64,
+        }
+        #[derive(Deserialize)]
         struct StateOnly {
             state: FileState,
+            meta: SizeOnly,
         }
+        // An empty version not read yet gives way to a version with content (a writer that
+        // creates the key empty, then fills it: both events may come in one round, in
+        // either order, and the empty one must not hide the content).
+        let replaceable_empty =
+            |r: &StateOnly| r.state == FileState::Discovered && r.meta.size == 0 && meta.size > 0;
         let at_key = file_key(key);
         let known = match self.kv.get(&at_key).map_err(self.backend("read"))? {
             Some(raw)
                 if serde_json::from_slice::<StateOnly>(&raw)
-                    .is_ok_and(|r| r.state != FileState::Skipped) =>
+                    .is_ok_and(|r| r.state != FileState::Skipped && !replaceable_empty(&r)) =>
             {
                 return Ok(None);
             }
@@ -274,6 +284,14 @@ impl<K: Kv> Ledger<K> {
                         matches!(s.kind, SkipKind::ChangedAfterListing | SkipKind::Empty)
                     })
                     && !rec.meta.same_version(meta) =>
+            {
+                Some(Some(rec))
+            }
+            Known::Yes(rec)
+                if rec.state == FileState::Discovered
+                    && rec.key == *key
+                    && rec.meta.size == 0
+                    && meta.size > 0 =>
             {
                 Some(Some(rec))
             }
@@ -319,8 +337,16 @@ impl<K: Kv> Ledger<K> {
         let mut admitted = 0;
         let kinds = self.key_kinds()?;
         let mut new_kind = (false, false);
-        for (key, meta) in files {
-            if !seen.insert(key.clone()) {
+        // One version per key in a call: the first with content, else the first.
+        let mut chosen: HashMap<&FileKey, usize> = HashMap::new();
+        for (i, (key, meta)) in files.iter().enumerate() {
+            let e = chosen.entry(key).or_insert(i);
+            if files[*e].1.size == 0 && meta.size > 0 {
+                *e = i;
+            }
+        }
+        for (i, (key, meta)) in files.iter().enumerate() {
+            if chosen.get(key) != Some(&i) || !seen.insert(key.clone()) {
                 continue;
             }
             let Some(previous) = self.admission(key, meta, kinds)? else {
@@ -331,10 +357,19 @@ impl<K: Kv> Ledger<K> {
             if let Some(prev) = previous {
                 stats.moved(Some(prev.state), None);
                 ops.push(KvOp::Delete(expiry_key(&prev.meta, key)));
-                rec.error = Some(format!(
-                    "an earlier version ({} bytes, modified {}) changed after listing and was skipped",
-                    prev.meta.size, prev.meta.modified
-                ));
+                rec.error = Some(if prev.state == FileState::Discovered {
+                    // Not read yet: its place in the queue goes to the new version.
+                    ops.push(KvOp::Delete(pending_key(prev.seq)));
+                    format!(
+                        "an earlier empty version (modified {}) was replaced before it was read",
+                        prev.meta.modified
+                    )
+                } else {
+                    format!(
+                        "an earlier version ({} bytes, modified {}) changed after listing and was skipped",
+                        prev.meta.size, prev.meta.modified
+                    )
+                });
             }
             if key.0 == meta.path {
                 new_kind.0 = !kinds.0;

@@ -343,6 +343,63 @@ fn pruning<K: Kv>(l: &Ledger<K>) {
     assert_eq!(l.last_batch_id().unwrap(), Some(4));
 }
 
+/// A writer that creates a key empty and then fills it: the version with content is the one
+/// ingested, whether both come in one call (either order) or the filled one comes after the
+/// empty one was admitted and before it was read; once planned, the empty version stays.
+fn empty_then_filled<K: Kv>(l: &Ledger<K>) {
+    let now = t0();
+    let later = now + Duration::seconds(1);
+    // One call, the empty version first.
+    let both = vec![meta("a.json", 0, now), meta("a.json", 42, later)];
+    assert_eq!(l.admit(&both, None, now).unwrap(), 1);
+    // Later calls: the empty version first, then the filled one.
+    assert_eq!(l.admit(&[meta("b.json", 0, now)], None, now).unwrap(), 1);
+    assert_eq!(l.admit(&[meta("b.json", 0, now)], None, now).unwrap(), 0);
+    assert_eq!(l.admit(&[meta("b.json", 7, later)], None, now).unwrap(), 1);
+    // The filled one first: an empty version coming after it is known.
+    assert_eq!(l.admit(&[meta("c.json", 9, later)], None, now).unwrap(), 1);
+    assert_eq!(l.admit(&[meta("c.json", 0, now)], None, now).unwrap(), 0);
+    let s = l.summary().unwrap();
+    assert_eq!(
+        (s.pending_files, s.pending_bytes),
+        (3, 58),
+        "one entry per key"
+    );
+    let plan = l
+        .plan_batch(
+            BatchLimits {
+                max_files: 10,
+                max_bytes: None,
+            },
+            1,
+            now,
+        )
+        .unwrap()
+        .unwrap();
+    let mut sizes: Vec<_> = plan
+        .files
+        .iter()
+        .map(|f| (f.1.path.clone(), f.1.size))
+        .collect();
+    sizes.sort();
+    assert_eq!(
+        sizes,
+        [
+            ("a.json".into(), 42),
+            ("b.json".into(), 7),
+            ("c.json".into(), 9)
+        ],
+        "each key planned once, with its content"
+    );
+}
+
+#[test]
+fn empty_then_filled_keeps_the_content() {
+    empty_then_filled(&Ledger::new("s", MemoryKv::default()));
+    let dir = tempfile::tempdir().unwrap();
+    empty_then_filled(&open_rocks("s", dir.path()).unwrap());
+}
+
 #[test]
 fn memory_skips_toggles_pruning() {
     skips(&Ledger::new("s", MemoryKv::default()));

@@ -12,6 +12,19 @@ macro_rules! println {
     };
 }
 
+/// `eprintln!` for every module of this crate: std's panics when standard error is a closed
+/// pipe (`landfall check ... 2>&1 | head -1`); a message nobody can read is dropped instead.
+macro_rules! eprintln {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod admin;
 mod bars;
 mod cli;

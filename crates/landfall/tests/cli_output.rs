@@ -287,3 +287,28 @@ fn state_prints_every_tracked_file_once_in_key_order() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v, Value::Array(vec![]));
 }
+
+/// A command whose messages go to a standard error nobody reads (`2>&1 | head` gone) ends by
+/// its own exit code, without a panic.
+#[test]
+fn a_closed_standard_error_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[streams.s]\nsource = 3\n").unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(bin())
+        .args(["check", "--config", cfg.to_str().unwrap()])
+        .env("LANDFALL_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(writer)
+        .output()
+        .unwrap();
+    // An invalid configuration: exit code 2 or 1, never the 101 of a panic.
+    assert!(
+        matches!(o.status.code(), Some(1 | 2)),
+        "{:?} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

@@ -215,7 +215,15 @@ fn intended() -> BTreeMap<(String, String), (String, Difference)> {
             "intended difference `{id}` needs a reason and a mention in docs/schema-evolution.md"
         );
         for c in d["columns"].as_array().unwrap() {
-            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            // A case's rows are listed as arrays of row keys (see `row_keys`).
+            let s = |k: &str| match &c[k] {
+                Value::Array(rows) => rows
+                    .iter()
+                    .map(|r| r.as_str().unwrap_or("").to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                v => v.as_str().unwrap_or("").to_string(),
+            };
             let diff = Difference::new(&s("case"), &s("column"), s("landfall"), s("spark"));
             let key = (diff.case.clone(), diff.column.clone());
             assert!(
@@ -227,10 +235,10 @@ fn intended() -> BTreeMap<(String, String), (String, Difference)> {
     out
 }
 
-/// Whether a found difference is the listed one: same answers on both sides (rows and Spark
-/// refusals are matched by case and column only, their text being long).
+/// Whether a found difference is the listed one: same answers on both sides, row for row for
+/// a case's rows (Spark refusals are matched by case only, their text being long).
 fn matches(listed: &Difference, found: &Difference) -> bool {
-    if matches!(found.column.as_str(), "(rows)" | "*") {
+    if found.column == "*" {
         return true;
     }
     listed.landfall == found.landfall && listed.spark == found.spark
@@ -284,6 +292,18 @@ fn inferred_schemas_and_rows_match_spark() {
         .filter(|(k, _)| !seen.contains(*k))
         .map(|(_, (id, d))| format!("{id}: {} {}", d.case, d.column))
         .collect();
+    // LANDFALL_SPARK_DIFFERENCES=<file>: every difference found, as JSON (to list the rows of
+    // an intended one exactly).
+    if let Some(out) = std::env::var_os("LANDFALL_SPARK_DIFFERENCES") {
+        let all: Vec<Value> = found
+            .iter()
+            .map(|d| {
+                let rows = |t: &str| json!(t.split('\n').collect::<Vec<_>>());
+                json!({"case": d.case, "column": d.column, "landfall": rows(&d.landfall), "spark": rows(&d.spark)})
+            })
+            .collect();
+        std::fs::write(out, serde_json::to_string_pretty(&all).unwrap()).unwrap();
+    }
     let report: Vec<String> = unexpected
         .iter()
         .map(|d| {
