@@ -48,6 +48,8 @@ METRICS = {
     "landfall_schema_version",
     "landfall_table_version",
     "landfall_notification_entry_restored_total",
+    "landfall_notification_entry_check_failures_total",
+    "landfall_notification_entry_ok",
 }
 HISTOGRAMS = {"landfall_batch_duration_seconds", "landfall_commit_latency_seconds"}
 
