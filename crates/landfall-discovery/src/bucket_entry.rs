@@ -34,6 +34,7 @@
 //! stream's prefix; the stream passes over events outside its prefix itself (counted).
 
 use crate::setup::{AwsNotifications, CreatedResources, SetupError};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -341,6 +342,8 @@ pub struct EntryGuard {
     hooks: EntryHooks,
     /// The last check failed, with why (shown in the owner's status).
     problem: Mutex<Option<String>>,
+    /// See [`EntryGuard::unsettled`].
+    unsettled: AtomicBool,
 }
 
 impl EntryGuard {
@@ -361,6 +364,7 @@ impl EntryGuard {
             next: Mutex::new((None, 0)),
             hooks,
             problem: Mutex::new(None),
+            unsettled: AtomicBool::new(false),
         }
     }
 
@@ -372,26 +376,23 @@ impl EntryGuard {
             .clone()
     }
 
-    /// Check the entry when due. `Ok(true)`: it was gone and is written again, so the owner
-    /// must list once. A failed check (denied, an outage) is due again after
+    /// Check the entry when due. `Ok(true)`: the owner must list once (the entry was gone and
+    /// is written again, or a listing is owed since an earlier check or run). A failed check (denied, an outage) is due again after
     /// [`RETRY_FAILED_CHECK`] (or the interval, when shorter).
     pub async fn check_if_due(&self) -> Result<bool, SetupError> {
-        let (due, first) = {
+        let due = {
             let next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            (next.0.is_none_or(|at| Instant::now() >= at), next.1 == 0)
+            next.0.is_none_or(|at| Instant::now() >= at)
         };
         if !due {
             return Ok(false);
         }
-        // A listing an earlier run owed and did not record (stopped, crashed, failed), asked
-        // for with the first check that succeeds.
-        let owed = first && (self.hooks.listing_owed)();
         let found = self
             .aws
             .check_entry(&self.bucket, &self.entry, || (self.hooks.owe_listing)())
             .await;
         {
-            // Counts the checks that succeeded: until one did, an owed listing is asked for.
+            // Counts the checks that succeeded: the second comes sooner.
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
             let (after, ok) = match (&found, next.1) {
                 (Err(_), _) => (self.every.min(RETRY_FAILED_CHECK), 0),
@@ -408,7 +409,32 @@ impl EntryGuard {
             &self.entry,
             found.as_ref().copied(),
         );
-        Ok(found? == EntryCheck::Restored || owed)
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => {
+                // The entry may be gone, and nothing can tell since when.
+                self.unsettled.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        // In place now. A listing is owed when the entry was gone, when checks failed since
+        // the last one that saw it (it may have been gone meanwhile), or when an earlier run
+        // recorded the debt and did not pay it (stopped, crashed, its listing failed; asked
+        // again at every check until it is paid). The debt is recorded again now, so only a
+        // listing that starts after the entry is known to be in place pays it.
+        let owed = found == EntryCheck::Restored
+            || self.unsettled.swap(false, Ordering::SeqCst)
+            || (self.hooks.listing_owed)();
+        if owed && let Err(e) = (self.hooks.owe_listing)() {
+            tracing::warn!(owner = %self.owner, bucket = %self.bucket, error = %e, "could not record the listing owed again; listing now");
+        }
+        Ok(owed)
+    }
+
+    /// Whether the entry may be missing as far as this process knows (a check failed, and
+    /// none has seen it in place since): a listing now does not pay the listing owed.
+    pub fn unsettled(&self) -> bool {
+        self.unsettled.load(Ordering::SeqCst)
     }
 
     /// The bucket the entry is in.

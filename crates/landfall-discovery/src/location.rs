@@ -560,11 +560,13 @@ impl LocationConsumer {
             .blocking(move |l| l.cache.append(&events, Utc::now()))
             .await?;
         let stamp = started.to_rfc3339();
+        // A listing pays the listing owed only while the bucket entry is known in place.
+        let settled = !self.entry.as_ref().is_some_and(|g| g.unsettled());
         self.blocking(move |l| {
             l.cache.set_meta(LAST_LISTING_META, &stamp)?;
             // An owed listing is paid by one that started after the debt was recorded.
             let owed = l.cache.meta(LISTING_OWED_META)?.unwrap_or_default();
-            if DateTime::parse_from_rfc3339(&owed).is_ok_and(|t| t <= started) {
+            if settled && DateTime::parse_from_rfc3339(&owed).is_ok_and(|t| t <= started) {
                 l.cache.set_meta(LISTING_OWED_META, "")?;
             }
             Ok(())

@@ -123,6 +123,11 @@ impl NotificationDiscovery {
         }
     }
 
+    /// Whether the bucket entry may be missing still (see [`crate::EntryGuard::unsettled`]).
+    pub fn entry_unsettled(&self) -> bool {
+        self.entry.as_ref().is_some_and(|g| g.unsettled())
+    }
+
     /// What keeps the stream's events from being trusted, for `landfall streams`: the bucket
     /// entry could not be checked (events may have stopped coming).
     pub fn note(&self) -> Option<String> {

@@ -248,8 +248,7 @@ pub async fn ensure_queue<N: Notes + ?Sized>(
 #[derive(Clone)]
 pub struct OwedListing {
     pub owe: std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
-    /// Whether an earlier run left a listing owed (the owner may instead list at start by
-    /// its own memory, as a stream does: then this says `false`).
+    /// Whether a listing is owed (recorded and not paid yet).
     pub owed: std::sync::Arc<dyn Fn() -> bool + Send + Sync>,
 }
 

@@ -47,9 +47,9 @@ pub async fn open_discovery(
         return Ok(SourceDiscovery::Listing(listing));
     };
     // A stream owes a listing by its recorded mode: anything but `notifications` lists at
-    // the next start, and the first full listing records the mode again.
+    // the next start, and a full listing records the mode again (worker.rs).
     let owed = {
-        let state = state.clone();
+        let (state, read) = (state.clone(), state.clone());
         OwedListing {
             owe: Arc::new(move || {
                 state
@@ -59,7 +59,13 @@ pub async fn open_discovery(
                     )
                     .map_err(|e| e.message)
             }),
-            owed: Arc::new(|| false),
+            owed: Arc::new(move || {
+                read.meta(crate::worker::DISCOVERY_MODE_META)
+                    .ok()
+                    .flatten()
+                    .as_deref()
+                    == Some(crate::worker::LISTING_OWED_MODE)
+            }),
         }
     };
     let (queue, source, guard) = open_queue(&owner, state.as_ref(), count, metrics, owed).await?;

@@ -270,7 +270,12 @@ impl StreamWorker {
         if found.queue.is_some() {
             failpoint::hit("after_admit");
         }
-        if found.full_listing && self.discovery.notifications().is_some() {
+        // A full listing pays a listing owed for a bucket entry, unless the entry may be
+        // missing still (its checks fail): then files published later sent no event either.
+        if found.full_listing
+            && let Some(n) = self.discovery.notifications()
+            && !n.entry_unsettled()
+        {
             self.state.set_meta(DISCOVERY_MODE_META, "notifications")?;
             self.state
                 .set_meta(LAST_LISTING_META, &t_listing.to_rfc3339())?;

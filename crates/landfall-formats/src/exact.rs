@@ -23,8 +23,7 @@
 //!   makes it a misfit; struct members inside follow the rules of their own types, and a
 //!   struct whose members are not the same names (one dropped, added or renamed) changed.
 //! - Text is a BOOLEAN only as `true` or `false` (any case), as in Spark; timestamp text with
-//!   a zone or an offset is no TIMESTAMP_NTZ; an integer literal in a float must be that
-//!   integer (`9007199254740993` is no DOUBLE); a fraction of a second is checked digit by
+//!   a zone or an offset is no TIMESTAMP_NTZ; a fraction of a second is checked digit by
 //!   digit, past the ninth too.
 //! - Anything cast to text is its display, exact. Other pairs are taken as arrow casts them.
 //!
@@ -96,15 +95,24 @@ fn changed(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
         ) => lists(src, cast),
         (DataType::Map(..), DataType::Map(..)) => maps(src, cast),
         (DataType::Struct(from), DataType::Struct(to)) => {
-            // Other members (arrow matches them by position when the names differ, or drops
-            // the source's extra ones): a value lost or moved, so every value changed.
-            if from.len() != to.len() || to.iter().any(|t| from.find(t.name()).is_none()) {
+            // arrow casts members by name when the target's are all in the source (dropping
+            // the source's others), else by position when the counts agree. Kept: the same
+            // names (by name), or names that differ only in case at the same places (by
+            // position). Any other pairing loses or moves a value: every value changed.
+            let by_name =
+                from.len() == to.len() && to.iter().all(|t| from.find(t.name()).is_some());
+            let by_place = from.len() == to.len()
+                && from
+                    .iter()
+                    .zip(to.iter())
+                    .all(|(f, t)| f.name().eq_ignore_ascii_case(t.name()));
+            if !by_name && !by_place {
                 return Some(BooleanBuffer::new_set(n));
             }
             let (s, c) = (src.as_struct(), cast.as_struct());
             let mut out = BooleanBuffer::new_unset(n);
             for (j, t) in to.iter().enumerate() {
-                let i = from.find(t.name())?.0;
+                let i = if by_name { from.find(t.name())?.0 } else { j };
                 out = &out | &mask(s.column(i), c.column(j));
             }
             Some(out)
@@ -314,10 +322,7 @@ fn text(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
         }),
         DataType::Float16 | DataType::Float32 | DataType::Float64 => {
             let values = floats(cast)?;
-            per_row(&|i| {
-                float_out_of_range(text.value(i), values[i])
-                    || integer_changes(text.value(i), values[i])
-            })
+            per_row(&|i| float_out_of_range(text.value(i), values[i]))
         }
         // arrow also reads `1`, `yes`, `on`, `t`, `0`, `no`, `off`...: Spark only the words.
         DataType::Boolean => per_row(&|i| {
@@ -333,28 +338,17 @@ fn text(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
     })
 }
 
-/// Whether timestamp text names a zone or an offset (`Z`, `+05:00`, `-0800`): read into a
-/// zone-less TIMESTAMP_NTZ, arrow would shift it to UTC; Spark refuses it.
+/// Whether timestamp text names a zone or an offset (`Z`, `+05:00`, `-0800`, `UTC`,
+/// `America/New_York`): read into a zone-less TIMESTAMP_NTZ, arrow would shift it to UTC;
+/// Spark refuses it. After the date, only the `T` between date and time is a letter of a
+/// zone-less timestamp.
 pub(crate) fn has_zone(text: &str) -> bool {
-    text.trim()
-        .get(10..)
-        .is_some_and(|time| time.contains(['Z', 'z', '+', '-']))
-}
-
-/// Whether an integer literal (`[+-]digits`) read into a float is not that integer
-/// (`9007199254740993` is no DOUBLE); `false` for any other text.
-pub(crate) fn integer_changes(text: &str, value: f64) -> bool {
-    let t = text.trim();
-    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return false;
-    }
-    let digits = digits.trim_start_matches('0');
-    // Up to 7 digits every float holds (FLOAT: 2^24 has 8).
-    if digits.len() <= 7 {
-        return false;
-    }
-    !value.is_finite() || format!("{:.0}", value.abs()) != digits
+    text.trim().get(10..).is_some_and(|time| {
+        time.contains(['+', '-', '/'])
+            || time
+                .chars()
+                .any(|c| c.is_ascii_alphabetic() && !matches!(c, 'T' | 't'))
+    })
 }
 
 /// Whether `value`, read from `text`, left the text's range: infinity from a finite number,
@@ -376,8 +370,7 @@ pub(crate) fn float_out_of_range(text: &str, value: f64) -> bool {
 /// or more than 38 characters can reach past a FLOAT's range, so most text is not parsed.
 pub(crate) fn float_text_changes(text: &str, narrow: bool) -> bool {
     let t = text.trim();
-    let integer = t.len() > 7 && !t.contains(['.', 'e', 'E']);
-    if t.len() <= 38 && !t.contains(['e', 'E']) && !integer {
+    if t.len() <= 38 && !t.contains(['e', 'E']) {
         return false;
     }
     let value = if narrow {
@@ -385,7 +378,7 @@ pub(crate) fn float_text_changes(text: &str, narrow: bool) -> bool {
     } else {
         t.parse::<f64>()
     };
-    value.is_ok_and(|v| float_out_of_range(t, v) || integer_changes(t, v))
+    value.is_ok_and(|v| float_out_of_range(t, v))
 }
 
 /// Whether text read into a DATE has a time of day (arrow keeps the date of a timestamp).

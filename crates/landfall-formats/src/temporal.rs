@@ -69,8 +69,12 @@ pub fn parse_with(
                             })
                             .ok(),
                     }
-                    // Digits past the microsecond do not fit: a misfit, not a cut value.
-                    .filter(|t| t.and_utc().timestamp_subsec_nanos() % 1000 == 0);
+                    // Digits past the microsecond do not fit: a misfit, not a cut value
+                    // (told from the text too: chrono reads nine digits, drops the rest).
+                    .filter(|t| {
+                        t.and_utc().timestamp_subsec_nanos() % 1000 == 0
+                            && !crate::exact::timestamp_text_changes(v, TimeUnit::Microsecond)
+                    });
                     if t.is_none() {
                         lost.push(r);
                     }

@@ -423,7 +423,7 @@ fn the_listing_owed_after_a_restored_entry_survives_a_crash() {
     // The start after it finds the entry in place, and still lists once.
     drain_run(&cfg);
     assert_exactly(&table_ids(root), &range(0..6));
-    // Paid: a further run lists nothing again (no file is added, none duplicated).
+    // Later files come by their events; nothing is ingested twice.
     put(root, &bucket, "landing zone/é/c.json", 6..9);
     drain_run(&cfg);
     assert_exactly(&table_ids(root), &range(0..9));
