@@ -2,7 +2,8 @@
 //! and a supervisor that restarts failed workers with backoff without touching the others.
 //!
 //! The exactly-once protocol is described in docs/exactly-once.md; the code that carries it
-//! out is [`worker`] (steps in order, each durable before the next) and [`recovery`].
+//! out is [`worker`] (steps in order, each durable before the next) and [`protocol`] (recovery,
+//! and the one path for a batch the table already holds).
 
 pub mod events;
 pub mod failpoint;
@@ -15,7 +16,7 @@ mod partition;
 mod pinned;
 mod pipeline;
 pub mod progress;
-pub mod recovery;
+pub mod protocol;
 pub mod schema;
 pub mod shard;
 pub mod supervisor;
@@ -24,6 +25,7 @@ pub mod worker;
 
 pub use hub::{AdminAction, AdminRequest, Hub};
 pub use landfall_discovery::{display_path, object_path};
+pub use protocol::recovery;
 pub use shard::Shard;
 pub use supervisor::{Reloaded, RunOptions, StreamOutcome, StreamSet, run_streams};
 pub use worker::{RunEnd, StreamWorker};

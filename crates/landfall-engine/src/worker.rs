@@ -9,7 +9,7 @@ use crate::events::{BatchTimings, StreamEvents};
 use crate::failpoint;
 use crate::pipeline::{self, DecodeJob, Decoded};
 use crate::progress::PhaseDurations;
-use crate::recovery::{Recovered, recover};
+use crate::protocol::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
 use chrono::Utc;
 use landfall_config::{EvolutionMode, StreamSpec, Trigger};
@@ -105,9 +105,7 @@ pub struct StreamStatus {
 
 /// How often `max_file_age` expiry runs.
 const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
-/// Closed batch plans kept in the ledger for `landfall state` and progress; older ones are
-/// pruned once committed.
-pub const KEEP_PLANS: u64 = 100;
+pub use crate::protocol::settle::KEEP_PLANS;
 
 impl StreamWorker {
     /// Open the stream's state, source and table. `available_now` overrides the trigger.
@@ -521,7 +519,7 @@ impl StreamWorker {
                 .prepare(s.table.clone(), &self.spec.sink.partition_by)
                 .await?;
         }
-        crate::recovery::check_table(
+        crate::protocol::recovery::check_table(
             &self.spec,
             self.state.as_ref(),
             self.committer.as_ref(),
@@ -555,7 +553,7 @@ impl StreamWorker {
         // Every commit carries this state's identity (checked before recording a batch the
         // table already holds).
         self.committer
-            .set_owner(&crate::recovery::state_id(self.state.as_ref())?);
+            .set_owner(&crate::protocol::recovery::state_id(self.state.as_ref())?);
         if !self.ensure_schema(&candidates).await? && self.available_now {
             return Ok(RunEnd::Drained);
         }
@@ -1071,30 +1069,16 @@ impl StreamWorker {
         failpoint::hit("after_commit");
         if committed.landed_before {
             // An earlier attempt's commit landed after all: its data files are the live ones,
-            // this attempt's are the orphans. Record what the table holds (row count unknown),
-            // once it is known to be this state's own commit.
-            // Every attempt's files, as the staged hook recorded them (this one's included).
-            let ours = self
-                .state
-                .batch(batch_id)?
-                .map(|p| p.staged)
-                .unwrap_or_default();
-            crate::recovery::check_owned(
+            // this attempt's are orphans. Settled as recovery settles a landed batch.
+            crate::protocol::settle::settle_landed(
                 &self.spec.name,
+                self.state.as_ref(),
                 self.committer.as_ref(),
+                &self.events,
                 batch_id,
-                &ours,
-                &crate::recovery::state_id(self.state.as_ref())?,
+                Some(committed.version),
             )
             .await?;
-            self.state
-                .record_committed(batch_id, CommitReceipt::recovered(committed.version))?;
-            let mine: Vec<String> = staged.iter().map(|f| f.path.clone()).collect();
-            let n = self.committer.remove_files(&mine).await?;
-            self.events.orphans_removed(batch_id, n);
-            self.events
-                .batch_recovered(batch_id, Some(committed.version));
-            self.state.prune_batch(batch_id, KEEP_PLANS)?;
             return Ok(BatchEnd::Committed);
         }
         let receipt = CommitReceipt {

@@ -1,12 +1,12 @@
 //! Step 6 of the protocol, at every start: settle the batch that was open when the process
-//! stopped. If the table holds it (its txn version, or its manifest), finish publication and
-//! record it; otherwise remove the data files its attempts staged and let the worker run the
-//! same plan again under the same id.
+//! stopped. If the table holds it (its txn version, or its manifest), it is settled as landed
+//! ([`super::settle`]); otherwise the data files its attempts staged are removed and the
+//! worker runs the same plan again under the same id.
 
 use crate::events::StreamEvents;
 use landfall_config::StreamSpec;
 use landfall_core::seams::SeamResult;
-use landfall_core::{BatchPlan, CommitReceipt, Committer, SeamError, StateStore};
+use landfall_core::{BatchPlan, Committer, SeamError, StateStore};
 
 /// The ledger meta key of the state's identity, stamped on its commits.
 pub const STATE_ID_META: &str = "state_id";
@@ -88,31 +88,8 @@ pub async fn recover(
         .await?
         .is_some_and(|v| v >= plan.batch_id);
     if landed {
-        check_owned(
-            name,
-            committer,
-            plan.batch_id,
-            &plan.staged,
-            &state_id(state)?,
-        )
-        .await?;
-        committer.complete(plan.batch_id).await?;
-        // The version of the commit that holds the batch, not the table's latest.
-        let version = committer.batch_version(plan.batch_id).await?;
-        // Attempts that did not land may have left files (the process stopped before the
-        // worker removed them); the landed attempt's stay.
-        let orphans = committer
-            .remove_orphans(plan.batch_id, &plan.staged)
-            .await?;
-        if orphans > 0 {
-            events.orphans_removed(plan.batch_id, orphans);
-        }
-        state.record_committed(
-            plan.batch_id,
-            CommitReceipt::recovered(version.unwrap_or(-1)),
-        )?;
-        state.prune_batch(plan.batch_id, crate::worker::KEEP_PLANS)?;
-        events.batch_recovered(plan.batch_id, version);
+        // With the version of the commit that holds the batch, not the table's latest.
+        super::settle::settle_landed(name, state, committer, events, plan.batch_id, None).await?;
         return Ok(Recovered::Nothing);
     }
     // Files of attempts that reached the commit call stay: their commit may still land (an
