@@ -19,6 +19,7 @@ pub mod progress;
 pub mod protocol;
 pub mod schema;
 pub mod shard;
+pub mod stream;
 pub mod supervisor;
 pub mod wiring;
 pub mod worker;

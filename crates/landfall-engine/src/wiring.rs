@@ -2,6 +2,7 @@
 //! discovery, and the committer.
 
 use crate::notify_setup::{Notes, OwedListing, QueueOwner};
+use crate::stream::memory::{RecordedMode, StreamMemory};
 use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StoreOptions, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
@@ -26,7 +27,7 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
 /// queue is counted with `count`.
 pub async fn open_discovery(
     spec: &StreamSpec,
-    state: &Arc<dyn StateStore>,
+    memory: &StreamMemory,
     count: CountRequests,
     metrics: Arc<crate::metrics::Metrics>,
 ) -> SeamResult<SourceDiscovery> {
@@ -49,26 +50,19 @@ pub async fn open_discovery(
     // A stream owes a listing by its recorded mode: anything but `notifications` lists at
     // the next start, and a full listing records the mode again (worker.rs).
     let owed = {
-        let (state, read) = (state.clone(), state.clone());
+        let (owe, read) = (memory.clone(), memory.clone());
         OwedListing {
             owe: Arc::new(move || {
-                state
-                    .set_meta(
-                        crate::worker::DISCOVERY_MODE_META,
-                        crate::worker::LISTING_OWED_MODE,
-                    )
+                owe.set_mode(RecordedMode::NotificationsListingOwed)
                     .map_err(|e| e.message)
             }),
             owed: Arc::new(move || {
-                read.meta(crate::worker::DISCOVERY_MODE_META)
-                    .ok()
-                    .flatten()
-                    .as_deref()
-                    == Some(crate::worker::LISTING_OWED_MODE)
+                read.mode().ok().flatten() == Some(RecordedMode::NotificationsListingOwed)
             }),
         }
     };
-    let (queue, source, guard) = open_queue(&owner, state.as_ref(), count, metrics, owed).await?;
+    let (queue, source, guard) =
+        open_queue(&owner, memory.state().as_ref(), count, metrics, owed).await?;
     let n = owner.queue;
     Ok(SourceDiscovery::Notifications(Box::new(
         NotificationDiscovery::new(

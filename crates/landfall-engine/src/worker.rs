@@ -11,6 +11,7 @@ use crate::pipeline::{self, DecodeJob, Decoded};
 use crate::progress::PhaseDurations;
 use crate::protocol::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
+use crate::stream::memory::{RecordedMode, StreamMemory};
 use chrono::Utc;
 use landfall_config::{EvolutionMode, StreamSpec, Trigger};
 use landfall_core::seams::{SeamResult, StagedHook};
@@ -37,6 +38,7 @@ pub enum RunEnd {
 pub struct StreamWorker {
     spec: StreamSpec,
     state: Arc<dyn StateStore>,
+    memory: StreamMemory,
     discovery: SourceDiscovery,
     committer: Arc<dyn Committer>,
     events: Arc<StreamEvents>,
@@ -56,52 +58,8 @@ pub struct StreamWorker {
     requests_saved: std::sync::Mutex<Option<Instant>>,
 }
 
-/// The ledger's `m/user/` entry holding the `include_existing_files = false` cutoff, fixed at
-/// the first start (and carried over by `landfall reset`).
-pub const EXISTING_CUTOFF_META: &str = "existing_files_cutoff";
-
-/// The ledger's `m/user/` entry holding the last error a run of the stream ended with.
-pub const STATUS_META: &str = "last_error";
-
-/// The ledger's `m/user/` entry naming the discovery mode whose view of the source is complete:
-/// `notifications` once a notification stream's first listing is admitted, `listing` while a
-/// stream lists. A notification stream whose entry says otherwise (new, or switched from
-/// listing) lists first, so files that landed before its queue saw events are not missed.
-pub const DISCOVERY_MODE_META: &str = "discovery_mode";
-
-/// The ledger's `m/user/` entry saying what a file-events stream's discovery does instead of
-/// reading its location's cache (empty while it reads it).
-pub const DISCOVERY_NOTE_META: &str = "discovery_note";
-/// The recorded mode of a notification stream whose bucket entry was written back and which
-/// has not listed since: not `notifications`, so the next start lists (see bucket_entry.rs).
-pub const LISTING_OWED_MODE: &str = "notifications_listing_owed";
-
-/// The ledger's `m/user/` entry holding when a notification stream's last full listing started
-/// (RFC 3339), so `backfill_interval` holds across restarts.
-pub const LAST_LISTING_META: &str = "last_full_listing";
-
-/// The ledger's `m/user/` entry holding when a notification stream last read its queue
-/// (RFC 3339, refreshed at most every [`QUEUE_NOTE_EVERY`]): a stream away longer than the
-/// queue keeps messages lists at start.
-pub const LAST_RECEIVE_META: &str = "last_queue_receive";
-
-/// The ledger's `m/user/` entry holding the stream's storage and queue requests by operation
-/// (JSON object, all runs), for `landfall streams`; written at most every
-/// [`QUEUE_NOTE_EVERY`] and when a run ends.
-pub const REQUESTS_META: &str = "request_counts";
-
 /// How often the last-receive time is written and the queue depth asked for.
 const QUEUE_NOTE_EVERY: Duration = Duration::from_secs(60);
-
-/// The last error a run ended with; shown by `landfall streams` while no batch committed after
-/// it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct StreamStatus {
-    pub error: String,
-    /// Retrying cannot heal it: the stream stopped until someone acts.
-    pub fatal: bool,
-    pub at: chrono::DateTime<Utc>,
-}
 
 /// How often `max_file_age` expiry runs.
 const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
@@ -115,13 +73,11 @@ impl StreamWorker {
         available_now: bool,
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
-        let requests_base = state
-            .meta(REQUESTS_META)?
-            .and_then(|j| serde_json::from_str(&j).ok())
-            .unwrap_or_default();
+        let memory = StreamMemory::new(&spec.name, state.clone());
+        let requests_base = memory.request_counts()?;
         let discovery = crate::wiring::open_discovery(
             &spec,
-            &state,
+            &memory,
             events.request_counter(),
             events.metrics().clone(),
         )
@@ -131,6 +87,7 @@ impl StreamWorker {
         Ok(StreamWorker {
             spec,
             state,
+            memory,
             discovery,
             committer,
             events,
@@ -161,13 +118,7 @@ impl StreamWorker {
     /// Keep the error a run ended with in the ledger, for `landfall streams` (best effort: the
     /// error may be the ledger's own).
     pub fn record_status(&self, e: &SeamError) {
-        let status = StreamStatus {
-            error: e.message.clone(),
-            fatal: !e.retryable,
-            at: Utc::now(),
-        };
-        let json = serde_json::to_string(&status).expect("status serialises");
-        if let Err(err) = self.state.set_meta(STATUS_META, &json) {
+        if let Err(err) = self.memory.set_status(e, Utc::now()) {
             tracing::warn!(stream = %self.spec.name, error = %err.message, "could not record the stream status");
         }
     }
@@ -181,22 +132,7 @@ impl StreamWorker {
         if self.spec.include_existing_files {
             return Ok(());
         }
-        let cutoff = match self.state.meta(EXISTING_CUTOFF_META)? {
-            Some(t) => chrono::DateTime::parse_from_rfc3339(&t)
-                .map(|d| d.with_timezone(&Utc))
-                .map_err(|e| {
-                    SeamError::fatal(format!(
-                        "stream `{}`: stored cutoff `{t}` unreadable: {e}",
-                        self.spec.name
-                    ))
-                })?,
-            None => {
-                let now = Utc::now();
-                self.state
-                    .set_meta(EXISTING_CUTOFF_META, &now.to_rfc3339())?;
-                now
-            }
-        };
+        let cutoff = self.memory.existing_cutoff(Utc::now())?;
         self.discovery.set_modified_after(cutoff);
         Ok(())
     }
@@ -274,18 +210,17 @@ impl StreamWorker {
             && let Some(n) = self.discovery.notifications()
             && !n.entry_unsettled()
         {
-            self.state.set_meta(DISCOVERY_MODE_META, "notifications")?;
-            self.state
-                .set_meta(LAST_LISTING_META, &t_listing.to_rfc3339())?;
+            self.memory.set_mode(RecordedMode::Notifications)?;
+            self.memory.set_last_listing(t_listing)?;
         }
         if let Some(f) = self.discovery.file_events() {
             if found.full_listing {
-                self.state.set_meta(DISCOVERY_MODE_META, "file_events")?;
+                self.memory.set_mode(RecordedMode::FileEvents)?;
             }
-            self.note_discovery(f.note())?;
+            self.memory.set_discovery_note(f.note())?;
         }
         if let Some(n) = self.discovery.notifications() {
-            self.note_discovery(n.note())?;
+            self.memory.set_discovery_note(n.note())?;
         }
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {
@@ -324,8 +259,7 @@ impl StreamWorker {
         for (op, n) in self.events.request_counts() {
             *all.entry(op.to_string()).or_default() += n;
         }
-        let json = serde_json::to_string(&all).expect("counts serialise");
-        if let Err(e) = self.state.set_meta(REQUESTS_META, &json) {
+        if let Err(e) = self.memory.set_request_counts(&all) {
             tracing::debug!(stream = %self.spec.name, error = %e.message, "could not record request counts");
         }
     }
@@ -340,8 +274,7 @@ impl StreamWorker {
             }
             *last = Some(Instant::now());
         }
-        self.state
-            .set_meta(LAST_RECEIVE_META, &Utc::now().to_rfc3339())?;
+        self.memory.set_last_receive(Utc::now())?;
         if let Some(n) = self.discovery.notifications() {
             match n.queue().approximate_depth().await {
                 Ok(Some(d)) => self.events.queue_depth(d),
@@ -354,26 +287,16 @@ impl StreamWorker {
         Ok(())
     }
 
-    /// Keep what a file-events stream's discovery does instead of reading the cache (listing
-    /// because the location's consumer is down), for `landfall streams`; written on change.
-    fn note_discovery(&self, note: Option<String>) -> SeamResult<()> {
-        let note = note.unwrap_or_default();
-        if self.state.meta(DISCOVERY_NOTE_META)?.unwrap_or_default() != note {
-            self.state.set_meta(DISCOVERY_NOTE_META, &note)?;
-        }
-        Ok(())
-    }
-
     /// Before the first discovery: a notification or file-events stream entering the mode
     /// lists first; a listing stream notes that it lists (a later switch then lists again).
     fn prepare_discovery(&self) -> SeamResult<()> {
-        let recorded = self.state.meta(DISCOVERY_MODE_META)?;
+        let recorded = self.memory.mode()?;
         if let Some(f) = self.discovery.file_events() {
             let list_on_start = match &self.spec.discovery {
                 landfall_config::DiscoverySpec::FileEvents(s) => s.list_on_start,
                 _ => false,
             };
-            if recorded.as_deref() != Some("file_events") || list_on_start {
+            if recorded != Some(RecordedMode::FileEvents) || list_on_start {
                 f.request_listing();
             }
             f.set_drain(self.available_now);
@@ -381,22 +304,18 @@ impl StreamWorker {
         }
         match self.discovery.notifications() {
             Some(n) => {
-                if recorded.as_deref() != Some("notifications") {
+                if recorded != Some(RecordedMode::Notifications) {
                     n.request_listing();
                 }
-                if let Some(t) = self.state.meta(LAST_LISTING_META)?
-                    && let Ok(t) = chrono::DateTime::parse_from_rfc3339(&t)
-                {
-                    n.set_last_listing(t.with_timezone(&Utc));
+                if let Some(t) = self.memory.last_listing()? {
+                    n.set_last_listing(t);
                 }
-                if let Some(t) = self.state.meta(LAST_RECEIVE_META)?
-                    && let Ok(t) = chrono::DateTime::parse_from_rfc3339(&t)
-                {
-                    n.set_last_receive(t.with_timezone(&Utc));
+                if let Some(t) = self.memory.last_receive()? {
+                    n.set_last_receive(t);
                 }
                 n.set_no_wait(self.available_now);
             }
-            None if recorded.as_deref() != Some("listing") => {
+            None if recorded != Some(RecordedMode::Listing) => {
                 // Back from notification or file-events mode: the cursor is not a listing's
                 // (queue admissions did not move it; file events keep a cache position in
                 // it), so the first listing looks every file up.
@@ -405,7 +324,7 @@ impl StreamWorker {
                 {
                     l.distrust_cursor();
                 }
-                self.state.set_meta(DISCOVERY_MODE_META, "listing")?;
+                self.memory.set_mode(RecordedMode::Listing)?;
             }
             None => {}
         }

@@ -176,7 +176,7 @@ pub fn reset(spec: &StreamSpec) -> ExitCode {
         match landfall_state::open_rocks(&spec.name, dir) {
             Ok(old) => {
                 cutoff = old
-                    .meta(landfall_engine::worker::EXISTING_CUTOFF_META)
+                    .meta(landfall_engine::stream::memory::EXISTING_CUTOFF_META)
                     .ok()
                     .flatten()
             }
@@ -206,7 +206,7 @@ pub fn reset(spec: &StreamSpec) -> ExitCode {
         .map_err(|e| e.to_string())
         .and_then(|l| {
             if let Some(c) = &cutoff {
-                l.set_meta(landfall_engine::worker::EXISTING_CUTOFF_META, c)
+                l.set_meta(landfall_engine::stream::memory::EXISTING_CUTOFF_META, c)
                     .map_err(|e| e.message)?;
             }
             l.set_meta(landfall_engine::recovery::RESET_META, &marker)

@@ -10,7 +10,9 @@ use landfall_config::{StreamSpec, ValidatedConfig};
 use landfall_core::seams::FileFilter;
 use landfall_core::{FileRecord, FileState, StateStore};
 use landfall_engine::StreamOutcome;
-use landfall_engine::worker::{DISCOVERY_NOTE_META, REQUESTS_META, STATUS_META, StreamStatus};
+use landfall_engine::stream::memory::{
+    DISCOVERY_NOTE_META, REQUESTS_META, STATUS_META, StreamStatus,
+};
 use serde_json::Value;
 use std::io::{self, Write};
 use std::process::ExitCode;
