@@ -18,6 +18,22 @@ pub(crate) struct FakeQueue {
     pub retention: Option<Duration>,
 }
 
+impl FakeQueue {
+    /// Queue one message per body: ids `m0, m1, ...`, receipts `r0, r1, ...`.
+    pub fn hold(&self, bodies: &[String]) {
+        *self.queued.lock().unwrap() = bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| QueueMessage {
+                id: format!("m{i}"),
+                body: b.clone(),
+                receipt: format!("r{i}"),
+                receive_count: 1,
+            })
+            .collect();
+    }
+}
+
 #[async_trait]
 impl MessageQueue for FakeQueue {
     fn describe(&self) -> String {

@@ -439,7 +439,6 @@ mod tests {
     use super::*;
     use crate::Filters;
     use crate::fake_queue::FakeQueue;
-    use crate::queue::QueueMessage;
 
     fn s3_event(kind: &str, key: &str, size: u64, etag: &str) -> String {
         format!(
@@ -452,16 +451,7 @@ mod tests {
         bodies: &[String],
         visibility: Duration,
     ) -> NotificationDiscovery {
-        *queue.queued.lock().unwrap() = bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| QueueMessage {
-                id: format!("m{i}"),
-                body: b.clone(),
-                receipt: format!("r{i}"),
-                receive_count: 1,
-            })
-            .collect();
+        queue.hold(bodies);
         let store: Arc<dyn object_store::ObjectStore> =
             Arc::new(object_store::memory::InMemory::new());
         let listing = ListingDiscovery::new("s", store, Path::from("landing"), Filters::default());
@@ -606,16 +596,7 @@ mod tests {
         bodies: &[String],
         store: Arc<dyn object_store::ObjectStore>,
     ) -> NotificationDiscovery {
-        *queue.queued.lock().unwrap() = bodies
-            .iter()
-            .enumerate()
-            .map(|(i, b)| QueueMessage {
-                id: format!("m{i}"),
-                body: b.clone(),
-                receipt: format!("r{i}"),
-                receive_count: 1,
-            })
-            .collect();
+        queue.hold(bodies);
         let prefix = Path::parse("landing zone/é").unwrap();
         let listing = ListingDiscovery::new("s", store, prefix, Filters::default());
         NotificationDiscovery::new(

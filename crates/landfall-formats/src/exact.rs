@@ -217,28 +217,22 @@ fn is_decimal(t: &DataType) -> bool {
 
 /// Each decimal of `a` as text (`None`: null), in plain notation.
 fn decimal_texts(a: &ArrayRef) -> Vec<Option<String>> {
-    let show = |v: String, s: i8| Some(format!("{v}e{}", -i32::from(s)));
+    fn texts<T>(a: &ArrayRef, s: i8) -> Vec<Option<String>>
+    where
+        T: arrow::datatypes::DecimalType,
+        T::Native: std::fmt::Display,
+    {
+        let d = a.as_primitive::<T>();
+        (0..a.len())
+            .map(|i| {
+                d.is_valid(i)
+                    .then(|| format!("{}e{}", d.value(i), -i32::from(s)))
+            })
+            .collect()
+    }
     match a.data_type() {
-        DataType::Decimal128(_, s) => {
-            let d = a.as_primitive::<Decimal128Type>();
-            (0..a.len())
-                .map(|i| {
-                    d.is_valid(i)
-                        .then(|| d.value(i).to_string())
-                        .and_then(|v| show(v, *s))
-                })
-                .collect()
-        }
-        DataType::Decimal256(_, s) => {
-            let d = a.as_primitive::<Decimal256Type>();
-            (0..a.len())
-                .map(|i| {
-                    d.is_valid(i)
-                        .then(|| d.value(i).to_string())
-                        .and_then(|v| show(v, *s))
-                })
-                .collect()
-        }
+        DataType::Decimal128(_, s) => texts::<Decimal128Type>(a, *s),
+        DataType::Decimal256(_, s) => texts::<Decimal256Type>(a, *s),
         _ => vec![None; a.len()],
     }
 }
