@@ -1,6 +1,7 @@
 //! Errors of the state store. Each variant names the stream or the key it concerns.
 
 use landfall_core::SeamError;
+use landfall_core::seams::ErrorKind;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -60,10 +61,14 @@ pub enum StateError {
 impl From<StateError> for SeamError {
     fn from(e: StateError) -> Self {
         // A broken ledger does not heal by restarting; a lock held by a dying process does.
-        let retryable = matches!(e, StateError::Locked { .. } | StateError::Backend { .. });
-        SeamError {
-            message: e.to_string(),
-            retryable,
-        }
+        let kind = match e {
+            StateError::Locked { .. } | StateError::Backend { .. } => ErrorKind::Transient,
+            StateError::Open { .. }
+            | StateError::Corrupted { .. }
+            | StateError::Corrupt { .. }
+            | StateError::Format { .. } => ErrorKind::StateUnusable,
+            _ => ErrorKind::Fatal,
+        };
+        SeamError::of(kind, e.to_string())
     }
 }

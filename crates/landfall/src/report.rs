@@ -184,6 +184,7 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> io::Result<
         "last_commit_time",
         "skipped_files",
         "status",
+        "error_kind",
         "requests",
     ];
     let mut rows = RowWriter::new(out::stdout(), HEADER, format)?;
@@ -223,13 +224,15 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> io::Result<
                     .as_ref()
                     .and_then(|b| b.committed.as_ref())
                     .map(|c| c.committed_at);
-                row.push(Value::from(status(ledger.as_ref().ok(), last_commit)));
+                let (status, kind) = status(ledger.as_ref().ok(), last_commit);
+                row.push(Value::from(status));
+                row.push(kind);
                 row.push(requests(ledger.as_ref().ok()));
             }
             _ => {
                 row.extend(std::iter::repeat_n(Value::Null, 8));
                 row.push(Value::from("never run"));
-                row.push(Value::Null);
+                row.extend([Value::Null, Value::Null]);
             }
         }
         rows.row(row)?;
@@ -327,23 +330,30 @@ fn requests(ledger: Option<&impl StateStore>) -> Value {
         })
 }
 
-/// `ok`, or the last error a run ended with while no batch committed after it.
-fn status(ledger: Option<&impl StateStore>, last_commit: Option<DateTime<Utc>>) -> String {
-    // A file-events stream listing instead of reading its location's cache says so.
+/// `ok`, or the last error a run ended with while no batch committed after it, with its kind
+/// (`table_ahead`, `foreign_commit`...: see `ErrorKind`; null when ok).
+fn status(ledger: Option<&impl StateStore>, last_commit: Option<DateTime<Utc>>) -> (String, Value) {
+    // A stream whose discovery does not read its events (a file-events stream listing, a
+    // notification stream that cannot check its bucket entry) says so.
     let ok = match ledger.and_then(|l| l.meta(DISCOVERY_NOTE_META).ok().flatten()) {
         Some(note) if !note.is_empty() => format!("ok ({note})"),
         _ => "ok".into(),
     };
     let Some(raw) = ledger.and_then(|l| l.meta(STATUS_META).ok().flatten()) else {
-        return ok;
+        return (ok, Value::Null);
     };
     match serde_json::from_str::<StreamStatus>(&raw) {
-        Ok(st) if last_commit.is_none_or(|c| c < st.at) => format!(
-            "{}: {}",
-            if st.fatal { "stopped" } else { "failing" },
-            st.error
+        Ok(st) if last_commit.is_none_or(|c| c < st.at) => (
+            format!(
+                "{}: {}",
+                if st.fatal { "stopped" } else { "failing" },
+                st.error
+            ),
+            st.kind.map_or(Value::Null, |k| {
+                serde_json::to_value(k).expect("a kind serialises")
+            }),
         ),
-        _ => ok,
+        _ => (ok, Value::Null),
     }
 }
 

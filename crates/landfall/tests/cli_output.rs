@@ -134,6 +134,7 @@ fn json_output_keeps_numbers_booleans_and_nulls() {
         "pending_files",
         "last_batch",
         "last_batch_state",
+        "error_kind",
         "requests",
     ] {
         assert!(idle[absent].is_null(), "{absent}: {idle}");

@@ -318,6 +318,7 @@ fn state_restored_from_backup_is_refused() {
     ] {
         assert!(all.contains(needle), "missing `{needle}` in:\n{all}");
     }
+    assert_eq!(streams_json(&cfg)[0]["error_kind"], "table_ahead");
     assert_eq!(delta_version(&root.join("table")), v, "nothing committed");
 
     let o = landfall(&["reset", "events", "--config", cfg.to_str().unwrap()]);
@@ -520,6 +521,7 @@ fn lost_state_is_refused_until_reset() {
         all.contains("is new (empty or missing)") && all.contains("landfall reset events"),
         "{all}"
     );
+    assert_eq!(streams_json(&cfg)[0]["error_kind"], "state_lost");
     assert_eq!(
         last_txn(&root.join("table"), "events"),
         1,
@@ -790,6 +792,7 @@ fn a_batch_committed_by_another_instance_is_never_recorded_as_ours() {
             && out.contains("landfall reset events"),
         "{out}"
     );
+    assert_eq!(streams_json(&cfg_b)[0]["error_kind"], "foreign_commit");
     // B recorded nothing: its state still holds batch 0 open, not committed.
     let rows = state_rows(&cfg_b, "events");
     assert!(
@@ -847,6 +850,28 @@ fn an_empty_batch_of_another_instance_is_never_recorded_as_ours() {
         "B must not record A's empty batch:\n{out}"
     );
     assert!(out.contains("committed by another state"), "{out}");
+    assert_eq!(streams_json(&cfg_b)[0]["error_kind"], "foreign_commit");
     let rows = state_rows(&cfg_b, "events");
     assert!(rows.iter().all(|r| r["state"] != "committed"), "{rows:?}");
+}
+
+/// A table replaced behind the stream's back (deleted and made anew, restored from an older
+/// copy): the state recorded batches the table lacks, so the stream refuses to go on, by kind.
+#[test]
+fn a_table_behind_the_state_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = config(root, "");
+    land(root, "a.json", 0..5);
+    drain(&cfg);
+    std::fs::remove_dir_all(root.join("table")).unwrap();
+    land(root, "b.json", 5..10);
+    let out = run(&cfg);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("recorded batch 0 as committed") && all.contains("landfall reset events"),
+        "{all}"
+    );
+    assert_eq!(streams_json(&cfg)[0]["error_kind"], "table_behind");
 }

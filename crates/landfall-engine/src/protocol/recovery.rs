@@ -5,6 +5,7 @@
 
 use crate::events::StreamEvents;
 use landfall_config::StreamSpec;
+use landfall_core::seams::ErrorKind;
 use landfall_core::seams::SeamResult;
 use landfall_core::{BatchPlan, Committer, SeamError, StateStore};
 
@@ -59,12 +60,15 @@ pub async fn check_owned(
     if let Err(e) = committer.remove_files(staged).await {
         tracing::warn!(stream = %name, batch_id, error = %e.message, "could not remove this state's staged files of the batch");
     }
-    Err(SeamError::fatal(format!(
-        "stream `{name}`: the table {location} holds batch {batch_id} of this stream, but {why}, so the stream stopped without recording it. \
+    Err(SeamError::of(
+        ErrorKind::ForeignCommit,
+        format!(
+            "stream `{name}`: the table {location} holds batch {batch_id} of this stream, but {why}, so the stream stopped without recording it. \
 Another landfall instance runs this stream against the same table with its own state, or this state was restored from a backup taken before that commit. \
 This state cannot go on: stop the other instance if there is one, then restore the newest state directory, or run `landfall reset {name}` to set this state aside (this state's unreferenced data files of the batch were removed).",
-        location = committer.location(),
-    )))
+            location = committer.location(),
+        ),
+    ))
 }
 
 /// What recovery left to do.
@@ -136,12 +140,15 @@ pub async fn check_table(
             // that did not mount, or a mistyped state_dir, would ingest every file again.
             // Only a deliberate `landfall reset` starts over.
             if state.meta(RESET_META)?.is_none() {
-                return Err(SeamError::fatal(format!(
-                    "stream `{name}`: the state in {dir} is new (empty or missing), but the table {location} already holds batches up to {v} of this stream, so the stream stopped: starting over would ingest every file again. \
+                return Err(SeamError::of(
+                    ErrorKind::StateLost,
+                    format!(
+                        "stream `{name}`: the state in {dir} is new (empty or missing), but the table {location} already holds batches up to {v} of this stream, so the stream stopped: starting over would ingest every file again. \
 If the state directory did not mount or state_dir is wrong, fix that. If the state is really lost and ingesting the files again is acceptable (or include_existing_files = false), run `landfall reset {name}`; batch ids then continue after the table's.",
-                    dir = spec.state_dir.display(),
-                    location = committer.location(),
-                )));
+                        dir = spec.state_dir.display(),
+                        location = committer.location(),
+                    ),
+                ));
             }
             state.ensure_batch_floor(v + 1)?;
             events.batch_floor_raised(v + 1);
@@ -152,12 +159,15 @@ If the state directory did not mount or state_dir is wrong, fix that. If the sta
     if let Some(t) = table
         && t > last_planned
     {
-        return Err(SeamError::fatal(format!(
-            "stream `{name}`: the table {location} already holds batch {t} of this stream, but the state in {dir} knows batches up to {last_planned} only, so the state does not describe the table and the stream stopped. \
+        return Err(SeamError::of(
+            ErrorKind::TableAhead,
+            format!(
+                "stream `{name}`: the table {location} already holds batch {t} of this stream, but the state in {dir} knows batches up to {last_planned} only, so the state does not describe the table and the stream stopped. \
 This happens when (1) the state directory was restored from an older backup, (2) another landfall instance with its own state directory runs this stream against the same table, or (3) the stream name was reused for another source writing to the same table. \
 To recover: (1) restore the newest state directory, or run `landfall reset {name}` to set this state aside and start over after the table's batches (files already in the table are ingested again unless include_existing_files = false); (2) stop the other instance; (3) give the stream another name (the name is the table's txn app id).",
-            dir = spec.state_dir.display()
-        )));
+                dir = spec.state_dir.display()
+            ),
+        ));
     }
     let open = state.open_batch()?.map(|p| p.batch_id);
     let last_recorded = if open == Some(last_planned) {
@@ -169,15 +179,18 @@ To recover: (1) restore the newest state directory, or run `landfall reset {name
         && state.batch(c)?.is_some_and(|p| p.committed.is_some())
         && table.is_none_or(|t| t < c)
     {
-        return Err(SeamError::fatal(format!(
-            "stream `{name}`: the state in {dir} recorded batch {c} as committed to {location}, but the table holds {} of this stream, so the stream stopped. \
+        return Err(SeamError::of(
+            ErrorKind::TableBehind,
+            format!(
+                "stream `{name}`: the state in {dir} recorded batch {c} as committed to {location}, but the table holds {} of this stream, so the stream stopped. \
 The table was replaced or restored from an older copy, or the sink points at another table. \
 To recover: point the sink at the right table, or run `landfall reset {name}` to set this state aside and start over.",
-            table
-                .map(|t| format!("batches up to {t} only"))
-                .unwrap_or_else(|| "no batch".into()),
-            dir = spec.state_dir.display()
-        )));
+                table
+                    .map(|t| format!("batches up to {t} only"))
+                    .unwrap_or_else(|| "no batch".into()),
+                dir = spec.state_dir.display()
+            ),
+        ));
     }
     events.table_checked(table, Some(last_planned));
     Ok(())

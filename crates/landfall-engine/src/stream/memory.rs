@@ -3,7 +3,7 @@
 //! [`StreamMemory`]; the key names are the ledger format and never change.
 
 use chrono::{DateTime, Utc};
-use landfall_core::seams::SeamResult;
+use landfall_core::seams::{ErrorKind, SeamResult};
 use landfall_core::{SeamError, StateStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -85,6 +85,9 @@ pub struct StreamStatus {
     pub error: String,
     /// Retrying cannot heal it: the stream stopped until someone acts.
     pub fatal: bool,
+    /// What kind of failure (absent in statuses written before kinds).
+    #[serde(default)]
+    pub kind: Option<ErrorKind>,
     pub at: DateTime<Utc>,
 }
 
@@ -200,6 +203,7 @@ impl StreamMemory {
         let status = StreamStatus {
             error: e.message.clone(),
             fatal: !e.retryable,
+            kind: Some(e.kind),
             at,
         };
         let json = serde_json::to_string(&status).expect("status serialises");
@@ -268,5 +272,11 @@ mod tests {
         let s: StreamStatus =
             serde_json::from_str(&m.state.meta(STATUS_META).unwrap().unwrap()).unwrap();
         assert_eq!((s.error.as_str(), s.fatal, s.at), ("boom", true, t));
+        assert_eq!(s.kind, Some(ErrorKind::Fatal));
+        // A status written before kinds reads without one.
+        let old: StreamStatus =
+            serde_json::from_str(r#"{"error":"x","fatal":false,"at":"2026-01-02T03:04:05Z"}"#)
+                .unwrap();
+        assert_eq!(old.kind, None);
     }
 }
