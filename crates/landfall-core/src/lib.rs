@@ -14,6 +14,8 @@ pub mod listing;
 pub mod plan;
 pub mod seams;
 pub mod size;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod text_encoding;
 
 pub use file::{FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKind, SkipReason};

@@ -35,6 +35,13 @@ pub enum RunEnd {
     Stopped,
 }
 
+/// The seams a worker runs on: its ledger, its discovery and its table.
+pub struct StreamParts {
+    pub state: Arc<dyn StateStore>,
+    pub discovery: SourceDiscovery,
+    pub committer: Arc<dyn Committer>,
+}
+
 pub struct StreamWorker {
     spec: StreamSpec,
     state: Arc<dyn StateStore>,
@@ -74,7 +81,6 @@ impl StreamWorker {
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
         let memory = StreamMemory::new(&spec.name, state.clone());
-        let requests_base = memory.request_counts()?;
         let discovery = crate::wiring::open_discovery(
             &spec,
             &memory,
@@ -83,6 +89,33 @@ impl StreamWorker {
         )
         .await?;
         let committer = crate::wiring::open_committer(&spec)?;
+        Self::new(
+            spec,
+            events,
+            available_now,
+            StreamParts {
+                state,
+                discovery,
+                committer,
+            },
+        )
+    }
+
+    /// A worker over seams built elsewhere (`open` builds them from the spec; tests pass
+    /// in-memory ones).
+    pub fn new(
+        spec: StreamSpec,
+        events: Arc<StreamEvents>,
+        available_now: bool,
+        parts: StreamParts,
+    ) -> SeamResult<Self> {
+        let StreamParts {
+            state,
+            discovery,
+            committer,
+        } = parts;
+        let memory = StreamMemory::new(&spec.name, state.clone());
+        let requests_base = memory.request_counts()?;
         let available_now = available_now || spec.trigger == Trigger::AvailableNow;
         Ok(StreamWorker {
             spec,
