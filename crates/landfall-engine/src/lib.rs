@@ -2,7 +2,7 @@
 //! and a supervisor that restarts failed workers with backoff without touching the others.
 //!
 //! The exactly-once protocol is described in docs/exactly-once.md; the code that carries it
-//! out is [`worker`] (steps in order, each durable before the next) and [`protocol`] (recovery,
+//! out is [`stream`] (steps in order, each durable before the next) and [`protocol`] (recovery,
 //! and the one path for a batch the table already holds).
 
 pub mod events;
@@ -22,11 +22,10 @@ pub mod shard;
 pub mod stream;
 pub mod supervisor;
 pub mod wiring;
-pub mod worker;
 
 pub use hub::{AdminAction, AdminRequest, Hub};
 pub use landfall_discovery::{display_path, object_path};
 pub use protocol::recovery;
 pub use shard::Shard;
+pub use stream::{RunEnd, StreamParts, StreamWorker};
 pub use supervisor::{Reloaded, RunOptions, StreamOutcome, StreamSet, run_streams};
-pub use worker::{RunEnd, StreamWorker};

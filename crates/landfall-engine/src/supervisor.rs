@@ -12,7 +12,7 @@
 
 use crate::events::{StreamCounters, StreamEvents};
 use crate::hub::Hub;
-use crate::worker::{RunEnd, StreamWorker};
+use crate::stream::{RunEnd, StreamWorker};
 use landfall_config::{StreamSpec, Trigger, ValidatedConfig};
 use landfall_core::{SeamError, StreamSummary};
 use std::collections::BTreeMap;

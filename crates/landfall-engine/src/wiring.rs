@@ -48,7 +48,7 @@ pub async fn open_discovery(
         return Ok(SourceDiscovery::Listing(listing));
     };
     // A stream owes a listing by its recorded mode: anything but `notifications` lists at
-    // the next start, and a full listing records the mode again (worker.rs).
+    // the next start, and a full listing records the mode again (stream/intake.rs).
     let owed = {
         let (owe, read) = (memory.clone(), memory.clone());
         OwedListing {
