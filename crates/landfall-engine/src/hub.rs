@@ -36,6 +36,8 @@ pub struct AdminRequest {
 #[derive(Debug, Default)]
 pub struct Hub {
     pub metrics: Arc<Metrics>,
+    /// The process's file-events locations (their caches and consumers).
+    pub locations: Arc<crate::locations::Locations>,
     streams: RwLock<BTreeMap<String, Arc<StreamEvents>>>,
     shutting_down: AtomicBool,
     config: RwLock<Option<Arc<ValidatedConfig>>>,

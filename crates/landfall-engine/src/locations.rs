@@ -20,7 +20,7 @@ use landfall_discovery::{
     LocationRound, QueueReader,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -30,41 +30,93 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const LISTING_CHECK: Duration = Duration::from_secs(1);
 const LISTING_BACKOFF_MAX: Duration = Duration::from_secs(600);
 
-static OPEN: LazyLock<Mutex<HashMap<String, Arc<EventLocation>>>> = LazyLock::new(Default::default);
-static CONSUMING: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
+/// The file-events locations of the process: one cache handle each, opened on first use, and
+/// whether its consumer runs here. Owned by the process's [`crate::Hub`] and passed down (no
+/// process-wide statics: a reload or a test builds its own).
+#[derive(Default)]
+pub struct Locations {
+    open: Mutex<HashMap<String, Arc<EventLocation>>>,
+    consuming: Mutex<HashSet<String>>,
+}
 
-/// The process's handle on a location's cache, opened on first use.
-pub fn open(spec: &LocationSpec) -> SeamResult<Arc<EventLocation>> {
-    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(l) = open.get(&spec.name) {
-        return Ok(l.clone());
+impl std::fmt::Debug for Locations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("Locations")
+            .field("open", &open.keys().collect::<Vec<_>>())
+            .finish()
     }
-    let cache = landfall_state::open_event_cache(&spec.name, &spec.state_dir)?;
-    // The prefix as object_store decodes it from the URL (events name keys decoded).
-    let (_, prefix) =
-        landfall_discovery::open_store(&spec.url.url, spec.options.iter()).map_err(|e| {
-            SeamError::fatal(format!("location `{}`: {}: {e}", spec.name, spec.url.url))
-        })?;
-    let l = Arc::new(EventLocation::new(
-        &spec.name,
-        cache,
-        prefix,
-        spec.retention,
-        spec.fallback_after,
-    )?);
-    // A cache older than the last number this process family gave (restored from a copy,
-    // or writes lost): streams positioned at or below its last number may have missed the
-    // events cached after the copy, whose messages are deleted. Every position is outdated
-    // so each stream lists once.
-    let last = l.cache.last_seq()?;
-    if let Some(mark) = read_mark(spec)
-        && mark > last
-    {
-        let h = l.cache.outdate_positions()?;
-        tracing::warn!(location = %spec.name, last_seq = last, known = mark, horizon = h, "the event cache is older than the last state this location knew (restored from a copy?); every stream reading it lists its prefix once");
+}
+
+impl Locations {
+    /// The process's handle on a location's cache, opened on first use.
+    pub fn open(&self, spec: &LocationSpec) -> SeamResult<Arc<EventLocation>> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = open.get(&spec.name) {
+            return Ok(l.clone());
+        }
+        let cache = landfall_state::open_event_cache(&spec.name, &spec.state_dir)?;
+        // The prefix as object_store decodes it from the URL (events name keys decoded).
+        let (_, prefix) = landfall_discovery::open_store(&spec.url.url, spec.options.iter())
+            .map_err(|e| {
+                SeamError::fatal(format!("location `{}`: {}: {e}", spec.name, spec.url.url))
+            })?;
+        let l = Arc::new(EventLocation::new(
+            &spec.name,
+            cache,
+            prefix,
+            spec.retention,
+            spec.fallback_after,
+        )?);
+        // A cache older than the last number this process family gave (restored from a copy,
+        // or writes lost): streams positioned at or below its last number may have missed the
+        // events cached after the copy, whose messages are deleted. Every position is outdated
+        // so each stream lists once.
+        let last = l.cache.last_seq()?;
+        if let Some(mark) = read_mark(spec)
+            && mark > last
+        {
+            let h = l.cache.outdate_positions()?;
+            tracing::warn!(location = %spec.name, last_seq = last, known = mark, horizon = h, "the event cache is older than the last state this location knew (restored from a copy?); every stream reading it lists its prefix once");
+        }
+        open.insert(spec.name.clone(), l.clone());
+        Ok(l)
     }
-    open.insert(spec.name.clone(), l.clone());
-    Ok(l)
+
+    /// The handle of a location open in this process, if any.
+    fn live(&self, name: &str) -> Option<Arc<EventLocation>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Start the location's consumer unless it runs in this process already. `drain`: runs
+    /// that stop once drained receive with a short wait.
+    pub fn ensure_consumer(
+        self: &Arc<Self>,
+        spec: &LocationSpec,
+        shutdown: watch::Receiver<bool>,
+        drain: bool,
+        metrics: Arc<Metrics>,
+    ) {
+        if !self
+            .consuming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(spec.name.clone())
+        {
+            return;
+        }
+        tokio::spawn(supervise(
+            self.clone(),
+            spec.clone(),
+            shutdown,
+            drain,
+            metrics,
+        ));
+    }
 }
 
 /// Beside the cache directory: the highest sequence number the cache ever gave, written after
@@ -98,24 +150,6 @@ fn write_mark(spec: &LocationSpec, seq: u64) {
     }
 }
 
-/// Start the location's consumer unless it runs in this process already. `drain`: runs that
-/// stop once drained receive with a short wait.
-pub fn ensure_consumer(
-    spec: &LocationSpec,
-    shutdown: watch::Receiver<bool>,
-    drain: bool,
-    metrics: Arc<Metrics>,
-) {
-    if !CONSUMING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(spec.name.clone())
-    {
-        return;
-    }
-    tokio::spawn(supervise(spec.clone(), shutdown, drain, metrics));
-}
-
 /// The file-events location a stream reads, if any.
 pub fn of_stream(spec: &StreamSpec) -> Option<&LocationSpec> {
     match &spec.discovery {
@@ -132,6 +166,7 @@ fn label(location: &str, kind: &str) -> LocationLabel {
 }
 
 async fn supervise(
+    locations: Arc<Locations>,
     spec: LocationSpec,
     mut shutdown: watch::Receiver<bool>,
     drain: bool,
@@ -146,7 +181,7 @@ async fn supervise(
         if *shutdown.borrow() {
             break;
         }
-        let err = match build(&spec, drain, &metrics).await {
+        let err = match build(&locations, &spec, drain, &metrics).await {
             Ok(c) => {
                 let c = Arc::new(c);
                 // Streams take snapshot positions once the location is ready: outdate stale
@@ -189,7 +224,7 @@ async fn supervise(
         up.set(0);
         let Some(e) = err else { break };
         failed(&spec.name, &e, backoff, &metrics);
-        if let Ok(l) = open(&spec) {
+        if let Ok(l) = locations.open(&spec) {
             l.record_error(&e);
         }
         tokio::select! {
@@ -198,7 +233,8 @@ async fn supervise(
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
-    CONSUMING
+    locations
+        .consuming
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&spec.name);
@@ -249,7 +285,7 @@ async fn run(
                     write_mark(spec, last);
                     marked = last;
                 }
-                if let Ok(s) = open(spec).and_then(|l| Ok(l.cache.stats()?)) {
+                if let Ok(s) = location.cache.stats() {
                     metrics
                         .location_cache_events
                         .get_or_create(&label(&spec.name, ""))
@@ -264,11 +300,12 @@ async fn run(
 /// The consumer of a location: its cache, its queue (set up first when landfall owns it),
 /// and a plain listing of the whole location.
 async fn build(
+    locations: &Locations,
     spec: &LocationSpec,
     drain: bool,
     metrics: &Arc<Metrics>,
 ) -> SeamResult<LocationConsumer> {
-    let location = open(spec)?;
+    let location = locations.open(spec)?;
     let owner = QueueOwner::of_location(spec).ok_or_else(|| {
         SeamError::fatal(format!(
             "location `{}` has no queue (file_events = false)",
@@ -424,11 +461,12 @@ pub struct StreamPosition {
     pub behind: Option<u64>,
 }
 
-/// Report every location of `cfg`. The cache is read through this process's handle when it
-/// has one (a running daemon), else opened read-only; `positions` gives a stream's discovery
+/// Report every location of `cfg`. The cache is read through the process's handle when `live`
+/// has one (a running daemon's locations), else opened read-only; `positions` gives a stream's discovery
 /// cursor. `depth`: also ask each queue how many messages wait.
 pub async fn report(
     cfg: &ValidatedConfig,
+    live: Option<&Locations>,
     positions: &(dyn Fn(&StreamSpec) -> Option<String> + Sync),
     depth: bool,
 ) -> Vec<LocationReport> {
@@ -447,11 +485,7 @@ pub async fn report(
             streams: BTreeMap::new(),
             error: None,
         };
-        let live = OPEN
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&l.name)
-            .cloned();
+        let live = live.and_then(|o| o.live(&l.name));
         let read = |cache: &landfall_state::EventCache<landfall_state::RocksKv>| -> Result<_, landfall_state::StateError> {
             Ok((
                 cache.stats()?,

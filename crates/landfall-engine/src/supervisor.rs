@@ -60,14 +60,16 @@ struct RunResult {
 
 /// Open the worker and run it in a task of its own, so a panic is caught and reported.
 async fn run_once(
+    locations: &Arc<crate::locations::Locations>,
     spec: &StreamSpec,
     events: &Arc<StreamEvents>,
     available_now: bool,
     shutdown: &watch::Receiver<bool>,
 ) -> RunResult {
     let (spec, events2, sd) = (spec.clone(), events.clone(), shutdown.clone());
+    let locations = locations.clone();
     let task = tokio::spawn(async move {
-        let mut w = match StreamWorker::open(spec, events2, available_now).await {
+        let mut w = match StreamWorker::open(spec, events2, available_now, &locations).await {
             Ok(w) => w,
             Err(e) => {
                 return RunResult {
@@ -115,6 +117,7 @@ async fn run_once(
 }
 
 async fn supervise(
+    locations: Arc<crate::locations::Locations>,
     spec: StreamSpec,
     events: Arc<StreamEvents>,
     available_now: bool,
@@ -128,7 +131,7 @@ async fn supervise(
     loop {
         let committed_before = StreamCounters::get(&events.counters.batches_committed);
         events.starting();
-        let r = run_once(&spec, &events, available_now, &shutdown).await;
+        let r = run_once(&locations, &spec, &events, available_now, &shutdown).await;
         if r.summary.is_some() || last.is_none() {
             last = Some((r.summary.clone(), r.table_version));
         }
@@ -285,7 +288,7 @@ impl StreamSet {
                         })
                         .all(|s| s.trigger == Trigger::AvailableNow)
                 });
-            crate::locations::ensure_consumer(
+            self.hub.locations.ensure_consumer(
                 l,
                 self.shutdown.clone(),
                 drain,
@@ -309,7 +312,13 @@ impl StreamSet {
         });
         let name = spec.name.clone();
         let fingerprint = fingerprint(&spec);
-        let task = tokio::spawn(supervise(spec, events, self.opts.available_now, rx));
+        let task = tokio::spawn(supervise(
+            self.hub.locations.clone(),
+            spec,
+            events,
+            self.opts.available_now,
+            rx,
+        ));
         self.running.insert(
             name,
             Running {

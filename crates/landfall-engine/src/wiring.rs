@@ -30,6 +30,7 @@ pub async fn open_discovery(
     memory: &StreamMemory,
     count: CountRequests,
     metrics: Arc<crate::metrics::Metrics>,
+    locations: &crate::locations::Locations,
 ) -> SeamResult<SourceDiscovery> {
     let listing = open_listing(
         &spec.name,
@@ -39,7 +40,7 @@ pub async fn open_discovery(
         count.clone(),
     )?;
     if let DiscoverySpec::FileEvents(f) = &spec.discovery {
-        let location = crate::locations::open(&f.location)?;
+        let location = locations.open(&f.location)?;
         return Ok(SourceDiscovery::FileEvents(Box::new(
             FileEventsDiscovery::new(&spec.name, listing, location),
         )));

@@ -94,7 +94,8 @@ pub async fn locations(State(s): State<AppState>) -> Json<Value> {
             .ok()
             .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
     };
-    let reports = landfall_engine::locations::report(&cfg, &positions, true).await;
+    let reports =
+        landfall_engine::locations::report(&cfg, Some(&s.hub.locations), &positions, true).await;
     Json(json!({ "locations": reports }))
 }
 

@@ -259,7 +259,9 @@ pub fn print_locations(cfg: &ValidatedConfig, format: OutputFormat) -> io::Resul
             .ok()
             .and_then(|l| l.cursor().ok().flatten())
     };
-    let reports = rt.block_on(landfall_engine::locations::report(cfg, &positions, true));
+    let reports = rt.block_on(landfall_engine::locations::report(
+        cfg, None, &positions, true,
+    ));
     let mut out = out::stdout();
     if format == OutputFormat::Json {
         serde_json::to_writer_pretty(&mut out, &reports)?;

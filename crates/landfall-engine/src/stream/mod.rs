@@ -87,6 +87,7 @@ impl StreamWorker {
         spec: StreamSpec,
         events: Arc<StreamEvents>,
         available_now: bool,
+        locations: &crate::locations::Locations,
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
         let memory = StreamMemory::new(&spec.name, state.clone());
@@ -95,6 +96,7 @@ impl StreamWorker {
             &memory,
             events.request_counter(),
             events.metrics().clone(),
+            locations,
         )
         .await?;
         let committer = crate::wiring::open_committer(&spec)?;
