@@ -24,7 +24,8 @@ pub use notifications::{
 };
 pub use store::{Location, StoreKind, StoreOptions};
 pub use validate::{
-    DEFAULT_FULL_LISTING_INTERVAL, HealthTable, StreamSpec, Trigger, ValidatedConfig, validate,
+    DEFAULT_FULL_LISTING_INTERVAL, HealthTable, RecordMode, StreamSpec, Trigger, ValidatedConfig,
+    validate,
 };
 
 use std::path::Path;

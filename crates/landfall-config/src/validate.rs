@@ -48,6 +48,18 @@ pub struct HealthTable {
     pub interval: Duration,
 }
 
+/// What a malformed record does (`mode`), as Spark's parse modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordMode {
+    /// Kept, with nulls where values do not fit (rescued when there is a rescued column),
+    /// counted.
+    Permissive,
+    /// Left out, counted.
+    DropMalformed,
+    /// Its file is corrupt (`ignore_corrupt_files` decides).
+    FailFast,
+}
+
 #[derive(Debug, Clone)]
 pub struct StreamSpec {
     pub name: String,
@@ -84,10 +96,8 @@ pub struct StreamSpec {
     pub full_listing_interval: u32,
     pub csv: CsvOptions,
     pub json: JsonOptions,
-    /// `mode = "fail_fast"`: a malformed record makes its file corrupt.
-    pub fail_fast: bool,
-    /// `mode = "drop_malformed"`: malformed records yield no row (counted).
-    pub drop_malformed: bool,
+    /// `mode`: what a malformed record does.
+    pub mode: RecordMode,
     /// `bad_records_path`: where malformed records are written, and its store options.
     pub bad_records: Option<(Location, StoreOptions)>,
     /// `format = "xml"`: row tag, attribute prefix and value tag.
@@ -368,16 +378,16 @@ fn validate_stream(
             ctx.err(k("metadata_columns"), format!("`{m}` is listed twice"));
         }
     }
-    let (fail_fast, drop_malformed) = match s.mode.as_str() {
-        "permissive" => (false, false),
-        "fail_fast" => (true, false),
-        "drop_malformed" => (false, true),
+    let mode = match s.mode.as_str() {
+        "permissive" => RecordMode::Permissive,
+        "fail_fast" => RecordMode::FailFast,
+        "drop_malformed" => RecordMode::DropMalformed,
         other => {
             ctx.err(
                 k("mode"),
                 format!("`{other}` is not a mode (permissive, drop_malformed, fail_fast)"),
             );
-            (false, false)
+            RecordMode::Permissive
         }
     };
     match (&s.xml.row_tag, s.format) {
@@ -820,8 +830,7 @@ fn validate_stream(
             .unwrap_or(DEFAULT_FULL_LISTING_INTERVAL),
         csv: s.csv.clone(),
         json: s.json.clone(),
-        fail_fast,
-        drop_malformed,
+        mode,
         bad_records: bad_records?.map(|(o, l)| (l, o)),
         metadata_columns: s.metadata_columns.clone(),
         xml: s.xml.clone(),

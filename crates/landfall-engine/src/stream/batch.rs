@@ -195,12 +195,16 @@ impl StreamWorker {
                         &self.spec.json.date_format,
                     ),
                     xml: schema::xml_format(&self.spec),
-                    mode: if self.spec.fail_fast {
-                        landfall_formats::ParseMode::FailFast
-                    } else if self.spec.drop_malformed {
-                        landfall_formats::ParseMode::DropMalformed
-                    } else {
-                        landfall_formats::ParseMode::Permissive
+                    mode: match self.spec.mode {
+                        landfall_config::RecordMode::Permissive => {
+                            landfall_formats::ParseMode::Permissive
+                        }
+                        landfall_config::RecordMode::DropMalformed => {
+                            landfall_formats::ParseMode::DropMalformed
+                        }
+                        landfall_config::RecordMode::FailFast => {
+                            landfall_formats::ParseMode::FailFast
+                        }
                     },
                     collect_malformed: self.spec.bad_records.is_some(),
                     policy: schema::policy(
