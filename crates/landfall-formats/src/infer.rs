@@ -3,101 +3,13 @@
 //! JSON, CSV and XML are typed as Spark types them, which is what Auto Loader does
 //! ([`crate::infer_json`], [`crate::infer_csv`]); without `infer_column_types` their leaves are
 //! strings (nested structure kept), as in Auto Loader. Parquet, Avro and ORC files carry their
-//! schema; conflicting types between files are widened ([`merge_widen`]).
+//! schema; conflicting types between files are widened ([`crate::merge_widen`]).
 
 use crate::error::FormatError;
+use crate::types::{merge_fields, merge_fields_with};
 use crate::{CsvFormat, FileFormat};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use bytes::Bytes;
-use std::sync::Arc;
-
-/// Replace every leaf type with `Utf8`, keeping structs and lists.
-pub fn stringify_leaves(ty: &DataType) -> DataType {
-    match ty {
-        DataType::Struct(fs) => DataType::Struct(
-            fs.iter()
-                .map(|f| stringify_field(f))
-                .collect::<Vec<_>>()
-                .into(),
-        ),
-        DataType::List(f) => DataType::List(Arc::new(stringify_field(f))),
-        DataType::Null => DataType::Utf8,
-        _ => DataType::Utf8,
-    }
-}
-
-fn stringify_field(f: &Field) -> Field {
-    Field::new(f.name(), stringify_leaves(f.data_type()), true)
-}
-
-/// The narrowest type both `a` and `b` fit in; strings when nothing narrower does.
-pub fn merge_widen(a: &DataType, b: &DataType) -> DataType {
-    use DataType::*;
-    match (a, b) {
-        _ if a == b => a.clone(),
-        (Null, t) | (t, Null) => t.clone(),
-        (Int8 | Int16 | Int32 | Int64, Int8 | Int16 | Int32 | Int64) => Int64,
-        // Decimals merge as Spark merges them: the most integer digits and the largest scale; an
-        // integer counts as the digits of its type (BIGINT: 20). Past 38 digits, or with a
-        // floating-point type, no number type holds both exactly: strings (Spark's JSON
-        // inference would pick DOUBLE and round).
-        (Decimal128(p1, s1), Decimal128(p2, s2)) => {
-            let scale = (*s1).max(*s2).max(0) as u8;
-            let int = (*p1 as i16 - *s1 as i16)
-                .max(*p2 as i16 - *s2 as i16)
-                .max(0) as u8;
-            match int.checked_add(scale) {
-                Some(p) if p <= 38 => Decimal128(p.max(1), scale as i8),
-                _ => Utf8,
-            }
-        }
-        (Decimal128(..), Int8 | Int16 | Int32 | Int64) => merge_widen(a, &integer_decimal(b)),
-        (Int8 | Int16 | Int32 | Int64, Decimal128(..)) => merge_widen(&integer_decimal(a), b),
-        (Int8 | Int16 | Int32 | Int64 | Float32 | Float64, Float32 | Float64)
-        | (Float32 | Float64, Int8 | Int16 | Int32 | Int64) => Float64,
-        (Struct(x), Struct(y)) => Struct(merge_fields(x, y)),
-        (List(x), List(y)) => List(Arc::new(Field::new(
-            x.name(),
-            merge_widen(x.data_type(), y.data_type()),
-            true,
-        ))),
-        _ => Utf8,
-    }
-}
-
-/// An integer type as the decimal that holds all its values (Spark's `DecimalType.forType`).
-fn integer_decimal(t: &DataType) -> DataType {
-    let digits = match t {
-        DataType::Int8 => 3,
-        DataType::Int16 => 5,
-        DataType::Int32 => 10,
-        _ => 20,
-    };
-    DataType::Decimal128(digits, 0)
-}
-
-fn merge_fields(a: &Fields, b: &Fields) -> Fields {
-    merge_fields_with(a, b, merge_widen)
-}
-
-/// `b`'s fields merged into `a`'s by name, in first-seen order, types merged by `merge`.
-fn merge_fields_with(
-    a: &Fields,
-    b: &Fields,
-    merge: impl Fn(&DataType, &DataType) -> DataType,
-) -> Fields {
-    let mut out: Vec<Field> = a
-        .iter()
-        .map(|f| f.as_ref().clone().with_nullable(true))
-        .collect();
-    for f in b {
-        match out.iter_mut().find(|g| g.name() == f.name()) {
-            Some(g) => *g = Field::new(g.name(), merge(g.data_type(), f.data_type()), true),
-            None => out.push(f.as_ref().clone().with_nullable(true)),
-        }
-    }
-    out.into()
-}
 
 /// The schema of a file that carries one (Avro, Parquet, ORC) or of a fixed-schema format.
 fn file_schema(format: FileFormat, path: &str, bytes: &Bytes) -> Result<Schema, FormatError> {
@@ -139,7 +51,7 @@ pub fn infer_schema(
 /// name, nulls giving way to any type until the whole sample is merged); CSV Spark's CSV
 /// inference ([`crate::infer_csv`]: columns in header order, a file's new columns after the
 /// ones seen before); self-describing formats merge their files' schemas, conflicting types
-/// widened ([`merge_widen`]).
+/// widened ([`crate::merge_widen`]).
 pub struct SchemaMerger {
     format: FileFormat,
     csv: CsvFormat,

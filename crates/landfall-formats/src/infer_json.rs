@@ -20,6 +20,7 @@
 //! Without typed inference (Auto Loader's default, Spark's `primitivesAsString`) numbers and
 //! booleans are strings; the structure and the null rules stay.
 
+use crate::types::{integer_digits, name_order};
 use arrow_schema::{DataType, Field, Fields, TimeUnit};
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -56,22 +57,6 @@ pub(crate) fn timestamp_type() -> DataType {
 
 fn list_of(item: DataType) -> DataType {
     DataType::List(Arc::new(Field::new_list_field(item, true)))
-}
-
-/// Names in the order Spark sorts inferred fields (Java's `String.compareTo`).
-pub(crate) fn name_order(a: &str, b: &str) -> Ordering {
-    a.encode_utf16().cmp(b.encode_utf16())
-}
-
-/// Decimal digits of every value of an integer type (Spark's `DecimalType.forType`).
-fn integer_digits(t: &DataType) -> Option<u8> {
-    match t {
-        DataType::Int8 => Some(3),
-        DataType::Int16 => Some(5),
-        DataType::Int32 => Some(10),
-        DataType::Int64 => Some(20),
-        _ => None,
-    }
 }
 
 /// Rank of a type in Spark's numeric precedence (byte < short < int < long < float < double).

@@ -59,6 +59,7 @@ mod parquet_file;
 mod rescue;
 mod temporal;
 mod text;
+mod types;
 mod xml;
 
 pub use avro::{AvroDecoder, avro_schema};
@@ -68,7 +69,7 @@ pub use conform::{Conformer, Constant, conform, with_constant_columns};
 pub use csv::CsvDecoder;
 pub use encoding::TextEncoding;
 pub use error::FormatError;
-pub use infer::{SchemaMerger, infer_schema, merge_widen, stringify_leaves};
+pub use infer::{SchemaMerger, infer_schema};
 pub use input::{BomStrip, TextInput, sample_text};
 pub use json::JsonDecoder;
 pub use json_decimal::DecimalStats;
@@ -80,6 +81,7 @@ pub use parquet_file::{parquet_batches, parquet_footer_schema};
 pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
 pub use temporal::{TemporalFormats, chrono_format};
 pub use text::{TextDecoder, TextFormat};
+pub use types::{merge_widen, stringify_leaves};
 pub use xml::{XmlDecoder, XmlFormat, xml_to_ndjson};
 
 use arrow_schema::SchemaRef;

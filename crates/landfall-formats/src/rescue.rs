@@ -162,7 +162,7 @@ fn note_in(fields: &mut Vec<Field>, path: &[&str], ty: DataType) {
     let at = fields.iter().position(|f| f.name() == first);
     if rest.is_empty() {
         let ty = match at {
-            Some(i) => crate::infer::merge_widen(fields[i].data_type(), &ty),
+            Some(i) => crate::types::merge_widen(fields[i].data_type(), &ty),
             None => ty,
         };
         let f = Field::new(*first, ty, true);
@@ -279,7 +279,7 @@ pub(crate) fn json_value_type(
     } else if infer_types {
         inferred
     } else {
-        crate::infer::stringify_leaves(&inferred)
+        crate::types::stringify_leaves(&inferred)
     };
     no_null_leaves(&ty)
 }
@@ -298,7 +298,7 @@ fn no_null_leaves(ty: &DataType) -> DataType {
                         .with_data_type(no_null_leaves(f.data_type()))
                 })
                 .collect();
-            fields.sort_by(|a, b| crate::infer_json::name_order(a.name(), b.name()));
+            fields.sort_by(|a, b| crate::types::name_order(a.name(), b.name()));
             DataType::Struct(fields.into())
         }
         DataType::List(f) => DataType::List(Arc::new(
