@@ -1,7 +1,8 @@
 //! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `health`.
 
+use crate::out::OutputFormat;
 use crate::{admin, daemon, out, report};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use landfall_config::{LogFormat, ValidatedConfig};
 use landfall_core::FileState;
 use landfall_engine::RunOptions;
@@ -141,23 +142,6 @@ fn stream_spec(config: &Path, stream: &str) -> Result<landfall_config::StreamSpe
     })
 }
 
-/// `--format`: `json` keeps types (numbers, booleans, null for an absent value).
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum OutputFormat {
-    Table,
-    Json,
-    Csv,
-}
-
-/// The host name: `HOSTNAME` (set in containers), else the kernel's.
-pub fn hostname() -> Option<String> {
-    std::env::var("HOSTNAME").ok().or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-    })
-}
-
 fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     landfall_config::load(config).map_err(|e| {
         match e {
@@ -211,7 +195,7 @@ pub fn main() -> ExitCode {
                 .map(|s| {
                     landfall_engine::Shard::parse(
                         &s,
-                        hostname().as_deref(),
+                        daemon::hostname().as_deref(),
                         std::env::var("LANDFALL_SHARDS").ok().as_deref(),
                     )
                 })

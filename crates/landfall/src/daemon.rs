@@ -107,7 +107,7 @@ pub fn run(
             // other's appends for their own.
             let app_id = format!(
                 "landfall-health.{}.{}",
-                crate::cli::hostname().unwrap_or_default(),
+                hostname().unwrap_or_default(),
                 uuid::Uuid::new_v4()
             );
             tokio::spawn(landfall_engine::health::run(
@@ -388,4 +388,13 @@ fn probe(addr: &str) -> std::io::Result<u16> {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {line:?}")))
+}
+
+/// The host name: `HOSTNAME` (set in containers), else the kernel's.
+pub fn hostname() -> Option<String> {
+    std::env::var("HOSTNAME").ok().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+    })
 }

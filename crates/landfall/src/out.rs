@@ -5,10 +5,19 @@
 //! Any other write error (a full disk) is reported and the command fails.
 //!
 //! The crate's `println!` (main.rs) writes through [`line`]; commands that print many rows
-//! write through [`stdout`] and return their `io::Result` to [`finish`].
+//! write through [`stdout`] and return their `io::Result` to [`finish`], in the
+//! [`OutputFormat`] asked for.
 
 use std::io::{self, BufWriter, ErrorKind, StdoutLock, Write};
 use std::process::ExitCode;
+
+/// `--format`: `json` keeps types (numbers, booleans, null for an absent value).
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Csv,
+}
 
 /// Buffered, locked standard output, for a command that prints many rows.
 pub fn stdout() -> BufWriter<StdoutLock<'static>> {

@@ -2,8 +2,8 @@
 //! `locations`, through [`RowWriter`] (typed JSON, tables, CSV) and [`out`] (a closed pipe
 //! ends the command quietly).
 
-use crate::cli::OutputFormat;
 use crate::out;
+use crate::out::OutputFormat;
 use crate::rows::RowWriter;
 use chrono::{DateTime, SecondsFormat, Utc};
 use landfall_config::{StreamSpec, ValidatedConfig};

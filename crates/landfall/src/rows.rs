@@ -9,7 +9,7 @@
 //! sets its column widths from the first [`TABLE_SAMPLE`] rows; a longer value further down
 //! widens only its own line.
 
-use crate::cli::OutputFormat;
+use crate::out::OutputFormat;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::io::{self, Write};
