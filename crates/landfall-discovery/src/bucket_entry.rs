@@ -17,7 +17,7 @@
 //! - at every start and every `verify_interval` the entry is checked again ([`EntryGuard`]);
 //!   one found gone is written again, logged and counted, and the owner lists its prefix
 //!   once, so the files published while it was gone are found. That listing is owed
-//!   durably: the owner records the debt ([`EntryHooks::owe_listing`]) before the entry is
+//!   durably: the owner records the debt ([`OwedListing`]) before the entry is
 //!   written back and clears it only once a listing that started after it has been recorded,
 //!   so a crash, a stop or a failed listing in between lists again at the next start;
 //! - every check is reported ([`EntryHooks::checked`]): a check that cannot run (access
@@ -34,7 +34,6 @@
 //! stream's prefix; the stream passes over events outside its prefix itself (counted).
 
 use crate::setup::{AwsNotifications, CreatedResources, SetupError};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -314,14 +313,21 @@ impl AwsNotifications {
     }
 }
 
+/// How an owner keeps, in its own state (a stream's ledger, a location's cache), the listing
+/// that writing its bucket entry back makes owed: recorded before the entry is written, and
+/// cleared by the owner once a later listing is recorded.
+#[derive(Clone)]
+pub struct OwedListing {
+    /// Record that a listing is owed.
+    pub owe: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+    /// Whether a listing is owed (recorded and not paid yet).
+    pub owed: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
 /// What the owner of an entry does around its checks.
 #[derive(Clone)]
 pub struct EntryHooks {
-    /// Record in the owner's own state that it owes a listing (called before an entry found
-    /// gone is written back; the owner clears it once a later listing is recorded).
-    pub owe_listing: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
-    /// Whether a listing is owed (recorded by an earlier run that stopped before it listed).
-    pub listing_owed: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub owed: OwedListing,
     /// Every check's result, with the owner, the bucket and the entry (logs, counts, status).
     pub checked: OnCheck,
 }
@@ -337,13 +343,12 @@ pub struct EntryGuard {
     bucket: String,
     entry: Entry,
     every: Duration,
-    /// When the next check is due (`None`: at the next round), and how many succeeded.
-    next: Mutex<(Option<Instant>, u32)>,
+    /// When the next check is due (`None`: at the next round), and whether one succeeded.
+    next: Mutex<(Option<Instant>, bool)>,
     hooks: EntryHooks,
-    /// The last check failed, with why (shown in the owner's status).
+    /// Why the last check failed, while it did (shown in the owner's status): the entry may
+    /// be missing, see [`EntryGuard::unsettled`].
     problem: Mutex<Option<String>>,
-    /// See [`EntryGuard::unsettled`].
-    unsettled: AtomicBool,
 }
 
 impl EntryGuard {
@@ -361,10 +366,9 @@ impl EntryGuard {
             bucket: bucket.to_string(),
             entry,
             every,
-            next: Mutex::new((None, 0)),
+            next: Mutex::new((None, false)),
             hooks,
             problem: Mutex::new(None),
-            unsettled: AtomicBool::new(false),
         }
     }
 
@@ -377,8 +381,9 @@ impl EntryGuard {
     }
 
     /// Check the entry when due. `Ok(true)`: the owner must list once (the entry was gone and
-    /// is written again, or a listing is owed since an earlier check or run). A failed check (denied, an outage) is due again after
-    /// [`RETRY_FAILED_CHECK`] (or the interval, when shorter).
+    /// is written again, or a listing is owed since an earlier check or run). A failed check
+    /// (denied, an outage) is due again after [`RETRY_FAILED_CHECK`] (or the interval, when
+    /// shorter).
     pub async fn check_if_due(&self) -> Result<bool, SetupError> {
         let due = {
             let next = self.next.lock().unwrap_or_else(|e| e.into_inner());
@@ -389,43 +394,38 @@ impl EntryGuard {
         }
         let found = self
             .aws
-            .check_entry(&self.bucket, &self.entry, || (self.hooks.owe_listing)())
+            .check_entry(&self.bucket, &self.entry, || (self.hooks.owed.owe)())
             .await;
         {
-            // Counts the checks that succeeded: the second comes sooner.
+            // The check after the first that succeeds comes sooner.
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-            let (after, ok) = match (&found, next.1) {
-                (Err(_), _) => (self.every.min(RETRY_FAILED_CHECK), 0),
-                (Ok(_), 0) => (self.every.min(FIRST_RECHECK), 1),
-                (Ok(_), _) => (self.every, 1),
+            let after = match (&found, next.1) {
+                (Err(_), _) => self.every.min(RETRY_FAILED_CHECK),
+                (Ok(_), false) => self.every.min(FIRST_RECHECK),
+                (Ok(_), true) => self.every,
             };
-            *next = (Some(Instant::now() + after), next.1.saturating_add(ok));
+            *next = (Some(Instant::now() + after), next.1 || found.is_ok());
         }
-        *self.problem.lock().unwrap_or_else(|e| e.into_inner()) =
-            found.as_ref().err().map(|e| e.to_string());
+        // A failed check leaves the entry unsettled: it may be gone, and nothing can tell
+        // since when.
+        let was_unsettled = std::mem::replace(
+            &mut *self.problem.lock().unwrap_or_else(|e| e.into_inner()),
+            found.as_ref().err().map(|e| e.to_string()),
+        )
+        .is_some();
         (self.hooks.checked)(
             &self.owner,
             &self.bucket,
             &self.entry,
             found.as_ref().copied(),
         );
-        let found = match found {
-            Ok(f) => f,
-            Err(e) => {
-                // The entry may be gone, and nothing can tell since when.
-                self.unsettled.store(true, Ordering::SeqCst);
-                return Err(e);
-            }
-        };
         // In place now. A listing is owed when the entry was gone, when checks failed since
         // the last one that saw it (it may have been gone meanwhile), or when an earlier run
         // recorded the debt and did not pay it (stopped, crashed, its listing failed; asked
         // again at every check until it is paid). The debt is recorded again now, so only a
         // listing that starts after the entry is known to be in place pays it.
-        let owed = found == EntryCheck::Restored
-            || self.unsettled.swap(false, Ordering::SeqCst)
-            || (self.hooks.listing_owed)();
-        if owed && let Err(e) = (self.hooks.owe_listing)() {
+        let owed = found? == EntryCheck::Restored || was_unsettled || (self.hooks.owed.owed)();
+        if owed && let Err(e) = (self.hooks.owed.owe)() {
             tracing::warn!(owner = %self.owner, bucket = %self.bucket, error = %e, "could not record the listing owed again; listing now");
         }
         Ok(owed)
@@ -434,7 +434,10 @@ impl EntryGuard {
     /// Whether the entry may be missing as far as this process knows (a check failed, and
     /// none has seen it in place since): a listing now does not pay the listing owed.
     pub fn unsettled(&self) -> bool {
-        self.unsettled.load(Ordering::SeqCst)
+        self.problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The bucket the entry is in.

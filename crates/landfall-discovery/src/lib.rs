@@ -40,7 +40,7 @@ mod stores;
 pub use azure_list::AzureLister;
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
 pub use bucket_entry::{
-    Entry, EntryCheck, EntryGuard, EntryHooks, Target, WRITE_ATTEMPTS, rule_prefix,
+    Entry, EntryCheck, EntryGuard, EntryHooks, OwedListing, Target, WRITE_ATTEMPTS, rule_prefix,
 };
 pub use counting::{CountRequests, CountingStore};
 pub use file_events::{FileEventsDiscovery, Position, READ_PER_ROUND, parse_position};

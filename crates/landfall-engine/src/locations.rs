@@ -322,7 +322,7 @@ async fn build(
     // after it (`LocationConsumer::list`).
     let owed = {
         let (l, m) = (location.clone(), location.clone());
-        crate::notify_setup::OwedListing {
+        landfall_discovery::OwedListing {
             owe: Arc::new(move || {
                 l.cache
                     .set_meta(

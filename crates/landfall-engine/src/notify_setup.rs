@@ -9,7 +9,7 @@ use landfall_core::seams::SeamResult;
 use landfall_core::{SeamError, StateStore};
 use landfall_discovery::{
     AwsNotifications, AwsSettings, AzureQueue, AzureQueueSettings, CreatedResources, Entry,
-    EntryGuard, EntryHooks, ResourceStatus, SetupError, SetupRequest,
+    EntryGuard, EntryHooks, OwedListing, ResourceStatus, SetupError, SetupRequest,
 };
 
 /// The ledger's `m/user/` entry holding the resources setup created (JSON).
@@ -225,8 +225,7 @@ pub async fn ensure_queue<N: Notes + ?Sized>(
         return Ok((url, None));
     };
     let hooks = EntryHooks {
-        owe_listing: owed.owe,
-        listing_owed: owed.owed,
+        owed,
         checked: std::sync::Arc::new(move |owner, bucket, e, result| {
             crate::metrics::notification_entry_checked(&metrics, owner, bucket, e, result)
         }),
@@ -240,16 +239,6 @@ pub async fn ensure_queue<N: Notes + ?Sized>(
         hooks,
     );
     Ok((url, Some(guard)))
-}
-
-/// How an owner keeps, in its own state, the listing that writing its bucket entry back
-/// makes owed (bucket_entry.rs in landfall-discovery): recorded before the entry is written,
-/// cleared once a later listing is recorded.
-#[derive(Clone)]
-pub struct OwedListing {
-    pub owe: std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
-    /// Whether a listing is owed (recorded and not paid yet).
-    pub owed: std::sync::Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 /// Remove what setup created for the owner and forget it. Returns what was done.

@@ -1,14 +1,14 @@
 //! Building a stream's parts from its validated spec: the state store, the source store and
 //! discovery, and the committer.
 
-use crate::notify_setup::{Notes, OwedListing, QueueOwner};
+use crate::notify_setup::{Notes, QueueOwner};
 use crate::stream::memory::{RecordedMode, StreamMemory};
 use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StoreOptions, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
     AzureQueue, CountRequests, CountingStore, EntryGuard, FileEventsDiscovery, Filters,
-    ListingDiscovery, MessageQueue, NotificationDiscovery, QueueOptions, RawLister,
+    ListingDiscovery, MessageQueue, NotificationDiscovery, OwedListing, QueueOptions, RawLister,
     SourceDiscovery, SqsQueue, StoreRef, open_store,
 };
 use object_store::ObjectStore;

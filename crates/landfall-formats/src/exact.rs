@@ -324,12 +324,17 @@ fn text(src: &ArrayRef, cast: &ArrayRef) -> Option<BooleanBuffer> {
             !(t.eq_ignore_ascii_case("true") || t.eq_ignore_ascii_case("false"))
         }),
         DataType::Date32 | DataType::Date64 => per_row(&|i| date_text_changes(text.value(i))),
-        DataType::Timestamp(unit, zone) => per_row(&|i| {
-            timestamp_text_changes(text.value(i), *unit)
-                || (zone.is_none() && has_zone(text.value(i)))
-        }),
+        DataType::Timestamp(unit, zone) => {
+            per_row(&|i| timestamp_text_misfits(text.value(i), *unit, zone.is_none()))
+        }
         _ => return None,
     })
+}
+
+/// Whether timestamp text read into a TIMESTAMP of `unit` (`zoneless`: a TIMESTAMP_NTZ) would
+/// change: digits past the unit, or a zone the column cannot keep.
+pub(crate) fn timestamp_text_misfits(text: &str, unit: TimeUnit, zoneless: bool) -> bool {
+    timestamp_text_changes(text, unit) || (zoneless && has_zone(text))
 }
 
 /// Whether timestamp text names a zone or an offset (`Z`, `+05:00`, `-0800`, `UTC`,

@@ -19,7 +19,7 @@
 //! follows the schema: members and elements without a checked column below them are skipped
 //! unread, so a schema with few checked columns costs little.
 
-use crate::exact::{date_text_changes, float_text_changes, has_zone, timestamp_text_changes};
+use crate::exact::{date_text_changes, float_text_changes, timestamp_text_misfits};
 use crate::json_decimal::{Literal, literal_fits};
 use arrow_schema::{DataType, Fields, TimeUnit};
 
@@ -152,7 +152,7 @@ fn leaf_fits(check: Check, lit: Literal<'_>) -> bool {
         }
         (Check::Date, Literal::String(raw)) => text(raw).is_none_or(|t| !date_text_changes(&t)),
         (Check::Timestamp(unit, naive), Literal::String(raw)) => {
-            text(raw).is_none_or(|t| !(timestamp_text_changes(&t, unit) || naive && has_zone(&t)))
+            text(raw).is_none_or(|t| !timestamp_text_misfits(&t, unit, naive))
         }
     }
 }

@@ -24,7 +24,7 @@ use landfall_core::{
     SkipReason, StateStore, StreamSummary,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 const CURSOR: &[u8] = b"m/cursor";
@@ -263,13 +263,15 @@ impl<K: Kv> Ledger<K> {
         // An empty version not read yet gives way to a version with content (a writer that
         // creates the key empty, then fills it: both events may come in one round, in
         // either order, and the empty one must not hide the content).
-        let replaceable_empty =
-            |r: &StateOnly| r.state == FileState::Discovered && r.meta.size == 0 && meta.size > 0;
+        let empty_gives_way = |state: FileState, size: u64| {
+            state == FileState::Discovered && size == 0 && meta.size > 0
+        };
         let at_key = file_key(key);
         let known = match self.kv.get(&at_key).map_err(self.backend("read"))? {
             Some(raw)
-                if serde_json::from_slice::<StateOnly>(&raw)
-                    .is_ok_and(|r| r.state != FileState::Skipped && !replaceable_empty(&r)) =>
+                if serde_json::from_slice::<StateOnly>(&raw).is_ok_and(|r| {
+                    r.state != FileState::Skipped && !empty_gives_way(r.state, r.meta.size)
+                }) =>
             {
                 return Ok(None);
             }
@@ -287,12 +289,7 @@ impl<K: Kv> Ledger<K> {
             {
                 Some(Some(rec))
             }
-            Known::Yes(rec)
-                if rec.state == FileState::Discovered
-                    && rec.key == *key
-                    && rec.meta.size == 0
-                    && meta.size > 0 =>
-            {
+            Known::Yes(rec) if rec.key == *key && empty_gives_way(rec.state, rec.meta.size) => {
                 Some(Some(rec))
             }
             Known::Yes(_) | Known::OtherVersion => None,
@@ -333,7 +330,6 @@ impl<K: Kv> Ledger<K> {
         let mut seq = self.get_u64(SEQ)?.unwrap_or(0);
         let mut stats = self.stats()?;
         let mut ops = Vec::new();
-        let mut seen = HashSet::new();
         let mut admitted = 0;
         let kinds = self.key_kinds()?;
         let mut new_kind = (false, false);
@@ -346,7 +342,7 @@ impl<K: Kv> Ledger<K> {
             }
         }
         for (i, (key, meta)) in files.iter().enumerate() {
-            if chosen.get(key) != Some(&i) || !seen.insert(key.clone()) {
+            if chosen.get(key) != Some(&i) {
                 continue;
             }
             let Some(previous) = self.admission(key, meta, kinds)? else {
