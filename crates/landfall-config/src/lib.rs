@@ -11,6 +11,7 @@ mod interpolate;
 mod locations;
 mod model;
 mod notifications;
+mod spec;
 mod store;
 mod validate;
 
@@ -22,11 +23,9 @@ pub use model::*;
 pub use notifications::{
     DiscoveryMode, DiscoverySpec, FileEventsSpec, NotificationsConfig, NotificationsSpec, QueueSpec,
 };
+pub use spec::{HealthTable, RecordMode, SinkSpec, StreamSpec, Trigger, ValidatedConfig};
 pub use store::{Location, StoreKind, StoreOptions};
-pub use validate::{
-    DEFAULT_FULL_LISTING_INTERVAL, HealthTable, RecordMode, StreamSpec, Trigger, ValidatedConfig,
-    validate,
-};
+pub use validate::{DEFAULT_FULL_LISTING_INTERVAL, MIN_FILE_AGE, validate};
 
 use std::path::Path;
 

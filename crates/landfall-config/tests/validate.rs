@@ -104,6 +104,42 @@ sink.path = "/out/c"
     );
 }
 
+/// One wrong schema option does not hide the checks made against the others: a bad hint and
+/// a bad sample size still let `partition_by` be checked against the explicit schema, and a
+/// fixed-schema format's `schema` is reported before the record options.
+#[test]
+fn schema_errors_do_not_hide_each_other() {
+    let errs = errors(
+        r#"
+[streams.a]
+source = "/data"
+format = "json"
+schema = "id BIGINT"
+schema_hints = "id INT"
+schema_sample_bytes = "lots"
+sink = { path = "/table", partition_by = ["region"] }
+"#,
+    );
+    assert_eq!(
+        errs,
+        vec![
+            "streams.a.schema_hints: hints shape an inferred schema; with an explicit `schema` (or a fixed one) write the types there",
+            "streams.a.schema_sample_bytes: `lots` is not a byte size (expected e.g. 512m, 10g, 1048576)",
+            "streams.a.sink.partition_by: column `region` is not in the schema or partition_columns",
+        ]
+    );
+    let errs = errors(
+        "[streams.t]\nsource = \"/in\"\nformat = \"text\"\nschema = \"v STRING\"\nmode = \"lenient\"\nsink.path = \"/out\"\n",
+    );
+    assert_eq!(
+        errs,
+        vec![
+            "streams.t.schema: format `text` has a fixed schema (value STRING); remove `schema`",
+            "streams.t.mode: `lenient` is not a mode (permissive, drop_malformed, fail_fast)",
+        ]
+    );
+}
+
 #[test]
 fn cross_field_rules() {
     let errs = errors(
