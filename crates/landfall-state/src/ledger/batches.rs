@@ -1,0 +1,225 @@
+//! Batches: planning from the pending queue, attempts, recording a commit, skipping a file,
+//! and pruning settled plans.
+
+use super::*;
+
+impl<K: Kv> Ledger<K> {
+    pub(super) fn plan_inner(
+        &self,
+        limits: BatchLimits,
+        schema_version: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Option<BatchPlan>, StateError> {
+        let _g = self.guard();
+        if let Some(open) = self.get_u64(OPEN_BATCH)? {
+            return Err(StateError::BatchOpen {
+                stream: self.stream.clone(),
+                batch_id: open,
+            });
+        }
+        let mut picked: Vec<(Vec<u8>, FileRecord)> = Vec::new();
+        let mut orphans: Vec<Vec<u8>> = Vec::new();
+        let mut bytes = 0u64;
+        let mut scan_err = None;
+        self.kv
+            .scan(b"p/", b"p/", &mut |pk, fk| {
+                let key = FileKey(String::from_utf8_lossy(fk).into_owned());
+                match self.get_json::<FileRecord>(&file_key(&key)) {
+                    Ok(Some(rec)) if rec.state == FileState::Discovered => {
+                        if !limits.admits(picked.len(), bytes, rec.meta.size) {
+                            return false;
+                        }
+                        bytes += rec.meta.size;
+                        picked.push((pk.to_vec(), rec));
+                        true
+                    }
+                    Ok(_) => {
+                        // A queue entry whose record moved on or expired: drop it.
+                        orphans.push(pk.to_vec());
+                        true
+                    }
+                    Err(e) => {
+                        scan_err = Some(e);
+                        false
+                    }
+                }
+            })
+            .map_err(self.backend("scan pending"))?;
+        if let Some(e) = scan_err {
+            return Err(e);
+        }
+        let mut ops: Vec<KvOp> = orphans.into_iter().map(KvOp::Delete).collect();
+        if picked.is_empty() {
+            if !ops.is_empty() {
+                self.write(ops)?;
+            }
+            return Ok(None);
+        }
+        let batch_id = self.get_u64(LAST_BATCH)?.map_or(0, |b| b + 1);
+        let mut stats = self.stats()?;
+        let mut files = Vec::with_capacity(picked.len());
+        for (pk, mut rec) in picked {
+            ops.push(KvOp::Delete(pk));
+            rec.state = FileState::InBatch;
+            rec.batch_id = Some(batch_id);
+            rec.processed_time = Some(now);
+            stats.moved(Some(FileState::Discovered), Some(FileState::InBatch));
+            stats.pending_bytes = stats.pending_bytes.saturating_sub(rec.meta.size);
+            files.push((rec.key.clone(), rec.meta.clone()));
+            ops.push(Self::put_json(file_key(&rec.key), &rec));
+        }
+        let plan = BatchPlan {
+            batch_id,
+            files,
+            schema_version,
+            planned_at: now,
+            attempts: 0,
+            staged: Vec::new(),
+            committed: None,
+            commit_attempts: Vec::new(),
+        };
+        ops.push(Self::put_json(batch_key(batch_id), &plan));
+        ops.push(Self::put_json(LAST_BATCH.to_vec(), &batch_id));
+        ops.push(Self::put_json(OPEN_BATCH.to_vec(), &batch_id));
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)?;
+        Ok(Some(plan))
+    }
+
+    pub(super) fn update_plan(
+        &self,
+        batch_id: u64,
+        f: impl FnOnce(&mut BatchPlan),
+    ) -> Result<BatchPlan, StateError> {
+        let _g = self.guard();
+        let mut plan = self.load_batch(batch_id)?;
+        f(&mut plan);
+        self.write(vec![Self::put_plan(&plan)])?;
+        Ok(plan)
+    }
+
+    pub(super) fn committed_inner(
+        &self,
+        batch_id: u64,
+        receipt: CommitReceipt,
+    ) -> Result<(), StateError> {
+        let _g = self.guard();
+        let mut plan = self.load_batch(batch_id)?;
+        if plan.committed.is_some() {
+            return Ok(());
+        }
+        let mut stats = self.stats()?;
+        let mut ops = Vec::new();
+        let (mut files, mut bytes) = (0u64, 0u64);
+        for (key, _) in &plan.files {
+            let fk = file_key(key);
+            if let Some(mut rec) = self.get_json::<FileRecord>(&fk)? {
+                // Files skipped during the batch stay skipped: the table does not hold them.
+                if rec.state != FileState::InBatch || rec.batch_id != Some(batch_id) {
+                    continue;
+                }
+                stats.moved(Some(rec.state), Some(FileState::Committed));
+                rec.state = FileState::Committed;
+                rec.commit_time = Some(receipt.committed_at);
+                rec.table_version = Some(receipt.table_version);
+                files += 1;
+                bytes += rec.meta.size;
+                ops.push(Self::put_json(fk, &rec));
+            }
+        }
+        stats.committed_batches += 1;
+        stats.committed_rows += receipt.rows;
+        stats.committed_bytes += bytes;
+        stats.committed_files += files;
+        plan.committed = Some(receipt);
+        ops.push(Self::put_plan(&plan));
+        if self.get_u64(OPEN_BATCH)? == Some(batch_id) {
+            ops.push(KvOp::Delete(OPEN_BATCH.to_vec()));
+        }
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)
+    }
+
+    pub(super) fn skip_inner(
+        &self,
+        key: &FileKey,
+        reason: SkipReason,
+        now: DateTime<Utc>,
+    ) -> Result<FileRecord, StateError> {
+        let _g = self.guard();
+        let fk = file_key(key);
+        let mut rec = self
+            .get_json::<FileRecord>(&fk)?
+            .ok_or_else(|| StateError::UnknownFile {
+                stream: self.stream.clone(),
+                key: key.0.clone(),
+            })?;
+        match rec.state {
+            FileState::Discovered | FileState::InBatch | FileState::Failed => {}
+            FileState::Skipped => return Ok(rec),
+            other => {
+                return Err(StateError::NotSkippable {
+                    stream: self.stream.clone(),
+                    key: key.0.clone(),
+                    state: other.as_str(),
+                });
+            }
+        }
+        let mut stats = self.stats()?;
+        let mut ops = Vec::new();
+        if rec.state == FileState::Discovered {
+            ops.push(KvOp::Delete(pending_key(rec.seq)));
+            stats.pending_bytes = stats.pending_bytes.saturating_sub(rec.meta.size);
+        }
+        stats.moved(Some(rec.state), Some(FileState::Skipped));
+        rec.state = FileState::Skipped;
+        rec.processed_time.get_or_insert(now);
+        rec.skip = Some(reason);
+        ops.push(Self::put_json(fk, &rec));
+        ops.push(Self::put_json(STATS.to_vec(), &stats));
+        self.write(ops)?;
+        Ok(rec)
+    }
+
+    pub(super) fn prune_inner(&self, batch_id: u64, keep_plans: u64) -> Result<(), StateError> {
+        let _g = self.guard();
+        let mut ops = Vec::new();
+        let collect = |prefix: &[u8], ops: &mut Vec<KvOp>| {
+            self.kv
+                .scan(prefix, prefix, &mut |k, _| {
+                    ops.push(KvOp::Delete(k.to_vec()));
+                    true
+                })
+                .map_err(self.backend("scan for pruning"))
+        };
+        collect(&staged_prefix(batch_id), &mut ops)?;
+        // Plans older than the newest `keep_plans` (never the open one).
+        let oldest_kept = batch_id.saturating_sub(keep_plans.saturating_sub(1));
+        let open = self.get_u64(OPEN_BATCH)?;
+        let mut old = Vec::new();
+        self.kv
+            .scan(b"b/", b"b/", &mut |k, _| {
+                let id = std::str::from_utf8(&k[2..])
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok());
+                match id {
+                    Some(id) if id < oldest_kept => {
+                        if Some(id) != open {
+                            old.push(id);
+                        }
+                        true
+                    }
+                    _ => false,
+                }
+            })
+            .map_err(self.backend("scan plans"))?;
+        for id in old {
+            ops.push(KvOp::Delete(batch_key(id)));
+            collect(&staged_prefix(id), &mut ops)?;
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.write(ops)
+    }
+}
