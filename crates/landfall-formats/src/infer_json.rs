@@ -20,14 +20,15 @@
 //! Without typed inference (Auto Loader's default, Spark's `primitivesAsString`) numbers and
 //! booleans are strings; the structure and the null rules stay.
 
-use crate::types::{integer_digits, name_order};
-use arrow_schema::{DataType, Field, Fields, TimeUnit};
+use crate::temporal::temporal_type;
+pub(crate) use crate::types::canonical_fields;
+use crate::types::{MAX_PRECISION, integer_digits, list_of, merge_decimals, name_order, tightest};
+use arrow_schema::{DataType, Field, Fields};
 use serde_json::Value;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// Spark's and Delta's largest decimal precision.
-const MAX_PRECISION: u8 = 38;
 /// Nesting beyond this makes a record unreadable for inference (as for the decoder).
 const MAX_DEPTH: usize = 256;
 
@@ -48,70 +49,6 @@ pub(crate) enum Rules<'a> {
     Xml {
         value_tag: &'a str,
     },
-}
-
-/// Spark's timestamp type for inferred values (`spark.sql.timestampType` = TIMESTAMP_LTZ).
-pub(crate) fn timestamp_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
-}
-
-fn list_of(item: DataType) -> DataType {
-    DataType::List(Arc::new(Field::new_list_field(item, true)))
-}
-
-/// Rank of a type in Spark's numeric precedence (byte < short < int < long < float < double).
-fn numeric_rank(t: &DataType) -> Option<u8> {
-    match t {
-        DataType::Int8 => Some(0),
-        DataType::Int16 => Some(1),
-        DataType::Int32 => Some(2),
-        DataType::Int64 => Some(3),
-        DataType::Float32 => Some(4),
-        DataType::Float64 => Some(5),
-        _ => None,
-    }
-}
-
-/// Spark's `TypeCoercion.findTightestCommonType` on the types inference produces: the same
-/// type, null with anything, the wider of two numbers, an integer inside a wide enough
-/// decimal, a date or zone-less timestamp with a timestamp.
-pub(crate) fn tightest(a: &DataType, b: &DataType) -> Option<DataType> {
-    use DataType::*;
-    if a == b {
-        return Some(a.clone());
-    }
-    match (a, b) {
-        (Null, t) | (t, Null) => Some(t.clone()),
-        _ if numeric_rank(a).is_some() && numeric_rank(b).is_some() => Some(
-            if numeric_rank(a) > numeric_rank(b) {
-                a
-            } else {
-                b
-            }
-            .clone(),
-        ),
-        (Decimal128(p, s), i) | (i, Decimal128(p, s)) if integer_digits(i).is_some() => {
-            let wide = *s >= 0 && (*p as i16 - *s as i16) >= integer_digits(i)? as i16;
-            wide.then_some(Decimal128(*p, *s))
-        }
-        (Timestamp(u, Some(z)), Timestamp(_, None) | Date32)
-        | (Timestamp(_, None) | Date32, Timestamp(u, Some(z))) => {
-            Some(Timestamp(*u, Some(z.clone())))
-        }
-        (Timestamp(u, None), Date32) | (Date32, Timestamp(u, None)) => Some(Timestamp(*u, None)),
-        _ => None,
-    }
-}
-
-/// Two decimals as one: the most integer digits and the largest scale; DOUBLE past 38 digits.
-pub(crate) fn merge_decimals(p1: u8, s1: i8, p2: u8, s2: i8) -> DataType {
-    let scale = s1.max(s2).max(0) as i16;
-    let range = (p1 as i16 - s1 as i16).max(p2 as i16 - s2 as i16).max(0);
-    if range + scale > MAX_PRECISION as i16 {
-        DataType::Float64
-    } else {
-        DataType::Decimal128((range + scale).max(1) as u8, scale as i8)
-    }
 }
 
 /// Spark's `compatibleType` of JSON (and of XML, with its two extra rules): the type both
@@ -200,28 +137,6 @@ fn sorted_struct(mut fields: Vec<(String, DataType)>, rules: Rules<'_>) -> DataT
     DataType::Struct(out.into())
 }
 
-/// The final form of a merged type (Spark's `canonicalizeType`): a type still null is a
-/// string; structs with no fields and fields with empty names disappear.
-pub(crate) fn canonical(ty: &DataType) -> Option<DataType> {
-    match ty {
-        DataType::Null => Some(DataType::Utf8),
-        DataType::List(item) => canonical(item.data_type()).map(list_of),
-        DataType::Struct(fs) => {
-            let kept: Vec<Field> = canonical_fields(fs);
-            (!kept.is_empty()).then(|| DataType::Struct(kept.into()))
-        }
-        other => Some(other.clone()),
-    }
-}
-
-/// [`canonical`] of each field; the ones that disappear are left out.
-pub(crate) fn canonical_fields(fs: &Fields) -> Vec<Field> {
-    fs.iter()
-        .filter(|f| !f.name().is_empty())
-        .filter_map(|f| canonical(f.data_type()).map(|t| Field::new(f.name(), t, true)))
-        .collect()
-}
-
 /// Merge a record's type into the root struct (Spark's `compatibleRootType`): arrays at the
 /// top are their elements; nulls and values that are not objects add nothing (Spark's
 /// corrupt-record column; landfall counts such records malformed when decoding).
@@ -281,8 +196,7 @@ fn xml_value_type(v: &Value, vr: ValueRules, rules: Rules<'_>) -> DataType {
         }
         Value::String(s) if s.is_empty() => DataType::Null,
         Value::String(s) if vr.typed => {
-            crate::infer_csv::temporal_type(s, &crate::TemporalFormats::default())
-                .unwrap_or(DataType::Utf8)
+            temporal_type(s, &crate::TemporalFormats::default()).unwrap_or(DataType::Utf8)
         }
         Value::Array(items) => list_of(items.iter().fold(DataType::Null, |acc, v| {
             compatible(&acc, &xml_value_type(v, vr, rules), rules)

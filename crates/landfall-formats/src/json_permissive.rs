@@ -20,7 +20,7 @@
 
 use crate::error::{MalformedRecord, Tally};
 use crate::json_exact::ExactColumns;
-use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, json_value_type};
+use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, json_value_type, minify};
 use arrow_json::reader::{Decoder as JsonInner, ReaderBuilder};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 use serde_json::value::RawValue;
@@ -488,30 +488,6 @@ impl Fixer {
         out.push(']');
         Some(out)
     }
-}
-
-/// JSON text without whitespace outside strings (`{"b": 1}` -> `{"b":1}`), keys in their order.
-pub(crate) fn minify(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in text.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A value for an error message, cut to a readable length.

@@ -61,6 +61,7 @@ mod temporal;
 mod text;
 mod types;
 mod xml;
+mod xml_shape;
 
 pub use avro::{AvroDecoder, avro_schema};
 pub use binary_file::{BinaryFileDecoder, binary_file_schema};

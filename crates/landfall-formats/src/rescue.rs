@@ -77,8 +77,7 @@ impl RescuedRow {
 
     /// Keep `json`, a JSON value's text as read.
     pub fn put_raw(&mut self, path: String, json: &str) {
-        self.values
-            .insert(path, crate::json_permissive::minify(json.trim()));
+        self.values.insert(path, minify(json.trim()));
     }
 
     /// The rescued column's text: the values and the file's path, or `None` when nothing was
@@ -343,6 +342,30 @@ pub(crate) fn values_as_json(col: &ArrayRef) -> Result<Vec<Option<String>>, Arro
 /// A string column of `rows` rescued texts (`None`: null).
 pub(crate) fn rescued_array(rows: Vec<Option<String>>) -> ArrayRef {
     Arc::new(StringArray::from(rows))
+}
+
+/// JSON text without whitespace outside strings (`{"b": 1}` -> `{"b":1}`), keys in their order.
+pub(crate) fn minify(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

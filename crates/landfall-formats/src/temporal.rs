@@ -10,6 +10,7 @@
 //! does not fit its column (rescued, or null and counted malformed); so is one the column
 //! cannot hold whole: digits past the microsecond, or a time of day in a DATE (issue 16).
 
+use crate::types::timestamp_type;
 use arrow::array::{Array, ArrayRef, Date32Array, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, TimeUnit};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
@@ -103,6 +104,83 @@ impl TemporalFormats {
             _ => None,
         }
     }
+}
+
+/// DATE or TIMESTAMP when `v` reads as one: by the stream's formats when it has them (as the
+/// decoder then reads them), else ISO 8601 (`2013-01-01`; `2013-01-01 01:00:00`,
+/// `2013-01-01T01:00:00.5Z`, `2013-01-01T01:00:00+02:00`, ...).
+pub(crate) fn temporal_type(v: &str, formats: &TemporalFormats) -> Option<DataType> {
+    let date = match &formats.date {
+        Some(f) => NaiveDate::parse_from_str(v.trim(), f).is_ok(),
+        None => iso_date(v).is_some_and(|rest| rest.is_empty()),
+    };
+    if date {
+        return Some(DataType::Date32);
+    }
+    let timestamp = match &formats.timestamp {
+        Some(f) => {
+            let v = v.trim();
+            DateTime::parse_from_str(v, f).is_ok()
+                || NaiveDateTime::parse_from_str(v, f).is_ok()
+                || NaiveDate::parse_from_str(v, f).is_ok()
+        }
+        None => iso_timestamp(v),
+    };
+    timestamp.then(timestamp_type)
+}
+
+/// A valid `yyyy-MM-dd` at the start of `v`: the rest of `v`.
+fn iso_date(v: &str) -> Option<&str> {
+    let (d, rest) = (v.get(..10)?, &v[10..]);
+    let b = d.as_bytes();
+    let shape = b.iter().enumerate().all(|(i, c)| match i {
+        4 | 7 => *c == b'-',
+        _ => c.is_ascii_digit(),
+    });
+    (shape && NaiveDate::parse_from_str(d, "%Y-%m-%d").is_ok()).then_some(rest)
+}
+
+/// `yyyy-MM-dd` then `T` or a space, `HH:mm:ss` and up to 9 fraction digits, then optionally
+/// `Z` or an offset (`+02:00`, `+0200`, `+02`): the forms the decoder reads.
+fn iso_timestamp(v: &str) -> bool {
+    let Some(rest) = iso_date(v) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix(['T', ' ']) else {
+        return false;
+    };
+    let b = rest.as_bytes();
+    let two = |i: usize| {
+        b.get(i..i + 2)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    if !(two(0) && b.get(2) == Some(&b':') && two(3) && b.get(5) == Some(&b':') && two(6)) {
+        return false;
+    }
+    let mut end = 8;
+    if b.get(8) == Some(&b'.') {
+        let n = b[9..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 || n > 9 {
+            return false;
+        }
+        end = 9 + n;
+    }
+    if NaiveTime::parse_from_str(&rest[..8], "%H:%M:%S").is_err() {
+        return false;
+    }
+    let zone = &rest[end..];
+    let offset = |z: &str| {
+        let z = z.as_bytes();
+        let hh = z.len() >= 2 && z[..2].iter().all(u8::is_ascii_digit);
+        let mm = match z.len() {
+            2 => true,
+            4 => z[2..].iter().all(u8::is_ascii_digit),
+            5 => z[2] == b':' && z[3..].iter().all(u8::is_ascii_digit),
+            _ => false,
+        };
+        hh && mm
+    };
+    zone.is_empty() || zone == "Z" || zone.strip_prefix(['+', '-']).is_some_and(offset)
 }
 
 #[cfg(test)]

@@ -3,9 +3,12 @@
 //! ([`crate::infer`]) and rescue ([`crate::rescue`]) both sit on top; this module calls
 //! neither.
 
-use arrow_schema::{DataType, Field, Fields};
+use arrow_schema::{DataType, Field, Fields, TimeUnit};
 use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// The most digits a DECIMAL holds (Spark's and Delta's DecimalType.MAX_PRECISION).
+pub(crate) const MAX_PRECISION: u8 = 38;
 
 /// Replace every leaf type with `Utf8`, keeping structs and lists.
 pub fn stringify_leaves(ty: &DataType) -> DataType {
@@ -103,4 +106,90 @@ pub(crate) fn merge_fields_with(
         }
     }
     out.into()
+}
+
+/// Spark's timestamp type for inferred values (`spark.sql.timestampType` = TIMESTAMP_LTZ).
+pub(crate) fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+pub(crate) fn list_of(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
+}
+
+/// Rank of a type in Spark's numeric precedence (byte < short < int < long < float < double).
+fn numeric_rank(t: &DataType) -> Option<u8> {
+    match t {
+        DataType::Int8 => Some(0),
+        DataType::Int16 => Some(1),
+        DataType::Int32 => Some(2),
+        DataType::Int64 => Some(3),
+        DataType::Float32 => Some(4),
+        DataType::Float64 => Some(5),
+        _ => None,
+    }
+}
+
+/// Spark's `TypeCoercion.findTightestCommonType` on the types inference produces: the same
+/// type, null with anything, the wider of two numbers, an integer inside a wide enough
+/// decimal, a date or zone-less timestamp with a timestamp.
+pub(crate) fn tightest(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    if a == b {
+        return Some(a.clone());
+    }
+    match (a, b) {
+        (Null, t) | (t, Null) => Some(t.clone()),
+        _ if numeric_rank(a).is_some() && numeric_rank(b).is_some() => Some(
+            if numeric_rank(a) > numeric_rank(b) {
+                a
+            } else {
+                b
+            }
+            .clone(),
+        ),
+        (Decimal128(p, s), i) | (i, Decimal128(p, s)) if integer_digits(i).is_some() => {
+            let wide = *s >= 0 && (*p as i16 - *s as i16) >= integer_digits(i)? as i16;
+            wide.then_some(Decimal128(*p, *s))
+        }
+        (Timestamp(u, Some(z)), Timestamp(_, None) | Date32)
+        | (Timestamp(_, None) | Date32, Timestamp(u, Some(z))) => {
+            Some(Timestamp(*u, Some(z.clone())))
+        }
+        (Timestamp(u, None), Date32) | (Date32, Timestamp(u, None)) => Some(Timestamp(*u, None)),
+        _ => None,
+    }
+}
+
+/// Two decimals as one: the most integer digits and the largest scale; DOUBLE past 38 digits.
+pub(crate) fn merge_decimals(p1: u8, s1: i8, p2: u8, s2: i8) -> DataType {
+    let scale = s1.max(s2).max(0) as i16;
+    let range = (p1 as i16 - s1 as i16).max(p2 as i16 - s2 as i16).max(0);
+    if range + scale > MAX_PRECISION as i16 {
+        DataType::Float64
+    } else {
+        DataType::Decimal128((range + scale).max(1) as u8, scale as i8)
+    }
+}
+
+/// The final form of a merged type (Spark's `canonicalizeType`): a type still null is a
+/// string; structs with no fields and fields with empty names disappear.
+pub(crate) fn canonical(ty: &DataType) -> Option<DataType> {
+    match ty {
+        DataType::Null => Some(DataType::Utf8),
+        DataType::List(item) => canonical(item.data_type()).map(list_of),
+        DataType::Struct(fs) => {
+            let kept: Vec<Field> = canonical_fields(fs);
+            (!kept.is_empty()).then(|| DataType::Struct(kept.into()))
+        }
+        other => Some(other.clone()),
+    }
+}
+
+/// [`canonical`] of each field; the ones that disappear are left out.
+pub(crate) fn canonical_fields(fs: &Fields) -> Vec<Field> {
+    fs.iter()
+        .filter(|f| !f.name().is_empty())
+        .filter_map(|f| canonical(f.data_type()).map(|t| Field::new(f.name(), t, true)))
+        .collect()
 }

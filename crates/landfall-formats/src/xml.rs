@@ -25,8 +25,9 @@
 
 use crate::error::{FormatError, MalformedRecord, Tally};
 use crate::json::JsonDecoder;
+use crate::xml_shape::{fit_fields, reshape, shapes};
 use arrow::array::RecordBatch;
-use arrow_schema::{DataType, Fields, SchemaRef};
+use arrow_schema::{Fields, SchemaRef};
 use bytes::Bytes;
 use landfall_core::seams::SeamResult;
 use quick_xml::events::{BytesStart, Event};
@@ -456,105 +457,6 @@ pub fn xml_to_ndjson(text: &[u8], fmt: &XmlFormat) -> Vec<u8> {
         out.push(b'\n');
     }
     out
-}
-
-type Paths = std::collections::HashSet<Vec<String>>;
-
-/// The paths (keys from the row) holding arrays and objects anywhere in `v`.
-fn shapes(v: &Value, path: &mut Vec<String>, arrays: &mut Paths, objects: &mut Paths) {
-    match v {
-        Value::Array(items) => {
-            arrays.insert(path.clone());
-            for i in items {
-                shapes(i, path, arrays, objects);
-            }
-        }
-        Value::Object(m) => {
-            if !path.is_empty() {
-                objects.insert(path.clone());
-            }
-            for (k, child) in m {
-                path.push(k.clone());
-                shapes(child, path, arrays, objects);
-                path.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-fn reshape(v: &mut Value, path: &mut Vec<String>, arrays: &Paths, objects: &Paths, tag: &str) {
-    if v.is_null() {
-        return;
-    }
-    if arrays.contains(path) && !v.is_array() {
-        *v = Value::Array(vec![v.take()]);
-    }
-    let to_object = objects.contains(path);
-    let items: Vec<&mut Value> = match v {
-        Value::Array(items) => items.iter_mut().collect(),
-        other => vec![other],
-    };
-    for item in items {
-        if to_object && !item.is_object() && !item.is_null() {
-            let mut m = Map::new();
-            m.insert(tag.to_string(), item.take());
-            *item = Value::Object(m);
-        }
-        if let Value::Object(m) = item {
-            for (k, child) in m.iter_mut() {
-                path.push(k.clone());
-                reshape(child, path, arrays, objects, tag);
-                path.pop();
-            }
-        }
-    }
-}
-
-/// `value` shaped to `fields` where XML cannot say: an array field gets an array of one for a
-/// single element; a struct field gets `{value_tag: text}` for an element with only text.
-fn fit_shape(value: &mut Value, ty: &DataType, value_tag: &str) {
-    match ty {
-        DataType::List(item) | DataType::LargeList(item) => {
-            if !value.is_array() && !value.is_null() {
-                *value = Value::Array(vec![value.take()]);
-            }
-            if let Value::Array(items) = value {
-                for v in items {
-                    fit_shape(v, item.data_type(), value_tag);
-                }
-            }
-        }
-        DataType::Struct(children) => {
-            if !value.is_object() && !value.is_null() && !value.is_array() {
-                let mut m = Map::new();
-                m.insert(value_tag.to_string(), value.take());
-                *value = Value::Object(m);
-            }
-            if let Value::Object(m) = value {
-                fit_fields(m, children, value_tag);
-            }
-        }
-        // XML has no booleans: the text is; arrow-json reads only JSON booleans into BOOLEAN.
-        DataType::Boolean => {
-            if let Some(b) = value.as_str().and_then(|s| match s.trim() {
-                "true" => Some(true),
-                "false" => Some(false),
-                _ => None,
-            }) {
-                *value = Value::Bool(b);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn fit_fields(m: &mut Map<String, Value>, fields: &Fields, value_tag: &str) {
-    for f in fields {
-        if let Some(v) = m.get_mut(f.name()) {
-            fit_shape(v, f.data_type(), value_tag);
-        }
-    }
 }
 
 /// The XML decoder: rows found by [`XmlRows`], decoded by a JSON decoder.

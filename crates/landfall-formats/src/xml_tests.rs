@@ -2,7 +2,7 @@ use super::*;
 use crate::{DecodeOptions, FileFormat, SchemaPolicy};
 use arrow::array::{Array, AsArray};
 use arrow::compute::concat_batches;
-use arrow_schema::{Field, Schema};
+use arrow_schema::{DataType, Field, Schema};
 use landfall_core::{Decoder, FileMeta};
 use std::sync::Arc;
 
