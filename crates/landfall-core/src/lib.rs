@@ -23,6 +23,7 @@ pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
     AckToken, BatchCommit, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
-    MalformedMessage, MalformedRecord, OWNER_KEY, QueueRound, SeamError, StateStore, StreamSummary,
+    DiscoveryMemory, MalformedMessage, MalformedRecord, OWNER_KEY, QueueRound, RecordedMode,
+    RunStart, SeamError, StateStore, StreamSummary,
 };
 pub use text_encoding::TextEncoding;

@@ -30,7 +30,9 @@ use crate::listing::ListingDiscovery;
 use crate::location::EventLocation;
 use chrono::Utc;
 use landfall_core::seams::{NewFilter, SeamResult};
-use landfall_core::{AckToken, Discovery, DiscoveryBatch, FileMeta};
+use landfall_core::{
+    AckToken, Discovery, DiscoveryBatch, DiscoveryMemory, FileMeta, RecordedMode, RunStart,
+};
 use object_store::path::Path;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -284,6 +286,39 @@ impl FileEventsDiscovery {
 
 #[async_trait::async_trait]
 impl Discovery for FileEventsDiscovery {
+    /// A stream entering file-events mode (new, or switched from another mode) lists its
+    /// prefix first, as does one asked to (`list_on_start`).
+    fn prepare(&mut self, memory: &dyn DiscoveryMemory, run: RunStart) -> SeamResult<()> {
+        if let Some(t) = run.modified_after {
+            self.listing.set_modified_after(t);
+        }
+        if memory.mode()? != Some(RecordedMode::FileEvents) || run.list_on_start {
+            self.request_listing();
+        }
+        self.set_drain(run.available_now);
+        Ok(())
+    }
+
+    fn round_admitted(
+        &self,
+        memory: &dyn DiscoveryMemory,
+        full_listing: bool,
+        _started: chrono::DateTime<Utc>,
+    ) -> SeamResult<()> {
+        if full_listing {
+            memory.set_mode(RecordedMode::FileEvents)?;
+        }
+        memory.set_discovery_note(self.note())
+    }
+
+    fn request_full_listing(&self) {
+        self.request_listing();
+    }
+
+    async fn wake(&self) {
+        self.location.next_round().await
+    }
+
     async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
         self.discover_new(cursor, &|files| Ok(vec![true; files.len()]))
             .await

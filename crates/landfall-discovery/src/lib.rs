@@ -7,14 +7,14 @@
 //! [`incremental`] describes.
 //!
 //! Queue notifications ([`NotificationDiscovery`] over a [`MessageQueue`]: SQS and Azure
-//! Storage Queues) plug in behind the same `Discovery` seam; [`SourceDiscovery`] is whichever
-//! a stream configured.
+//! Storage Queues) plug in behind the same `Discovery` seam: a stream's worker holds whichever it
+//! configured as a `Box<dyn Discovery>`, and each enters its mode from the stream's memory
+//! (`Discovery::prepare`).
 //!
 //! Managed file events: one [`LocationConsumer`] per location fills an event cache from the
 //! location's queue, and each stream under it reads the cache from its own position
 //! ([`FileEventsDiscovery`]).
 
-mod azure_list;
 mod azure_queue;
 mod bucket_entry;
 mod counting;
@@ -26,18 +26,16 @@ mod listing;
 mod location;
 #[cfg(test)]
 mod location_tests;
+mod message_fields;
 mod notification;
 mod partitions;
 mod queue;
 mod queue_discovery;
 mod queue_reader;
 mod raw_list;
-mod s3_list;
 mod setup;
-mod source;
 mod stores;
 
-pub use azure_list::AzureLister;
 pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
 pub use bucket_entry::{
     Entry, EntryCheck, EntryGuard, EntryHooks, OwedListing, Target, WRITE_ATTEMPTS, rule_prefix,
@@ -57,10 +55,8 @@ pub use partitions::hive_partitions;
 pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
 pub use queue_discovery::{NotificationDiscovery, QueueOptions};
 pub use queue_reader::{MAX_MESSAGES_PER_ROUND, QueueReader};
-pub use raw_list::{Listed, RawLister};
-pub use s3_list::S3Lister;
+pub use raw_list::{AzureLister, Listed, RawLister, S3Lister};
 pub use setup::{
     AwsNotifications, CreatedResources, ResourceStatus, SetupError, SetupRequest, notification_id,
 };
-pub use source::SourceDiscovery;
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

@@ -40,7 +40,10 @@ use crate::raw_list::{Listed, RawLister};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use landfall_core::seams::{NewFilter, SeamResult};
-use landfall_core::{Discovery, DiscoveryBatch, FileMeta, IncrementalListing, SeamError};
+use landfall_core::{
+    Discovery, DiscoveryBatch, DiscoveryMemory, FileMeta, IncrementalListing, RecordedMode,
+    RunStart, SeamError,
+};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use std::sync::{Arc, Mutex};
@@ -147,11 +150,6 @@ impl ListingDiscovery {
     /// Narrow the modification window (used for `include_existing_files = false`).
     pub fn set_modified_after(&mut self, t: DateTime<Utc>) {
         self.filters.modified_after = Some(self.filters.modified_after.map_or(t, |x| x.max(t)));
-    }
-
-    /// Make the next listing a full one (an operator's backfill).
-    pub fn request_full_listing(&self) {
-        self.policy().ask_full();
     }
 
     fn policy(&self) -> std::sync::MutexGuard<'_, ListingPolicy> {
@@ -381,6 +379,23 @@ fn keep_new(
 
 #[async_trait::async_trait]
 impl Discovery for ListingDiscovery {
+    /// A stream whose recorded mode is not listing came back from notification or file-events
+    /// mode: its cursor is not a listing's (queue admissions did not move it; file events keep
+    /// a cache position in it), so the first listing looks every file up.
+    fn prepare(&mut self, memory: &dyn DiscoveryMemory, run: RunStart) -> SeamResult<()> {
+        if let Some(t) = run.modified_after {
+            self.set_modified_after(t);
+        }
+        let recorded = memory.mode()?;
+        if recorded != Some(RecordedMode::Listing) {
+            if recorded.is_some() {
+                self.distrust_cursor();
+            }
+            memory.set_mode(RecordedMode::Listing)?;
+        }
+        Ok(())
+    }
+
     /// Every candidate, known or not (schema inference samples them): a full listing, which
     /// tells `auto` nothing about the layout.
     async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
@@ -396,6 +411,11 @@ impl Discovery for ListingDiscovery {
         may_be_new: NewFilter<'_>,
     ) -> SeamResult<DiscoveryBatch> {
         self.round(cursor, Some(may_be_new)).await
+    }
+
+    /// Make the next listing a full one (an operator's backfill).
+    fn request_full_listing(&self) {
+        self.policy().ask_full();
     }
 }
 

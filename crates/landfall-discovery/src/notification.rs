@@ -62,6 +62,9 @@
 //! message, since a HEAD or the listing supplies it. Etags are kept as sent (S3 and GCS without
 //! quotes, Azure `0x…`). Errors carry short context for a log line, never the whole body.
 
+use crate::message_fields::{
+    base64_decode, looks_like_base64, lookup, opt_str, opt_time, opt_u64, percent_decode_strict,
+};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -485,37 +488,6 @@ fn str_at<'a>(
         .ok_or(missing(schema, field))
 }
 
-fn lookup<'a>(obj: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
-    let mut parts = path.split('.');
-    let mut value = obj.get(parts.next()?)?;
-    for part in parts {
-        value = value.get(part)?;
-    }
-    Some(value)
-}
-
-fn opt_str(obj: &Map<String, Value>, path: &str) -> Option<String> {
-    lookup(obj, path)
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
-/// A size as a JSON number or a decimal string (GCS sends strings).
-fn opt_u64(obj: &Map<String, Value>, path: &str) -> Option<u64> {
-    match lookup(obj, path)? {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.parse().ok(),
-        _ => None,
-    }
-}
-
-fn opt_time(obj: &Map<String, Value>, path: &str) -> Option<DateTime<Utc>> {
-    let text = lookup(obj, path)?.as_str()?;
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 fn missing(schema: &'static str, field: &'static str) -> MessageError {
     MessageError::MissingField { schema, field }
 }
@@ -568,85 +540,8 @@ fn form_decode(raw: &str) -> Result<String, MessageError> {
     })
 }
 
-/// `%XX` escapes decoded; a `%` without two hex digits after it, or a result that is not UTF-8,
-/// is an error.
-fn percent_decode_strict(s: &str) -> Result<String, &'static str> {
-    let hex = |b: Option<&u8>| b.and_then(|&b| (b as char).to_digit(16));
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            match (hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
-                (Some(hi), Some(lo)) => out.push((hi * 16 + lo) as u8),
-                _ => return Err("'%' not followed by two hex digits"),
-            }
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "percent escapes do not decode to UTF-8")
-}
-
 fn decode_base64(text: &str, context: &'static str) -> Result<Vec<u8>, MessageError> {
     base64_decode(text).map_err(|detail| MessageError::BadBase64 { context, detail })
-}
-
-fn looks_like_base64(body: &str) -> bool {
-    let body = body.trim();
-    !body.is_empty() && body.bytes().all(|b| base64_value(b).is_some() || b == b'=')
-}
-
-fn base64_value(b: u8) -> Option<u32> {
-    match b {
-        b'A'..=b'Z' => Some((b - b'A') as u32),
-        b'a'..=b'z' => Some((b - b'a') as u32 + 26),
-        b'0'..=b'9' => Some((b - b'0') as u32 + 52),
-        b'+' | b'-' => Some(62),
-        b'/' | b'_' => Some(63),
-        _ => None,
-    }
-}
-
-/// Standard or URL-safe base64, padded or not; ASCII whitespace is skipped.
-fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits, mut digits, mut padding) = (0u32, 0u32, 0usize, 0usize);
-    for (pos, b) in text.bytes().enumerate() {
-        if b.is_ascii_whitespace() {
-            continue;
-        }
-        if b == b'=' {
-            padding += 1;
-            if padding > 2 {
-                return Err(format!("too much padding at byte {pos}"));
-            }
-            continue;
-        }
-        let Some(v) = base64_value(b) else {
-            return Err(format!("invalid character at byte {pos}"));
-        };
-        if padding > 0 {
-            return Err(format!("data after padding at byte {pos}"));
-        }
-        acc = (acc << 6) | v;
-        bits += 6;
-        digits += 1;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    if digits % 4 == 1 {
-        return Err(format!("truncated: {digits} base64 digits"));
-    }
-    if padding > 0 && (digits + padding) % 4 != 0 {
-        return Err("wrong padding".to_string());
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

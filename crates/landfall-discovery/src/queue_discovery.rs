@@ -39,7 +39,10 @@ use crate::queue_reader::{
 };
 use chrono::{DateTime, Utc};
 use landfall_core::seams::{NewFilter, SeamResult};
-use landfall_core::{AckToken, Discovery, DiscoveryBatch, FileMeta, QueueRound, SeamError};
+use landfall_core::{
+    AckToken, Discovery, DiscoveryBatch, DiscoveryMemory, FileMeta, QueueRound, RecordedMode,
+    RunStart, SeamError,
+};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use std::collections::HashSet;
@@ -399,6 +402,41 @@ enum Candidate {
 
 #[async_trait::async_trait]
 impl Discovery for NotificationDiscovery {
+    /// A stream entering notification mode (new, switched from another mode, or owing a
+    /// listing) lists first; the last listing and receive times come back from the memory
+    /// (`backfill_interval` and the retention gap hold across restarts).
+    fn prepare(&mut self, memory: &dyn DiscoveryMemory, run: RunStart) -> SeamResult<()> {
+        if let Some(t) = run.modified_after {
+            self.listing.set_modified_after(t);
+        }
+        if memory.mode()? != Some(RecordedMode::Notifications) {
+            self.request_listing();
+        }
+        if let Some(t) = memory.last_listing()? {
+            self.set_last_listing(t);
+        }
+        if let Some(t) = memory.last_receive()? {
+            self.set_last_receive(t);
+        }
+        self.set_no_wait(run.available_now);
+        Ok(())
+    }
+
+    /// A full listing pays a listing owed for a bucket entry, unless the entry may be missing
+    /// still (its checks fail): then files published later sent no event either.
+    fn round_admitted(
+        &self,
+        memory: &dyn DiscoveryMemory,
+        full_listing: bool,
+        started: DateTime<Utc>,
+    ) -> SeamResult<()> {
+        if full_listing && !self.entry_unsettled() {
+            memory.set_mode(RecordedMode::Notifications)?;
+            memory.set_last_listing(started)?;
+        }
+        memory.set_discovery_note(self.note())
+    }
+
     async fn discover(&self, cursor: Option<&str>) -> SeamResult<DiscoveryBatch> {
         self.discover_new(cursor, &|files| Ok(vec![true; files.len()]))
             .await
@@ -431,6 +469,30 @@ impl Discovery for NotificationDiscovery {
     /// Delete the messages whose files are recorded (see [`QueueReader::acknowledge`]).
     async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
         self.reader.acknowledge(tokens).await
+    }
+
+    fn request_full_listing(&self) {
+        self.listing.request_full_listing();
+        self.request_listing();
+    }
+
+    fn long_polls(&self) -> bool {
+        true
+    }
+
+    async fn drain_budget(&self) -> Option<u64> {
+        let depth = self.queue().approximate_depth().await.ok().flatten()?;
+        Some(depth + crate::MAX_MESSAGES_PER_ROUND as u64)
+    }
+
+    async fn queue_depth(&self) -> SeamResult<Option<u64>> {
+        self.queue().approximate_depth().await.map_err(|e| {
+            if e.retryable {
+                SeamError::retryable(e.to_string())
+            } else {
+                SeamError::fatal(e.to_string())
+            }
+        })
     }
 }
 

@@ -5,9 +5,11 @@
 //! out is [`stream`] (steps in order, each durable before the next) and [`protocol`] (recovery,
 //! and the one path for a batch the table already holds).
 
+pub mod decode_options;
 pub mod events;
 pub mod failpoint;
 pub mod health;
+mod hints;
 pub mod hub;
 pub mod locations;
 pub mod metrics;

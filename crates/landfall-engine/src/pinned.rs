@@ -28,6 +28,31 @@ use std::sync::{Arc, Mutex};
 
 /// Files up to this size are read whole by the prefetcher; larger ones are streamed in chunks.
 const FETCH_WHOLE_BELOW: u64 = 8 << 20;
+
+/// Files up to this size are decoded whole in their own task, several at once (one per core,
+/// plus one); larger files are decoded as a stream of chunks, one at a time (pipeline.rs).
+pub(crate) const DECODE_WHOLE_BELOW: u64 = 16 << 20;
+
+/// The size from which files are streamed: `DECODE_WHOLE_BELOW`, or
+/// `LANDFALL_STREAM_FILES_FROM` (bytes) so tests can drive the streaming path with small files.
+pub(crate) fn stream_files_from() -> u64 {
+    static FROM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *FROM.get_or_init(|| match std::env::var("LANDFALL_STREAM_FILES_FROM") {
+        Err(_) => DECODE_WHOLE_BELOW,
+        // A test knob: an unreadable value must not fall back silently (the test would then
+        // never drive the path it names).
+        Ok(v) => {
+            let from = v.parse().unwrap_or_else(|_| {
+                panic!("LANDFALL_STREAM_FILES_FROM=`{v}` is not a number of bytes")
+            });
+            tracing::info!(
+                from,
+                "LANDFALL_STREAM_FILES_FROM: files from this size are streamed"
+            );
+            from
+        }
+    })
+}
 /// Bytes the Parquet reader asks for at the end of a file before it knows the footer's size.
 const FOOTER_HINT: usize = 64 << 10;
 
@@ -276,7 +301,7 @@ pub(crate) async fn fetch(
 ) -> Result<(FileMeta, BoxStream<'static, SeamResult<Bytes>>), FileError> {
     let path = object_path(&meta)?;
     let result = pinned_get(&store, &path, &meta, 0..meta.size).await?;
-    let body = if meta.size < FETCH_WHOLE_BELOW.min(crate::pipeline::stream_files_from()) {
+    let body = if meta.size < FETCH_WHOLE_BELOW.min(stream_files_from()) {
         let p = meta.path.clone();
         let bytes = result
             .bytes()

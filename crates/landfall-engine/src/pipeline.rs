@@ -12,7 +12,7 @@
 //! Large Parquet files are not streamed as bytes: their footer is read first, then one row
 //! group at a time through ranged reads, so memory follows the row group, not the file.
 
-use crate::pinned::{FileError, PinnedReader, fetch};
+use crate::pinned::{FileError, PinnedReader, fetch, stream_files_from};
 use crate::schema::StreamSchema;
 use arrow::array::RecordBatch;
 use bytes::Bytes;
@@ -78,31 +78,6 @@ pub enum Decoded {
         reason: SkipReason,
         partial: bool,
     },
-}
-
-/// Files up to this size are decoded whole in their own task, several at once (one per core,
-/// plus one); larger files are decoded as a stream of chunks, one at a time.
-const DECODE_WHOLE_BELOW: u64 = 16 << 20;
-
-/// The size from which files are streamed: `DECODE_WHOLE_BELOW`, or
-/// `LANDFALL_STREAM_FILES_FROM` (bytes) so tests can drive the streaming path with small files.
-pub(crate) fn stream_files_from() -> u64 {
-    static FROM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *FROM.get_or_init(|| match std::env::var("LANDFALL_STREAM_FILES_FROM") {
-        Err(_) => DECODE_WHOLE_BELOW,
-        // A test knob: an unreadable value must not fall back silently (the test would then
-        // never drive the path it names).
-        Ok(v) => {
-            let from = v.parse().unwrap_or_else(|_| {
-                panic!("LANDFALL_STREAM_FILES_FROM=`{v}` is not a number of bytes")
-            });
-            tracing::info!(
-                from,
-                "LANDFALL_STREAM_FILES_FROM: files from this size are streamed"
-            );
-            from
-        }
-    })
 }
 
 /// What a file's read step produced: all its rows (decoded in parallel), or a file too large to

@@ -9,13 +9,15 @@
 //! it; `landfall schema <stream>` prints the history ([`history`]). Streams created before
 //! versions were numbered from 0 start at 1; nothing depends on the first number.
 
+use crate::decode_options::{csv_format, file_format, infer_types, json_leniency, xml_format};
+use crate::hints::apply_hints;
 use crate::pinned::{FileError, PinnedReader};
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use landfall_config::{EvolutionMode, Format, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileMeta, SeamError, StateStore};
 use landfall_discovery::{hive_partitions, relative_path};
-use landfall_formats::{CsvFormat, FileFormat};
+use landfall_formats::FileFormat;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
@@ -91,19 +93,6 @@ impl Stored {
     }
 }
 
-pub fn file_format(f: Format) -> FileFormat {
-    match f {
-        Format::Json => FileFormat::Json,
-        Format::Csv => FileFormat::Csv,
-        Format::Parquet => FileFormat::Parquet,
-        Format::Text => FileFormat::Text,
-        Format::BinaryFile => FileFormat::BinaryFile,
-        Format::Xml => FileFormat::Xml,
-        Format::Avro => FileFormat::Avro,
-        Format::Orc => FileFormat::Orc,
-    }
-}
-
 /// A stored schema must carry the file metadata the stream asks for: it is fixed with the
 /// schema at the first start (schema evolution is not built yet).
 fn check_metadata(spec: &StreamSpec, schema: &Schema) -> SeamResult<()> {
@@ -128,81 +117,6 @@ fn check_metadata(spec: &StreamSpec, schema: &Schema) -> SeamResult<()> {
         )));
     }
     Ok(())
-}
-
-/// Whether inference types values (`infer_column_types`, unless JSON's
-/// `primitives_as_string` keeps every primitive a string).
-fn infer_types(spec: &StreamSpec) -> bool {
-    spec.infer_column_types && !(spec.format == Format::Json && spec.json.primitives_as_string)
-}
-
-/// `timestamp_format` and `date_format` as chrono formats (validated with the configuration).
-pub fn temporal_formats(
-    timestamp: &Option<String>,
-    date: &Option<String>,
-) -> landfall_formats::TemporalFormats {
-    let chrono = |p: &Option<String>| {
-        p.as_deref()
-            .and_then(|p| landfall_formats::chrono_format(p).ok())
-    };
-    landfall_formats::TemporalFormats {
-        timestamp: chrono(timestamp),
-        date: chrono(date),
-    }
-}
-
-/// The JSON leniencies of the stream.
-pub fn json_leniency(spec: &StreamSpec) -> landfall_formats::JsonLeniency {
-    landfall_formats::JsonLeniency {
-        allow_comments: spec.json.allow_comments,
-        allow_single_quotes: spec.json.allow_single_quotes,
-        allow_unquoted_field_names: spec.json.allow_unquoted_field_names,
-    }
-}
-
-/// The XML options of the stream.
-pub fn xml_format(spec: &StreamSpec) -> landfall_formats::XmlFormat {
-    let d = landfall_formats::XmlFormat::default();
-    let x = &spec.xml;
-    landfall_formats::XmlFormat {
-        row_tag: x.row_tag.clone().unwrap_or(d.row_tag),
-        attribute_prefix: x.attribute_prefix.clone().unwrap_or(d.attribute_prefix),
-        value_tag: x.value_tag.clone().unwrap_or(d.value_tag),
-    }
-}
-
-/// The text options of the stream.
-pub fn text_format(spec: &StreamSpec) -> landfall_formats::TextFormat {
-    landfall_formats::TextFormat {
-        whole_text: spec.text.whole_text,
-        line_sep: spec.text.line_sep.as_ref().map(|s| s.as_bytes().to_vec()),
-    }
-}
-
-pub fn csv_format(spec: &StreamSpec) -> CsvFormat {
-    let c = &spec.csv;
-    let one = |s: &str| s.as_bytes().first().copied();
-    CsvFormat {
-        header: c.header,
-        delimiter: one(&c.sep).unwrap_or(b','),
-        quote: one(&c.quote).unwrap_or(b'"'),
-        escape: c.escape.as_deref().and_then(one),
-        comment: c.comment.as_deref().and_then(one),
-        null_value: c.null_value.clone(),
-        skip_rows: c.skip_rows,
-        empty_value: c.empty_value.clone(),
-        nan_value: c.nan_value.clone().unwrap_or_else(|| "NaN".into()),
-        ignore_leading_white_space: c.ignore_leading_white_space,
-        ignore_trailing_white_space: c.ignore_trailing_white_space,
-        max_columns: c.max_columns.unwrap_or(20480),
-        temporal: temporal_formats(&c.timestamp_format, &c.date_format),
-        // Validated with the configuration.
-        encoding: c
-            .encoding
-            .as_deref()
-            .and_then(landfall_formats::TextEncoding::parse)
-            .unwrap_or_default(),
-    }
 }
 
 /// The stream schema from its stored form, normalised to the types Delta stores and reads
@@ -480,70 +394,6 @@ fn load(spec: &StreamSpec, state: &dyn StateStore, v: u32) -> SeamResult<(Stored
     let stored: Stored = serde_json::from_str(&raw).map_err(|e| unreadable(e.to_string()))?;
     let schema = stored.schema().map_err(unreadable)?;
     Ok((stored, schema))
-}
-
-/// `schema_hints` applied to an inferred schema: each hinted column (or nested field) takes
-/// the hint's type; one the sample lacks is added (its parents too, as structs).
-pub fn apply_hints(
-    stream: &str,
-    schema: Schema,
-    hints: &[landfall_core::ddl::Hint],
-) -> SeamResult<Schema> {
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    for h in hints {
-        hint_into(&mut fields, &h.path, &h.field).map_err(|reason| {
-            SeamError::fatal(format!(
-                "stream `{stream}`: schema_hints `{}`: {reason}",
-                h.path.join(".")
-            ))
-        })?;
-    }
-    Ok(Schema::new(fields))
-}
-
-fn hint_into(fields: &mut Vec<Field>, path: &[String], hint: &Field) -> Result<(), String> {
-    let (first, rest) = path.split_first().expect("a hint names a column");
-    let at = fields.iter().position(|f| f.name() == first).or_else(|| {
-        fields
-            .iter()
-            .position(|f| f.name().eq_ignore_ascii_case(first))
-    });
-    if rest.is_empty() {
-        let f = hint
-            .clone()
-            .with_name(at.map_or(first.clone(), |i| fields[i].name().clone()));
-        match at {
-            Some(i) => fields[i] = f,
-            None => fields.push(f),
-        }
-        return Ok(());
-    }
-    let i = match at {
-        Some(i) => i,
-        None => {
-            fields.push(Field::new(
-                first,
-                DataType::Struct(Default::default()),
-                true,
-            ));
-            fields.len() - 1
-        }
-    };
-    let mut children: Vec<Field> = match fields[i].data_type() {
-        DataType::Struct(c) => c.iter().map(|f| f.as_ref().clone()).collect(),
-        other => {
-            return Err(format!(
-                "`{}` is {}, not a struct",
-                fields[i].name(),
-                landfall_core::ddl::type_to_ddl(other)
-            ));
-        }
-    };
-    hint_into(&mut children, rest, hint)?;
-    fields[i] = fields[i]
-        .clone()
-        .with_data_type(DataType::Struct(children.into()));
-    Ok(())
 }
 
 /// What the decoders do with values the schema has no place for, under the stream's

@@ -1,15 +1,15 @@
-//! Building a stream's parts from its validated spec: the state store, the source store and
-//! discovery, and the committer.
+//! Building the parts of streams and locations from their validated specs: the state store,
+//! the source listing, a queue (set up when landfall owns it), and the committer. A stream's
+//! discovery is assembled from these in `stream/parts.rs`, a location's consumer in
+//! `locations.rs`.
 
 use crate::notify_setup::{Notes, QueueOwner};
-use crate::stream::memory::{RecordedMode, StreamMemory};
-use landfall_config::{DiscoverySpec, QueueSpec, SinkFormat, StoreOptions, StreamSpec};
+use landfall_config::{QueueSpec, SinkFormat, StoreOptions, StreamSpec};
 use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
-    AzureQueue, CountRequests, CountingStore, EntryGuard, FileEventsDiscovery, Filters,
-    ListingDiscovery, MessageQueue, NotificationDiscovery, OwedListing, QueueOptions, RawLister,
-    SourceDiscovery, SqsQueue, StoreRef, open_store,
+    AzureQueue, CountRequests, CountingStore, EntryGuard, Filters, ListingDiscovery, MessageQueue,
+    OwedListing, RawLister, SqsQueue, StoreRef, open_store,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -20,66 +20,6 @@ pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
         &spec.name,
         &spec.state_dir,
     )?))
-}
-
-/// The stream's discovery: listing over its source, notifications from its queue (with
-/// listings when asked), or its location's event cache. Every request to the source and the
-/// queue is counted with `count`.
-pub async fn open_discovery(
-    spec: &StreamSpec,
-    memory: &StreamMemory,
-    count: CountRequests,
-    metrics: Arc<crate::metrics::Metrics>,
-    locations: &crate::locations::Locations,
-) -> SeamResult<SourceDiscovery> {
-    let listing = open_listing(
-        &spec.name,
-        &spec.source.url,
-        &spec.source_options,
-        Some(spec),
-        count.clone(),
-    )?;
-    if let DiscoverySpec::FileEvents(f) = &spec.discovery {
-        let location = locations.open(&f.location)?;
-        return Ok(SourceDiscovery::FileEvents(Box::new(
-            FileEventsDiscovery::new(&spec.name, listing, location),
-        )));
-    }
-    let Some(owner) = QueueOwner::of_stream(spec) else {
-        return Ok(SourceDiscovery::Listing(listing));
-    };
-    // A stream owes a listing by its recorded mode: anything but `notifications` lists at
-    // the next start, and a full listing records the mode again (stream/intake.rs).
-    let owed = {
-        let (owe, read) = (memory.clone(), memory.clone());
-        OwedListing {
-            owe: Arc::new(move || {
-                owe.set_mode(RecordedMode::NotificationsListingOwed)
-                    .map_err(|e| e.message)
-            }),
-            owed: Arc::new(move || {
-                read.mode().ok().flatten() == Some(RecordedMode::NotificationsListingOwed)
-            }),
-        }
-    };
-    let (queue, source, guard) =
-        open_queue(&owner, memory.state().as_ref(), count, metrics, owed).await?;
-    let n = owner.queue;
-    Ok(SourceDiscovery::Notifications(Box::new(
-        NotificationDiscovery::new(
-            &spec.name,
-            listing,
-            queue,
-            source,
-            QueueOptions {
-                receivers: n.receivers,
-                visibility: n.visibility_timeout,
-                wait: n.wait_time,
-                backfill_interval: spec.backfill_interval,
-            },
-        )
-        .with_entry_guard(guard),
-    )))
 }
 
 /// The owner's queue (set up first when landfall owns it and has not created it yet), the

@@ -75,16 +75,17 @@ fn add_new_columns_grows_the_table_in_the_batch_commit_and_reads_the_batch_again
     let root = dir.path();
     let src = root.join("src");
     first_files(&src);
-    let cfg = config_in(
-        root,
-        r#"
-[streams.evo]
-source = "{root}/src"
-format = "json"
-infer_column_types = true
-sink.path = "{root}/evo_table"
-"#,
-    );
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local(
+                "evo",
+                root.join("src").as_path(),
+                "json",
+                root.join("evo_table").as_path(),
+            )
+            .set("infer_column_types", true),
+        )
+        .write();
     drain_stream(&cfg, "evo");
     later_files(&src);
     drain_stream(&cfg, "evo");
@@ -166,30 +167,37 @@ fn rescue_keeps_the_schema_and_fail_on_new_columns_stops_naming_them() {
     let root = dir.path();
     let src = root.join("src");
     first_files(&src);
-    let cfg = config_in(
-        root,
-        r#"
-[streams.resc]
-source = "{root}/src"
-format = "json"
-infer_column_types = true
-schema_evolution_mode = "rescue"
-sink.path = "{root}/resc_table"
-
-[streams.strict]
-source = "{root}/src"
-format = "json"
-infer_column_types = true
-schema_evolution_mode = "fail_on_new_columns"
-sink.path = "{root}/strict_table"
-
-[streams.fixed]
-source = "{root}/src"
-format = "json"
-schema = "id BIGINT, name STRING"
-sink.path = "{root}/fixed_table"
-"#,
-    );
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local(
+                "resc",
+                root.join("src").as_path(),
+                "json",
+                root.join("resc_table").as_path(),
+            )
+            .set("infer_column_types", true)
+            .set("schema_evolution_mode", "rescue"),
+        )
+        .stream(
+            Stream::local(
+                "strict",
+                root.join("src").as_path(),
+                "json",
+                root.join("strict_table").as_path(),
+            )
+            .set("infer_column_types", true)
+            .set("schema_evolution_mode", "fail_on_new_columns"),
+        )
+        .stream(
+            Stream::local(
+                "fixed",
+                root.join("src").as_path(),
+                "json",
+                root.join("fixed_table").as_path(),
+            )
+            .set("schema", "id BIGINT, name STRING"),
+        )
+        .write();
     for s in ["resc", "strict", "fixed"] {
         drain_stream(&cfg, s);
     }
@@ -257,16 +265,17 @@ fn schema_hints_fix_named_columns_and_rescue_what_does_not_fit() {
             "{\"id\":\"2\",\"user\":{\"age\":\"old\"},\"score\":2}\n",
         ),
     );
-    let cfg = config_in(
-        root,
-        r#"
-[streams.hinted]
-source = "{root}/src"
-format = "json"
-schema_hints = "id INT, user.age INT, added DATE"
-sink.path = "{root}/hinted_table"
-"#,
-    );
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local(
+                "hinted",
+                root.join("src").as_path(),
+                "json",
+                root.join("hinted_table").as_path(),
+            )
+            .set("schema_hints", "id INT, user.age INT, added DATE"),
+        )
+        .write();
     drain_stream(&cfg, "hinted");
     let history = schema_history(&cfg, "hinted");
     assert_eq!(
@@ -289,15 +298,14 @@ fn new_columns_a_delta_table_cannot_hold_stay_rescued_and_the_stream_goes_on() {
     let root = dir.path();
     let src = root.join("src");
     put_file(&src, "a.json", "{\"id\":\"1\"}\n");
-    let cfg = config_in(
-        root,
-        r#"
-[streams.odd]
-source = "{root}/src"
-format = "json"
-sink.path = "{root}/odd_table"
-"#,
-    );
+    let cfg = Config::in_dir(root)
+        .stream(Stream::local(
+            "odd",
+            root.join("src").as_path(),
+            "json",
+            root.join("odd_table").as_path(),
+        ))
+        .write();
     drain_stream(&cfg, "odd");
     put_file(
         &src,
@@ -329,16 +337,17 @@ fn new_csv_columns_join_the_table_typed() {
     let root = dir.path();
     let src = root.join("src");
     put_file(&src, "a.csv", "id,name\n1,a\n");
-    let cfg = config_in(
-        root,
-        r#"
-[streams.c]
-source = "{root}/src"
-format = "csv"
-infer_column_types = true
-sink.path = "{root}/table"
-"#,
-    );
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local(
+                "c",
+                root.join("src").as_path(),
+                "csv",
+                root.join("table").as_path(),
+            )
+            .set("infer_column_types", true),
+        )
+        .write();
     drain_stream(&cfg, "c");
     put_file(
         &src,

@@ -15,7 +15,7 @@
 //! 4. the batch is recorded with the version of the commit that holds it (row count unknown),
 //!    and its plan pruned.
 
-use super::recovery::{check_owned, state_id};
+use super::owner::{check_owned, state_id};
 use crate::events::StreamEvents;
 use landfall_core::seams::SeamResult;
 use landfall_core::{CommitReceipt, Committer, StateStore};

@@ -1,9 +1,11 @@
-//! One attempt of a batch (docs/exactly-once.md, steps 3 to 5): read the plan's files, write
-//! and stage data files (each name recorded before the file exists), skip unreadable files by
-//! policy, keep bad records, commit with the batch id, and record; or settle a batch an
-//! earlier attempt landed.
+//! One attempt of a batch (docs/exactly-once.md, steps 3 to 6), driven through the protocol's
+//! attempt types ([`crate::protocol::attempt`]): read the plan's files, write and stage data
+//! files (each name recorded before the file exists), skip unreadable files by policy, keep
+//! bad records, commit with the batch id, and record; or settle a batch an earlier attempt
+//! landed.
 
 use super::*;
+use crate::protocol::attempt::{Commit, Recorded, Started};
 
 impl StreamWorker {
     /// Whether a file that could not be read may be skipped under the stream's options.
@@ -118,58 +120,114 @@ impl StreamWorker {
         ))
     }
 
-    /// Remove the data files this attempt wrote (nothing was committed); the ledger lists
-    /// them, so recovery would remove them too.
-    pub(super) async fn discard_attempt(
-        &self,
-        batch_id: u64,
-        earlier_staged: &[String],
-    ) -> SeamResult<()> {
-        let mine = self
-            .state
-            .batch(batch_id)?
-            .map(|p| p.staged)
-            .unwrap_or_default();
-        let fresh: Vec<String> = mine
-            .into_iter()
-            .filter(|p| !earlier_staged.contains(p))
-            .collect();
-        if let Err(cleanup) = self.committer.remove_files(&fresh).await {
-            tracing::warn!(stream = %self.spec.name, batch_id, error = %cleanup.message, "could not remove the failed attempt's data files yet");
-        }
-        Ok(())
-    }
-
-    /// Steps 3 to 5 for one recorded plan. Files skipped earlier (by an earlier attempt, or by
+    /// Steps 3 to 6 for one recorded plan. Files skipped earlier (by an earlier attempt, or by
     /// hand) are not read: the batch commits without them. A batch that met new columns
     /// under `add_new_columns` reads on without writing (to learn every new column of the
     /// batch), discards the attempt and asks for the schema to grow ([`BatchEnd::Evolve`]).
-    pub(super) async fn run_batch(&self, plan: BatchPlan) -> SeamResult<BatchEnd> {
+    pub(super) async fn run_batch(
+        &self,
+        plan: BatchPlan,
+        schema: &StreamSchema,
+    ) -> SeamResult<BatchEnd> {
         let started = Instant::now();
-        let plan = self.state.start_attempt(plan.batch_id)?;
-        let earlier_staged = plan.staged.clone();
-        let state = self.state.clone();
-        let batch_id = plan.batch_id;
-        let mut to_read: Vec<(FileKey, FileMeta)> = Vec::with_capacity(plan.files.len());
-        let mut timings = BatchTimings::default();
-        for (key, meta) in &plan.files {
-            // Only files still held by this batch: not skipped, and not re-admitted since (a
-            // path whose listed version changed is discovered again under the same key; that
-            // new record belongs to a later batch, and this plan's version of it is gone).
-            let record = self.state.file(key)?;
-            let held = record
-                .as_ref()
-                .is_some_and(|r| r.state == FileState::InBatch && r.batch_id == Some(batch_id));
-            if let Some(r) = record.filter(|_| held) {
-                timings.discovered.push(r.discovery_time);
-                let (first, last) = &mut timings.offsets;
-                *first = Some(first.map_or(r.seq, |f: u64| f.min(r.seq)));
-                *last = Some(last.map_or(r.seq, |l: u64| l.max(r.seq)));
-                to_read.push((key.clone(), meta.clone()));
+        let (state, committer) = (self.state.as_ref(), self.committer.as_ref());
+        let mut attempt = Started::start(state, &plan)?;
+        let batch_id = attempt.batch_id();
+        let read = self.read_attempt(&mut attempt, schema).await;
+        // Per-file counts, once the attempt is known not to be read again.
+        if !(read.written.is_ok() && read.evolution.is_some()) {
+            for (shown, n, malformed, rescued) in &read.decoded_files {
+                self.events
+                    .file_decoded(batch_id, shown, *n, *malformed, *rescued);
             }
         }
+        let staged = match read.written {
+            Ok(_) if read.evolution.is_some() => {
+                attempt.discard(&self.spec.name, state, committer).await;
+                let (new, file) = read.evolution.expect("checked");
+                return Ok(BatchEnd::Evolve { new, file });
+            }
+            Ok(files) => attempt.staged(files, read.rows),
+            Err(e) => {
+                self.events.batch_failed(batch_id, &e);
+                // Nothing was committed: this attempt's files can go now (recovery would
+                // remove them too, from the ledger's list). The batch's own error is what the
+                // user must see.
+                attempt.discard(&self.spec.name, state, committer).await;
+                return Err(e);
+            }
+        };
+        // Written (again, whole, under the same name) by every attempt before it commits.
+        self.write_bad_records(
+            batch_id,
+            &read.bad_records,
+            read.bad_records_over,
+            staged.attempt(),
+        )
+        .await?;
+        let committing = Instant::now();
+        let landed = match staged.commit(state, committer).await {
+            Ok(Commit::Landed(landed)) => landed,
+            Ok(Commit::LandedBefore { version }) => {
+                crate::protocol::settle::settle_landed(
+                    &self.spec.name,
+                    state,
+                    committer,
+                    &self.events,
+                    batch_id,
+                    Some(version),
+                )
+                .await?;
+                return Ok(BatchEnd::Committed);
+            }
+            Err(e) => {
+                self.events.batch_failed(batch_id, &e);
+                return Err(e);
+            }
+        };
+        let commit_took = committing.elapsed();
+        let Recorded {
+            plan,
+            receipt,
+            mut timings,
+        } = landed.record(state, committer, &self.events).await?;
+        let ms = |d: Duration| d.as_millis() as u64;
+        // The listing before this batch is credited to it once; later batches of the same
+        // backlog did not list.
+        let discover = std::mem::take(
+            &mut *self
+                .discover_credit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        timings.durations = PhaseDurations {
+            discover: ms(discover),
+            plan: ms(self.plan_took),
+            read: ms(read.read_loop.saturating_sub(read.writing)),
+            write: ms(read.writing),
+            commit: ms(commit_took),
+            total: ms(started.elapsed() + discover + self.plan_took),
+        };
+        self.events.batch_committed(
+            &plan,
+            &receipt,
+            &timings,
+            state.counts().ok().as_ref(),
+            &committer.location(),
+        );
+        Ok(BatchEnd::Committed)
+    }
+
+    /// Step 4 for one attempt: read its files (fetching and decoding in their own task,
+    /// ahead of the writer), write and stage data files, skip unreadable files by policy, and
+    /// collect bad records and new columns.
+    async fn read_attempt(&self, attempt: &mut Started, schema: &StreamSchema) -> AttemptRead {
+        let batch_id = attempt.batch_id();
+        let attempt_no = attempt.attempt();
+        let to_read = attempt.take_files();
+        let timings = attempt.timings_mut();
+        let state = self.state.clone();
         let hook: StagedHook = Arc::new(move |path: &str| state.record_staged(batch_id, path));
-        let mut writer = self.committer.writer(batch_id, plan.attempts, hook).await?;
         let mut rows = 0u64;
         // New columns met under add_new_columns, and the first file holding them.
         let mut evolution: Option<(NewColumns, String)> = None;
@@ -181,50 +239,27 @@ impl StreamWorker {
         let mut writing = Duration::ZERO;
         let reading = Instant::now();
         let written: SeamResult<Vec<_>> = async {
+            let mut writer = self
+                .committer
+                .writer(batch_id, attempt_no, hook)
+                .await?;
             // Fetching and decoding run in their own task, ahead of the writer: decoding one
             // file overlaps encoding the previous one, and object-store latency overlaps both.
             let job = DecodeJob {
-                format: schema::file_format(self.spec.format),
-                options: DecodeOptions {
-                    csv: schema::csv_format(&self.spec),
-                    text: schema::text_format(&self.spec),
-                    json_multi_line: self.spec.json.multi_line,
-                    json_leniency: schema::json_leniency(&self.spec),
-                    json_temporal: schema::temporal_formats(
-                        &self.spec.json.timestamp_format,
-                        &self.spec.json.date_format,
-                    ),
-                    xml: schema::xml_format(&self.spec),
-                    mode: match self.spec.mode {
-                        landfall_config::RecordMode::Permissive => {
-                            landfall_formats::ParseMode::Permissive
-                        }
-                        landfall_config::RecordMode::DropMalformed => {
-                            landfall_formats::ParseMode::DropMalformed
-                        }
-                        landfall_config::RecordMode::FailFast => {
-                            landfall_formats::ParseMode::FailFast
-                        }
-                    },
-                    collect_malformed: self.spec.bad_records.is_some(),
-                    policy: schema::policy(
-                        &self.spec,
-                        self.schema.as_ref().expect("schema resolved before planning"),
-                    ),
-                    ..Default::default()
-                },
+                format: crate::decode_options::file_format(self.spec.format),
+                options: crate::decode_options::decode_options(
+                    &self.spec,
+                    schema::policy(&self.spec, schema),
+                ),
                 max_file_size: (self.spec.format == landfall_config::Format::BinaryFile)
                     .then_some(self.spec.binary_max_size),
-                schema: self
-                    .schema
-                    .clone()
-                    .expect("schema resolved before planning"),
+                schema: schema.clone(),
                 partition_by: self.spec.sink.partition_by.clone(),
                 partition_style: match self.spec.sink.format {
                     landfall_config::SinkFormat::Delta => crate::partition::Style::Delta,
                     landfall_config::SinkFormat::Parquet => crate::partition::Style::Hive,
                 },
-                prefix: self.discovery.prefix().clone(),
+                prefix: self.source.prefix.clone(),
                 source: self.spec.source.url.clone(),
             };
             let expected = to_read.len();
@@ -261,8 +296,7 @@ impl StreamWorker {
                         // Reported once the batch is known not to be read again.
                         decoded_files.push((shown.clone(), n, malformed, rescued));
                         let found = NewColumns::from_fields(&new_columns);
-                        let current = self.schema.as_ref().expect("schema resolved");
-                        if !found.is_empty() && schema::grown_schema(current, &found).is_some() {
+                        if !found.is_empty() && schema::grown_schema(schema, &found).is_some() {
                             match self.spec.evolution {
                                 EvolutionMode::FailOnNewColumns => {
                                     return Err(self.new_columns_error(batch_id, &shown, &found));
@@ -317,110 +351,33 @@ impl StreamWorker {
             staged
         }
         .await;
-        let read_loop = reading.elapsed();
-        // Per-file counts, once the attempt is known not to be read again.
-        if !(written.is_ok() && evolution.is_some()) {
-            for (shown, n, malformed, rescued) in &decoded_files {
-                self.events
-                    .file_decoded(batch_id, shown, *n, *malformed, *rescued);
-            }
-        }
-        let staged = match written {
-            Ok(_) if evolution.is_some() => {
-                self.discard_attempt(batch_id, &earlier_staged).await?;
-                let (new, file) = evolution.expect("checked");
-                return Ok(BatchEnd::Evolve { new, file });
-            }
-            Ok(s) => s,
-            Err(e) => {
-                self.events.batch_failed(batch_id, &e);
-                // Nothing was committed: this attempt's files can go now (recovery would
-                // remove them too, from the ledger's list). The batch's own error is what the
-                // user must see.
-                self.discard_attempt(batch_id, &earlier_staged).await?;
-                return Err(e);
-            }
-        };
-        // Written (again, whole, under the same name) by every attempt before it commits.
-        self.write_bad_records(batch_id, &bad_records, bad_records_over, plan.attempts)
-            .await?;
-        failpoint::hit("after_stage");
-        self.state.commit_started(batch_id, plan.attempts)?;
-        failpoint::hit("before_commit");
-        let committing = Instant::now();
-        let committed = match self.committer.commit(batch_id, &staged).await {
-            Ok(c) => c,
-            Err(e) => {
-                // The outcome may be unknown (the commit may have landed): keep the files;
-                // recovery decides from the table.
-                self.events.batch_failed(batch_id, &e);
-                return Err(e);
-            }
-        };
-        let commit_took = committing.elapsed();
-        failpoint::hit("after_commit");
-        if committed.landed_before {
-            // An earlier attempt's commit landed after all: its data files are the live ones,
-            // this attempt's are orphans. Settled as recovery settles a landed batch.
-            crate::protocol::settle::settle_landed(
-                &self.spec.name,
-                self.state.as_ref(),
-                self.committer.as_ref(),
-                &self.events,
-                batch_id,
-                Some(committed.version),
-            )
-            .await?;
-            return Ok(BatchEnd::Committed);
-        }
-        let receipt = CommitReceipt {
-            table_version: committed.version,
+        AttemptRead {
+            written,
             rows,
-            data_files: staged.len() as u64,
-            data_bytes: staged.iter().map(|f| f.size).sum(),
-            committed_at: Utc::now(),
-            recovered: false,
-        };
-        // Earlier attempts' files go before the batch is recorded: once recorded, no recovery
-        // looks at this batch again, and a stop in between would leave them for good.
-        let keep: Vec<&String> = staged.iter().map(|f| &f.path).collect();
-        let orphans: Vec<String> = earlier_staged
-            .into_iter()
-            .filter(|p| !keep.contains(&p))
-            .collect();
-        if !orphans.is_empty() {
-            let n = self.committer.remove_files(&orphans).await?;
-            self.events.orphans_removed(batch_id, n);
+            evolution,
+            decoded_files,
+            bad_records,
+            bad_records_over,
+            writing,
+            read_loop: reading.elapsed(),
         }
-        self.state.record_committed(batch_id, receipt.clone())?;
-        failpoint::hit("after_record");
-        self.state.prune_batch(batch_id, KEEP_PLANS)?;
-        let ms = |d: Duration| d.as_millis() as u64;
-        // The listing before this batch is credited to it once; later batches of the same
-        // backlog did not list.
-        let discover = std::mem::take(
-            &mut *self
-                .discover_credit
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        timings.durations = PhaseDurations {
-            discover: ms(discover),
-            plan: ms(self.plan_took),
-            read: ms(read_loop.saturating_sub(writing)),
-            write: ms(writing),
-            commit: ms(commit_took),
-            total: ms(started.elapsed() + discover + self.plan_took),
-        };
-        self.events.batch_committed(
-            &plan,
-            &receipt,
-            &timings,
-            self.state.counts().ok().as_ref(),
-            &self.committer.location(),
-        );
-        Ok(BatchEnd::Committed)
     }
+}
+
+/// What reading an attempt's files came to.
+struct AttemptRead {
+    /// The staged data files, or why the attempt failed.
+    written: SeamResult<Vec<landfall_core::StagedFile>>,
+    rows: u64,
+    /// New columns met under `add_new_columns`, and the first file holding them.
+    evolution: Option<(NewColumns, String)>,
+    /// Per file: its path as shown, rows, malformed rows, rescued rows.
+    decoded_files: Vec<(String, u64, u64, u64)>,
+    bad_records: Vec<landfall_core::MalformedRecord>,
+    bad_records_over: u64,
+    /// Time the writer spent writing, and the whole read loop.
+    writing: Duration,
+    read_loop: Duration,
 }
 
 /// At most this many malformed records go to one batch's bad-records file (the rest are

@@ -5,9 +5,12 @@ use super::*;
 
 impl StreamWorker {
     /// Make sure the schema is known and the table prepared. False: nothing to infer from yet.
-    pub(super) async fn ensure_schema(&mut self, candidates: &[FileMeta]) -> SeamResult<bool> {
-        if self.schema.is_some() {
-            return Ok(true);
+    pub(super) async fn ensure_schema(
+        &mut self,
+        candidates: &[FileMeta],
+    ) -> SeamResult<Option<StreamSchema>> {
+        if let Some(s) = &self.schema {
+            return Ok(Some(s.clone()));
         }
         // Files admitted by an earlier run whose inference failed (a corrupt sample, a GET
         // error): a queue mode has deleted their messages and recorded the mode, so no round
@@ -47,7 +50,7 @@ impl StreamWorker {
         } else {
             candidates
         };
-        let prefix = self.discovery.prefix().clone();
+        let prefix = self.source.prefix.clone();
         let Some((s, inferred)) = schema::resolve(
             &self.spec,
             self.state.as_ref(),
@@ -57,7 +60,7 @@ impl StreamWorker {
         )
         .await?
         else {
-            return Ok(false);
+            return Ok(None);
         };
         self.events.schema_resolved(
             s.version,
@@ -90,21 +93,18 @@ impl StreamWorker {
             &self.events,
         )
         .await?;
-        self.schema = Some(s);
-        Ok(true)
+        self.schema = Some(s.clone());
+        Ok(Some(s))
     }
 
     /// Store the grown schema and prepare the table for it (the next commit adds the columns).
     pub(super) async fn evolve_schema(
         &mut self,
+        current: &StreamSchema,
         batch_id: u64,
         new: &NewColumns,
         file: &str,
-    ) -> SeamResult<()> {
-        let current = self
-            .schema
-            .as_ref()
-            .expect("schema resolved before planning");
+    ) -> SeamResult<StreamSchema> {
         let Some(next) = schema::evolve(self.state.as_ref(), current, new, file)? else {
             return Err(SeamError::fatal(format!(
                 "stream `{}`: batch {batch_id}: new columns {} cannot be added to the schema",
@@ -122,7 +122,7 @@ impl StreamWorker {
         self.committer
             .evolve(next.table.clone(), &self.spec.sink.partition_by)
             .await?;
-        self.schema = Some(next);
-        Ok(())
+        self.schema = Some(next.clone());
+        Ok(next)
     }
 }

@@ -5,16 +5,6 @@
 use super::*;
 
 impl StreamWorker {
-    /// Fix the `include_existing_files = false` cutoff at first start.
-    pub(super) fn apply_existing_cutoff(&mut self) -> SeamResult<()> {
-        if self.spec.include_existing_files {
-            return Ok(());
-        }
-        let cutoff = self.memory.existing_cutoff(Utc::now())?;
-        self.discovery.set_modified_after(cutoff);
-        Ok(())
-    }
-
     /// List, and admit unknown files with the cursor in one write. Returns the candidates:
     /// every listed file while the schema is not resolved yet (inference samples them), else
     /// only the files the state did not know (the listing is checked page by page, so a
@@ -26,15 +16,9 @@ impl StreamWorker {
         // queued at its start (plus a round), so a busy producer cannot keep it from ever
         // planning; a continuous one plans a batch between rounds and discovers again at
         // once (`source_more`).
-        let budget = match (self.available_now, self.discovery.notifications()) {
-            (true, Some(n)) => n
-                .queue()
-                .approximate_depth()
-                .await
-                .ok()
-                .flatten()
-                .map(|d| d + landfall_discovery::MAX_MESSAGES_PER_ROUND as u64),
-            _ => None,
+        let budget = match self.available_now {
+            true => self.discovery.drain_budget().await,
+            false => None,
         };
         let mut received = 0u64;
         loop {
@@ -85,24 +69,8 @@ impl StreamWorker {
         if found.queue.is_some() {
             failpoint::hit("after_admit");
         }
-        // A full listing pays a listing owed for a bucket entry, unless the entry may be
-        // missing still (its checks fail): then files published later sent no event either.
-        if found.full_listing
-            && let Some(n) = self.discovery.notifications()
-            && !n.entry_unsettled()
-        {
-            self.memory.set_mode(RecordedMode::Notifications)?;
-            self.memory.set_last_listing(t_listing)?;
-        }
-        if let Some(f) = self.discovery.file_events() {
-            if found.full_listing {
-                self.memory.set_mode(RecordedMode::FileEvents)?;
-            }
-            self.memory.set_discovery_note(f.note())?;
-        }
-        if let Some(n) = self.discovery.notifications() {
-            self.memory.set_discovery_note(n.note())?;
-        }
+        self.discovery
+            .round_admitted(&self.memory, found.full_listing, t_listing)?;
         self.discovery.acknowledge(found.ack).await?;
         for (reason, path) in &found.passed_over {
             self.events.passed_over(reason, &self.shown(path));
@@ -156,60 +124,37 @@ impl StreamWorker {
             *last = Some(Instant::now());
         }
         self.memory.set_last_receive(Utc::now())?;
-        if let Some(n) = self.discovery.notifications() {
-            match n.queue().approximate_depth().await {
-                Ok(Some(d)) => self.events.queue_depth(d),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::debug!(stream = %self.spec.name, error = %e, "queue depth unavailable")
-                }
+        match self.discovery.queue_depth().await {
+            Ok(Some(d)) => self.events.queue_depth(d),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(stream = %self.spec.name, error = %e, "queue depth unavailable")
             }
         }
         Ok(())
     }
 
-    /// Before the first discovery: a notification or file-events stream entering the mode
-    /// lists first; a listing stream notes that it lists (a later switch then lists again).
-    pub(super) fn prepare_discovery(&self) -> SeamResult<()> {
-        let recorded = self.memory.mode()?;
-        if let Some(f) = self.discovery.file_events() {
-            let list_on_start = match &self.spec.discovery {
-                landfall_config::DiscoverySpec::FileEvents(s) => s.list_on_start,
-                _ => false,
-            };
-            if recorded != Some(RecordedMode::FileEvents) || list_on_start {
-                f.request_listing();
-            }
-            f.set_drain(self.available_now);
-            return Ok(());
-        }
-        match self.discovery.notifications() {
-            Some(n) => {
-                if recorded != Some(RecordedMode::Notifications) {
-                    n.request_listing();
-                }
-                if let Some(t) = self.memory.last_listing()? {
-                    n.set_last_listing(t);
-                }
-                if let Some(t) = self.memory.last_receive()? {
-                    n.set_last_receive(t);
-                }
-                n.set_no_wait(self.available_now);
-            }
-            None if recorded != Some(RecordedMode::Listing) => {
-                // Back from notification or file-events mode: the cursor is not a listing's
-                // (queue admissions did not move it; file events keep a cache position in
-                // it), so the first listing looks every file up.
-                if recorded.is_some()
-                    && let SourceDiscovery::Listing(l) = &self.discovery
-                {
-                    l.distrust_cursor();
-                }
-                self.memory.set_mode(RecordedMode::Listing)?;
-            }
-            None => {}
-        }
-        Ok(())
+    /// Before the first discovery: the discovery enters its mode from the stream's memory (a
+    /// notification or file-events stream entering the mode lists first; a listing stream
+    /// notes that it lists, so a later switch lists again), with the
+    /// `include_existing_files = false` cutoff fixed at the first start.
+    pub(super) fn prepare_discovery(&mut self) -> SeamResult<()> {
+        let modified_after = match self.spec.include_existing_files {
+            true => None,
+            false => Some(self.memory.existing_cutoff(Utc::now())?),
+        };
+        let list_on_start = match &self.spec.discovery {
+            landfall_config::DiscoverySpec::FileEvents(s) => s.list_on_start,
+            _ => false,
+        };
+        self.discovery.prepare(
+            &self.memory,
+            landfall_core::RunStart {
+                available_now: self.available_now,
+                modified_after,
+                list_on_start,
+            },
+        )
     }
 
     /// `discover`, timed, with the ledger's counts reported after it.

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use landfall_core::seams::{ErrorKind, SeamResult};
-use landfall_core::{SeamError, StateStore};
+use landfall_core::{DiscoveryMemory, SeamError, StateStore};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -35,48 +35,9 @@ pub const LAST_RECEIVE_META: &str = "last_queue_receive";
 /// `landfall streams`.
 pub const REQUESTS_META: &str = "request_counts";
 
-/// The discovery mode a stream recorded. A notification or file-events stream whose record
-/// says otherwise (new, switched from listing, or owing a listing) lists first, so files that
-/// landed before its events were seen are not missed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordedMode {
-    /// The stream lists.
-    Listing,
-    /// A notification stream whose first listing is admitted.
-    Notifications,
-    /// A notification stream whose bucket entry was written back and which has not listed
-    /// since (see bucket_entry.rs in landfall-discovery): the next start lists.
-    NotificationsListingOwed,
-    /// A file-events stream whose first listing is admitted.
-    FileEvents,
-    /// A value this version does not know (a newer landfall's): no mode this version runs
-    /// in, so the stream lists first.
-    Unknown,
-}
-
-impl RecordedMode {
-    fn as_str(self) -> &'static str {
-        match self {
-            RecordedMode::Listing => "listing",
-            RecordedMode::Notifications => "notifications",
-            RecordedMode::NotificationsListingOwed => "notifications_listing_owed",
-            RecordedMode::FileEvents => "file_events",
-            RecordedMode::Unknown => "unknown",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        [
-            RecordedMode::Listing,
-            RecordedMode::Notifications,
-            RecordedMode::NotificationsListingOwed,
-            RecordedMode::FileEvents,
-        ]
-        .into_iter()
-        .find(|m| m.as_str() == s)
-        .unwrap_or(RecordedMode::Unknown)
-    }
-}
+/// The discovery mode whose view of the source is complete (the discovery decides; see
+/// `Discovery::prepare`).
+pub use landfall_core::RecordedMode;
 
 /// The last error a run ended with; shown by `landfall streams` while no batch committed after
 /// it.
@@ -145,40 +106,7 @@ impl StreamMemory {
         }
     }
 
-    /// The recorded discovery mode (`None`: none yet).
-    pub fn mode(&self) -> SeamResult<Option<RecordedMode>> {
-        Ok(self
-            .state
-            .meta(DISCOVERY_MODE_META)?
-            .map(|m| RecordedMode::parse(&m)))
-    }
-
-    pub fn set_mode(&self, mode: RecordedMode) -> SeamResult<()> {
-        self.state.set_meta(DISCOVERY_MODE_META, mode.as_str())
-    }
-
-    /// Keep what the discovery does instead of reading its events (`None`: it reads them);
-    /// written on change only.
-    pub fn set_discovery_note(&self, note: Option<String>) -> SeamResult<()> {
-        let note = note.unwrap_or_default();
-        if self.state.meta(DISCOVERY_NOTE_META)?.unwrap_or_default() != note {
-            self.state.set_meta(DISCOVERY_NOTE_META, &note)?;
-        }
-        Ok(())
-    }
-
-    pub fn last_listing(&self) -> SeamResult<Option<DateTime<Utc>>> {
-        self.time(LAST_LISTING_META)
-    }
-
-    pub fn set_last_listing(&self, t: DateTime<Utc>) -> SeamResult<()> {
-        self.set_time(LAST_LISTING_META, t)
-    }
-
-    pub fn last_receive(&self) -> SeamResult<Option<DateTime<Utc>>> {
-        self.time(LAST_RECEIVE_META)
-    }
-
+    /// When the stream last read its queue (written by the worker, at most once a minute).
     pub fn set_last_receive(&self, t: DateTime<Utc>) -> SeamResult<()> {
         self.set_time(LAST_RECEIVE_META, t)
     }
@@ -208,6 +136,40 @@ impl StreamMemory {
         };
         let json = serde_json::to_string(&status).expect("status serialises");
         self.state.set_meta(STATUS_META, &json)
+    }
+}
+
+impl DiscoveryMemory for StreamMemory {
+    fn mode(&self) -> SeamResult<Option<RecordedMode>> {
+        Ok(self
+            .state
+            .meta(DISCOVERY_MODE_META)?
+            .map(|m| RecordedMode::parse(&m)))
+    }
+
+    fn set_mode(&self, mode: RecordedMode) -> SeamResult<()> {
+        self.state.set_meta(DISCOVERY_MODE_META, mode.as_str())
+    }
+
+    /// Written on change only.
+    fn set_discovery_note(&self, note: Option<String>) -> SeamResult<()> {
+        let note = note.unwrap_or_default();
+        if self.state.meta(DISCOVERY_NOTE_META)?.unwrap_or_default() != note {
+            self.state.set_meta(DISCOVERY_NOTE_META, &note)?;
+        }
+        Ok(())
+    }
+
+    fn last_listing(&self) -> SeamResult<Option<DateTime<Utc>>> {
+        self.time(LAST_LISTING_META)
+    }
+
+    fn set_last_listing(&self, t: DateTime<Utc>) -> SeamResult<()> {
+        self.set_time(LAST_LISTING_META, t)
+    }
+
+    fn last_receive(&self) -> SeamResult<Option<DateTime<Utc>>> {
+        self.time(LAST_RECEIVE_META)
     }
 }
 

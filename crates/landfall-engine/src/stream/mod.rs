@@ -13,24 +13,26 @@ mod batch;
 mod evolution;
 mod intake;
 pub mod memory;
+mod parts;
 
-use crate::events::{BatchTimings, StreamEvents};
+pub use parts::{SourceStore, StreamParts};
+
+use crate::events::StreamEvents;
 use crate::failpoint;
 use crate::pipeline::{self, DecodeJob, Decoded};
 use crate::progress::PhaseDurations;
 use crate::protocol::recovery::{Recovered, recover};
 use crate::schema::{self, StreamSchema};
-use crate::stream::memory::{RecordedMode, StreamMemory};
+use crate::stream::memory::StreamMemory;
 use batch::BatchEnd;
 use chrono::Utc;
 use landfall_config::{EvolutionMode, StreamSpec, Trigger};
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{
-    BatchPlan, CommitReceipt, Committer, Discovery, FileKey, FileMeta, FileState, SeamError,
-    SkipKind, SkipReason, StateStore,
+    BatchPlan, Committer, Discovery, FileMeta, FileState, SeamError, SkipKind, SkipReason,
+    StateStore,
 };
-use landfall_discovery::SourceDiscovery;
-use landfall_formats::{DecodeOptions, NewColumns};
+use landfall_formats::NewColumns;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,18 +47,12 @@ pub enum RunEnd {
     Stopped,
 }
 
-/// The seams a worker runs on: its ledger, its discovery and its table.
-pub struct StreamParts {
-    pub state: Arc<dyn StateStore>,
-    pub discovery: SourceDiscovery,
-    pub committer: Arc<dyn Committer>,
-}
-
 pub struct StreamWorker {
     spec: StreamSpec,
     state: Arc<dyn StateStore>,
     memory: StreamMemory,
-    discovery: SourceDiscovery,
+    discovery: Box<dyn Discovery>,
+    source: SourceStore,
     committer: Arc<dyn Committer>,
     events: Arc<StreamEvents>,
     schema: Option<StreamSchema>,
@@ -91,7 +87,7 @@ impl StreamWorker {
     ) -> SeamResult<Self> {
         let state = crate::wiring::open_state(&spec)?;
         let memory = StreamMemory::new(&spec.name, state.clone());
-        let discovery = crate::wiring::open_discovery(
+        let (discovery, source) = parts::open_discovery(
             &spec,
             &memory,
             events.request_counter(),
@@ -107,6 +103,7 @@ impl StreamWorker {
             StreamParts {
                 state,
                 discovery,
+                source,
                 committer,
             },
         )
@@ -123,6 +120,7 @@ impl StreamWorker {
         let StreamParts {
             state,
             discovery,
+            source,
             committer,
         } = parts;
         let memory = StreamMemory::new(&spec.name, state.clone());
@@ -133,6 +131,7 @@ impl StreamWorker {
             state,
             memory,
             discovery,
+            source,
             committer,
             events,
             schema: None,
@@ -168,21 +167,20 @@ impl StreamWorker {
     }
 
     fn store(&self) -> &Arc<dyn ObjectStore> {
-        self.discovery.store()
+        &self.source.store
     }
 
     /// Run until drained (available_now) or until `shutdown` turns true.
     pub async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
         self.events.set_source(&landfall_discovery::display_path(
             &self.spec.source.url,
-            self.discovery.prefix().as_ref(),
+            self.source.prefix.as_ref(),
         ));
-        self.apply_existing_cutoff()?;
         self.prepare_discovery()?;
         // A stored or explicit schema needs no listing: resolving it first lets even the first
         // listing of this run keep only new files. (Inference needs the full first listing.)
         self.ensure_schema(&[]).await?;
-        let mut candidates = if self.discovery.notifications().is_some() && !self.available_now {
+        let mut candidates = if self.discovery.long_polls() && !self.available_now {
             // The first queue round long-polls: a stop must not wait for it.
             tokio::select! {
                 found = self.timed_discover() => found?,
@@ -194,11 +192,12 @@ impl StreamWorker {
         // Every commit carries this state's identity (checked before recording a batch the
         // table already holds).
         self.committer
-            .set_owner(&crate::protocol::recovery::state_id(self.state.as_ref())?);
-        if !self.ensure_schema(&candidates).await? && self.available_now {
+            .set_owner(&crate::protocol::owner::state_id(self.state.as_ref())?);
+        let resolved = self.ensure_schema(&candidates).await?;
+        if resolved.is_none() && self.available_now {
             return Ok(RunEnd::Drained);
         }
-        if self.schema.is_some()
+        if let Some(schema) = &resolved
             && let Recovered::Replay(plan) = recover(
                 &self.spec.name,
                 self.state.as_ref(),
@@ -207,7 +206,7 @@ impl StreamWorker {
             )
             .await?
         {
-            self.run_batch(plan).await?;
+            self.run_batch(plan, schema).await?;
         }
         self.events.running(self.state.clone());
         let mut last_listing = Instant::now();
@@ -223,7 +222,7 @@ impl StreamWorker {
             // While a backlog is pending, list at most once per poll interval: each LIST of a
             // large prefix costs time and money, and the backlog is already known.
             let asked = self.events.take_backfill();
-            let queue = self.discovery.notifications().is_some();
+            let queue = self.discovery.long_polls();
             if asked {
                 // A backfill is a full listing, whatever incremental_listing says (a
                 // notification stream lists on its next round).
@@ -247,13 +246,13 @@ impl StreamWorker {
                 last_listing = Instant::now();
             }
             self.expire()?;
-            if !self.ensure_schema(&candidates).await? {
+            let Some(mut schema) = self.ensure_schema(&candidates).await? else {
                 if wait(&mut shutdown, self.spec.poll_interval, &events).await {
                     return Ok(RunEnd::Stopped);
                 }
                 continue;
-            }
-            let version = self.schema.as_ref().map_or(1, |s| s.version);
+            };
+            let version = schema.version;
             let planning = Instant::now();
             let planned = self
                 .state
@@ -266,8 +265,12 @@ impl StreamWorker {
                     failpoint::hit("after_plan");
                     // A batch that met new columns is read again on the grown schema: same
                     // plan, same batch id, a new attempt.
-                    while let BatchEnd::Evolve { new, file } = self.run_batch(plan.clone()).await? {
-                        self.evolve_schema(plan.batch_id, &new, &file).await?;
+                    while let BatchEnd::Evolve { new, file } =
+                        self.run_batch(plan.clone(), &schema).await?
+                    {
+                        schema = self
+                            .evolve_schema(&schema, plan.batch_id, &new, &file)
+                            .await?;
                     }
                 }
                 None if self.available_now => return Ok(RunEnd::Drained),
@@ -278,20 +281,14 @@ impl StreamWorker {
                     backlog = false;
                     // A queue's receive waits by itself (long polling); a file-events stream
                     // wakes when its location's consumer finishes a round.
-                    let pause = if self.discovery.notifications().is_some() {
+                    let pause = if self.discovery.long_polls() {
                         Duration::ZERO
                     } else {
                         self.spec.poll_interval
                     };
-                    let stop = match self.discovery.file_events() {
-                        Some(f) => {
-                            let location = f.location().clone();
-                            tokio::select! {
-                                stop = wait(&mut shutdown, pause, &events) => stop,
-                                _ = location.next_round() => false,
-                            }
-                        }
-                        None => wait(&mut shutdown, pause, &events).await,
+                    let stop = tokio::select! {
+                        stop = wait(&mut shutdown, pause, &events) => stop,
+                        _ = self.discovery.wake() => false,
                     };
                     if stop {
                         return Ok(RunEnd::Stopped);

@@ -2,16 +2,20 @@
 //! inputs with known rows, and check tables with the independent Python reader
 //! (tests/verify/verify_table.py: DuckDB log replay + the deltalake package).
 //!
-//! Split by concern: [`process`] (the binary), [`data`] (input files), [`verify`] (the
-//! independent reader), [`emulators`] (moto, Azurite); everything is re-exported here.
+//! Split by concern: [`process`] (the binary), [`config`] (configurations built typed),
+//! [`data`] (input files), [`verify`] (the independent reader), [`emulators`] (moto,
+//! Azurite); everything is re-exported here.
 #![allow(dead_code)]
 
+mod config;
 mod data;
 mod emulators;
 mod process;
 mod verify;
 
 // Each test binary uses some of them.
+#[allow(unused_imports)]
+pub use config::*;
 #[allow(unused_imports)]
 pub use data::*;
 #[allow(unused_imports)]

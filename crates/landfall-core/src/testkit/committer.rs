@@ -1,5 +1,4 @@
-//! In-memory seams for tests of the engine (feature `testkit`): a table that keeps its commits
-//! in memory and can be told to fail the way production fails.
+//! A table that keeps its commits in memory and can be told to fail the way production fails.
 //!
 //! [`MemoryCommitter`] keeps what a Delta table keeps for the protocol: one commit per batch
 //! id (its data files and the state identity stamped on it), the files it references, and the

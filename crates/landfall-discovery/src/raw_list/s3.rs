@@ -1,11 +1,11 @@
 //! ListObjectsV2 of S3 (and S3-compatible stores) and of GCS's XML API, keeping keys
-//! object_store cannot represent (see [`crate::raw_list`]).
+//! object_store cannot represent (see [`super`]).
 //!
 //! S3 requests carry SigV4 from object_store's signer (or none with `aws_skip_signature`) and
 //! ask for URL-encoded keys; GCS requests carry object_store's OAuth bearer token (GCS and
 //! its emulators may ignore `encoding-type`: keys then come as they are).
 
-use crate::raw_list::{
+use super::http::{
     Listed, configure, connect, listed, page_size, paged, send, truthy, with_retries,
 };
 use chrono::{DateTime, Utc};

@@ -1,4 +1,4 @@
-//! Azure List Blobs, keeping keys object_store cannot represent (see [`crate::raw_list`]).
+//! Azure List Blobs, keeping keys object_store cannot represent (see [`super`]).
 //!
 //! Requests are addressed as object_store addresses them (Azurite with `use_emulator`, the
 //! configured endpoint, or `https://<account>.blob.core.windows.net`) and signed by its
@@ -6,7 +6,7 @@
 //! List Blobs has no `start-after`: a listing after a cursor filters the keys, as object_store
 //! does. ADLS Gen2 directory entries are not objects and are left out, as object_store does.
 
-use crate::raw_list::{
+use super::http::{
     Listed, configure, connect, listed, page_size, paged, send, truthy, with_retries,
 };
 use chrono::{DateTime, Utc};
