@@ -20,11 +20,12 @@ pub use interpolate::interpolate;
 pub use landfall_core::IncrementalListing;
 pub use locations::{LocationConfig, LocationSpec};
 pub use model::*;
-pub use notifications::{
-    DiscoveryMode, DiscoverySpec, FileEventsSpec, NotificationsConfig, NotificationsSpec, QueueSpec,
+pub use notifications::{DiscoveryMode, NotificationsConfig, NotificationsSpec, QueueSpec};
+pub use spec::{
+    DiscoverySpec, FileEventsSpec, HealthTable, RecordMode, SinkSpec, StreamSpec, Trigger,
+    ValidatedConfig,
 };
-pub use spec::{HealthTable, RecordMode, SinkSpec, StreamSpec, Trigger, ValidatedConfig};
-pub use store::{Location, StoreKind, StoreOptions};
+pub use store::{Location, StoreConfig, StoreKind, StoreOptions};
 pub use validate::{DEFAULT_FULL_LISTING_INTERVAL, MIN_FILE_AGE, validate};
 
 use std::path::Path;

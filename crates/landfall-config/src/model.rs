@@ -1,6 +1,7 @@
 //! The TOML file as written by users. Every struct denies unknown keys; the `///` comments are
 //! the reference in docs/configuration.md.
 
+use crate::store::StoreConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -110,33 +111,6 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
-}
-
-/// Credentials and endpoints of one object store. Unset fields fall back to the standard
-/// environment variables (`AWS_*`, `AZURE_STORAGE_*`, `GOOGLE_*`).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    /// AWS region.
-    pub region: Option<String>,
-    /// Endpoint URL (S3-compatible servers, emulators).
-    pub endpoint: Option<String>,
-    pub access_key_id: Option<String>,
-    pub secret_access_key: Option<String>,
-    pub session_token: Option<String>,
-    /// Allow plain HTTP endpoints (emulators).
-    pub allow_http: Option<bool>,
-    /// Azure storage account name.
-    pub account: Option<String>,
-    /// Azure storage account key.
-    pub access_key: Option<String>,
-    /// Use the Azurite emulator's well-known account and local endpoint.
-    pub use_emulator: Option<bool>,
-    /// GCS service account JSON file.
-    pub service_account_path: Option<PathBuf>,
-    /// Any further object_store configuration keys, passed through as given.
-    #[serde(default)]
-    pub options: BTreeMap<String, String>,
 }
 
 /// Auto Loader's `schemaEvolutionMode`, snake_case.

@@ -136,31 +136,15 @@ pub struct NotificationsSpec {
     pub resource_tags: BTreeMap<String, String>,
 }
 
-/// The validated discovery mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DiscoverySpec {
-    Listing,
-    Notifications(NotificationsSpec),
-    /// Managed file events: the cache of this location.
-    FileEvents(Box<FileEventsSpec>),
-}
-
-/// A stream reading a location's event cache.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileEventsSpec {
-    pub location: crate::LocationSpec,
-    /// List the stream's prefix at every start, not only the first.
-    pub list_on_start: bool,
-}
-
-/// Check the discovery settings of stream `stream`. Errors are `(key below the stream,
-/// reason)`. `file_events` and `auto` are resolved against the locations by the caller.
+/// Check the discovery settings of stream `stream`: the queue of a notification stream, or
+/// `None` for the other modes. Errors are `(key below the stream, reason)`. `file_events` and
+/// `auto` are resolved against the locations by the caller.
 pub(crate) fn validate_discovery(
     stream: &str,
     mode: DiscoveryMode,
     n: Option<&NotificationsConfig>,
     source: &Location,
-) -> Result<DiscoverySpec, Vec<(String, String)>> {
+) -> Result<Option<NotificationsSpec>, Vec<(String, String)>> {
     let n = match (mode, n) {
         (DiscoveryMode::Notifications, None) => &NotificationsConfig::default(),
         (DiscoveryMode::Notifications, Some(n)) => n,
@@ -173,7 +157,7 @@ pub(crate) fn validate_discovery(
                 ),
             )]);
         }
-        (_, None) => return Ok(DiscoverySpec::Listing),
+        (_, None) => return Ok(None),
     };
     if let Some(reason) = no_events(source.kind) {
         return Err(vec![(
@@ -182,7 +166,7 @@ pub(crate) fn validate_discovery(
         )]);
     }
     validate_queue(&format!("landfall-{stream}"), n, source)
-        .map(DiscoverySpec::Notifications)
+        .map(Some)
         .map_err(|errors| {
             errors
                 .into_iter()
@@ -379,7 +363,7 @@ mod tests {
     fn listing_is_the_default_and_rejects_a_stray_queue_section() {
         assert_eq!(
             validate_discovery("s", DiscoveryMode::Listing, None, &loc("s3://b/p")),
-            Ok(DiscoverySpec::Listing)
+            Ok(None)
         );
         let n: NotificationsConfig = serde_json::from_str("{}").unwrap();
         assert!(
@@ -389,7 +373,7 @@ mod tests {
 
     #[test]
     fn s3_gets_a_default_queue_name_and_azure_needs_one() {
-        let Ok(DiscoverySpec::Notifications(n)) =
+        let Ok(Some(n)) =
             validate_discovery("ev", DiscoveryMode::Notifications, None, &loc("s3://b/p"))
         else {
             panic!()

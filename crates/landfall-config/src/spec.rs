@@ -3,6 +3,7 @@
 //! schema is parsed, every default resolved; `validate` builds them.
 
 use crate::model::*;
+use crate::notifications::NotificationsSpec;
 use crate::store::{Location, StoreOptions};
 use arrow_schema::SchemaRef;
 use chrono::{DateTime, Utc};
@@ -119,4 +120,21 @@ impl ValidatedConfig {
     pub fn location(&self, name: &str) -> Option<&crate::LocationSpec> {
         self.locations.iter().find(|l| l.name == name)
     }
+}
+
+/// The validated discovery mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiscoverySpec {
+    Listing,
+    Notifications(NotificationsSpec),
+    /// Managed file events: the cache of this location.
+    FileEvents(Box<FileEventsSpec>),
+}
+
+/// A stream reading a location's event cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEventsSpec {
+    pub location: crate::LocationSpec,
+    /// List the stream's prefix at every start, not only the first.
+    pub list_on_start: bool,
 }

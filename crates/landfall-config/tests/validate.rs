@@ -140,6 +140,26 @@ sink = { path = "/table", partition_by = ["region"] }
     );
 }
 
+/// A local Delta table (a stream's or the health table) under a directory holding a
+/// backslash is refused: delta-rs would write it and then not find it.
+#[test]
+fn a_backslash_in_a_local_delta_path_is_refused() {
+    let errs = errors(
+        "[monitoring]\nhealth_table = \"/h\\\\x\"\n\n[streams.a]\nsource = \"/in\"\nformat = \"json\"\nsink.path = \"/out/a\\\\b\"\n",
+    );
+    assert_eq!(
+        errs,
+        vec![
+            "monitoring.health_table: /h\\x holds a `\\`, which the Delta library reads as a path separator on a local file system (the table would be written and then not found); use a directory without one",
+            "streams.a.sink.path: /out/a\\b holds a `\\`, which the Delta library reads as a path separator on a local file system (the table would be written and then not found); use a directory without one",
+        ]
+    );
+    let parquet = errors(
+        "[streams.a]\nsource = \"/in\"\nformat = \"json\"\nsink = { path = \"/out/a\\\\b\", format = \"parquet\" }\n",
+    );
+    assert!(parquet.is_empty(), "{parquet:?}");
+}
+
 #[test]
 fn cross_field_rules() {
     let errs = errors(

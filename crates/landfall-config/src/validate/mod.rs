@@ -10,7 +10,7 @@ mod stream;
 use crate::error::{ConfigError, ValidationError};
 use crate::model::*;
 use crate::spec::*;
-use crate::store::{Location, StoreOptions};
+use crate::store::{Location, StoreConfig, StoreOptions};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
@@ -160,6 +160,9 @@ fn validate_health(ctx: &mut Ctx) -> Option<Option<HealthTable>> {
         return Some(None);
     };
     let location = ctx.ok("monitoring.health_table", Location::parse(path));
+    if let Some(loc) = &location {
+        refuse_backslash_in_local_delta(ctx, "monitoring.health_table".into(), loc);
+    }
     let store = ctx.store(
         "monitoring.health_table_store".into(),
         &m.health_table_store.clone(),
@@ -215,4 +218,21 @@ fn validate_locations(ctx: &mut Ctx) -> Vec<crate::LocationSpec> {
         }
     }
     out
+}
+
+/// delta-rs lists a local table's log with `\` read as a path separator: a Delta table under
+/// such a directory is created, then cannot be read back (tested in local_delta.rs). Refused
+/// before anything is written.
+pub(super) fn refuse_backslash_in_local_delta(ctx: &mut Ctx, key: String, loc: &Location) {
+    if let Some(path) = loc.local_path()
+        && path.to_string_lossy().contains('\\')
+    {
+        ctx.err(
+            key,
+            format!(
+                "{} holds a `\\`, which the Delta library reads as a path separator on a local file system (the table would be written and then not found); use a directory without one",
+                path.display()
+            ),
+        );
+    }
 }

@@ -7,7 +7,7 @@ use super::records::{csv_options, record_options};
 use super::{Ctx, K, MIN_FILE_AGE, duration, instant, list, valid_name};
 use crate::model::*;
 use crate::spec::*;
-use crate::store::{Location, StoreOptions};
+use crate::store::{Location, StoreConfig, StoreOptions};
 use crate::{DEFAULT_FULL_LISTING_INTERVAL, DiscoveryMode, DiscoverySpec};
 use arrow_schema::SchemaRef;
 use chrono::{DateTime, Utc};
@@ -297,19 +297,10 @@ fn schema_options(ctx: &mut Ctx, k: K, s: &StreamConfig, fixed: bool) -> SchemaO
 /// once, and in the schema when the schema is explicit).
 fn sink(ctx: &mut Ctx, k: K, s: &StreamConfig, schema: Option<&SchemaRef>) -> Option<SinkSpec> {
     let sink_loc = ctx.ok(k("sink.path"), Location::parse(&s.sink.path));
-    // delta-rs lists a local table's log with `\` read as a path separator: a table under
-    // such a directory is created, then cannot be read back (tested in local_delta.rs).
-    if let Some(path) = sink_loc.as_ref().and_then(|l| l.local_path())
-        && s.sink.format == SinkFormat::Delta
-        && path.to_string_lossy().contains('\\')
+    if s.sink.format == SinkFormat::Delta
+        && let Some(loc) = &sink_loc
     {
-        ctx.err(
-            k("sink.path"),
-            format!(
-                "{} holds a `\\`, which the Delta library reads as a path separator on a local file system (the table would be written and then not found); use a directory without one",
-                path.display()
-            ),
-        );
+        super::refuse_backslash_in_local_delta(ctx, k("sink.path"), loc);
     }
     let sink_store = ctx.store(k("sink.store"), &s.sink.store);
     let target_file_size = ctx.ok(
@@ -481,7 +472,7 @@ fn discovery(
                 s.notifications.as_ref(),
                 src,
             ) {
-                Ok(DiscoverySpec::Listing) => match (
+                Ok(None) => match (
                     s.discovery,
                     events_location(
                         locations,
@@ -513,7 +504,7 @@ fn discovery(
                     }
                     _ => Some(DiscoverySpec::Listing),
                 },
-                Ok(d) => Some(d),
+                Ok(Some(n)) => Some(DiscoverySpec::Notifications(n)),
                 Err(errors) => {
                     for (key, reason) in errors {
                         ctx.err(k(&key), reason);
