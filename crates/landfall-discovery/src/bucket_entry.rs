@@ -33,7 +33,7 @@
 //! character: for `landing zone/é/` it is `landing`. The rule may select more keys than the
 //! stream's prefix; the stream passes over events outside its prefix itself (counted).
 
-use crate::setup::{AwsNotifications, CreatedResources, SetupError};
+use crate::aws_notify::{AwsNotifications, Entry, SetupError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,190 +48,6 @@ pub const RETRY_FAILED_CHECK: Duration = Duration::from_secs(30);
 /// The second check comes this soon after the first (or the interval, when shorter): a
 /// writer racing the setup is caught early.
 pub const FIRST_RECHECK: Duration = Duration::from_secs(30);
-
-/// The longest prefix of `prefix` (a decoded key prefix) made of the characters S3's key
-/// naming guidelines call safe (`0-9 a-z A-Z ! - _ . ' ( )` and `/`; `*` is refused in filter
-/// values): a filter value every S3 implementation compares the same way.
-pub fn rule_prefix(prefix: &str) -> String {
-    let end = prefix
-        .char_indices()
-        .find(|(_, c)| !(c.is_ascii_alphanumeric() || "!-_.'()/".contains(*c)))
-        .map_or(prefix.len(), |(i, _)| i);
-    prefix[..end].to_string()
-}
-
-/// Where the entry sends events.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Queue(String),
-    Topic(String),
-}
-
-/// An entry of a bucket's notification configuration as landfall writes it: created and
-/// removed events for keys starting with `rule`, to a queue or a topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub id: String,
-    pub target: Target,
-    pub rule: String,
-}
-
-impl Entry {
-    /// The entry of recorded resources, with the rule for `prefix` (the owner's decoded key
-    /// prefix, as configured now: a record of an older version may hold another rule).
-    pub fn of(r: &CreatedResources, prefix: &str) -> Option<Entry> {
-        let target = match (&r.topic_arn, &r.queue_arn) {
-            (Some(t), _) => Target::Topic(t.clone()),
-            (None, Some(q)) => Target::Queue(q.clone()),
-            (None, None) => return None,
-        };
-        Some(Entry {
-            id: r.notification_id.clone(),
-            target,
-            rule: rule_prefix(&crate::setup::dir_prefix(prefix)),
-        })
-    }
-
-    /// The key filter; none for an empty rule (some S3-compatible servers refuse an empty
-    /// filter value; no filter selects every key, as the empty prefix does).
-    fn filter(&self) -> Option<aws_sdk_s3::types::NotificationConfigurationFilter> {
-        use aws_sdk_s3::types::{
-            FilterRule, FilterRuleName, NotificationConfigurationFilter, S3KeyFilter,
-        };
-        if self.rule.is_empty() {
-            return None;
-        }
-        let filter = NotificationConfigurationFilter::builder()
-            .key(
-                S3KeyFilter::builder()
-                    .filter_rules(
-                        FilterRule::builder()
-                            .name(FilterRuleName::Prefix)
-                            .value(&self.rule)
-                            .build(),
-                    )
-                    .build(),
-            )
-            .build();
-        Some(filter)
-    }
-}
-
-const EVENTS: [aws_sdk_s3::types::Event; 2] = [
-    aws_sdk_s3::types::Event::S3ObjectCreated,
-    aws_sdk_s3::types::Event::S3ObjectRemoved,
-];
-
-/// Whether `events` holds every event landfall's entries send.
-fn sends_ours(events: &[aws_sdk_s3::types::Event]) -> bool {
-    EVENTS.iter().all(|e| events.contains(e))
-}
-
-/// A bucket's notification configuration.
-#[derive(Default)]
-pub(crate) struct BucketConfiguration {
-    pub(crate) queues: Vec<aws_sdk_s3::types::QueueConfiguration>,
-    pub(crate) topics: Vec<aws_sdk_s3::types::TopicConfiguration>,
-    pub(crate) lambdas: Vec<aws_sdk_s3::types::LambdaFunctionConfiguration>,
-    pub(crate) event_bridge: Option<aws_sdk_s3::types::EventBridgeConfiguration>,
-}
-
-impl BucketConfiguration {
-    /// Whether the configuration has a queue or topic entry with this id.
-    pub(crate) fn has(&self, id: &str) -> bool {
-        self.queues.iter().any(|q| q.id() == Some(id))
-            || self.topics.iter().any(|t| t.id() == Some(id))
-    }
-
-    /// Whether the configuration holds `e` as landfall writes it.
-    pub(crate) fn holds(&self, e: &Entry) -> bool {
-        let same =
-            |filter, events: &[_]| crate::setup::prefix_of(filter) == e.rule && sends_ours(events);
-        match &e.target {
-            Target::Queue(arn) => self.queues.iter().any(|q| {
-                q.id() == Some(e.id.as_str())
-                    && q.queue_arn() == arn
-                    && same(q.filter(), q.events())
-            }),
-            Target::Topic(arn) => self.topics.iter().any(|t| {
-                t.id() == Some(e.id.as_str())
-                    && t.topic_arn() == arn
-                    && same(t.filter(), t.events())
-            }),
-        }
-    }
-
-    /// This configuration with the entry `e.id` written as `e`.
-    fn with(
-        &self,
-        e: &Entry,
-        bucket: &str,
-    ) -> Result<aws_sdk_s3::types::NotificationConfiguration, SetupError> {
-        use aws_sdk_s3::types::{QueueConfiguration, TopicConfiguration};
-        let build_err = |err: aws_sdk_s3::error::BuildError| SetupError::Aws {
-            op: "PutBucketNotificationConfiguration",
-            resource: bucket.to_string(),
-            detail: err.to_string(),
-        };
-        let (queue, topic) = match &e.target {
-            Target::Queue(arn) => (
-                Some(
-                    QueueConfiguration::builder()
-                        .id(&e.id)
-                        .queue_arn(arn)
-                        .set_events(Some(EVENTS.to_vec()))
-                        .set_filter(e.filter())
-                        .build()
-                        .map_err(build_err)?,
-                ),
-                None,
-            ),
-            Target::Topic(arn) => (
-                None,
-                Some(
-                    TopicConfiguration::builder()
-                        .id(&e.id)
-                        .topic_arn(arn)
-                        .set_events(Some(EVENTS.to_vec()))
-                        .set_filter(e.filter())
-                        .build()
-                        .map_err(build_err)?,
-                ),
-            ),
-        };
-        Ok(self.replacing(&e.id, queue, topic))
-    }
-
-    /// This configuration with the entry `id` replaced by `queue` or `topic` (or removed):
-    /// every other entry, Lambda and EventBridge setting kept.
-    pub(crate) fn replacing(
-        &self,
-        id: &str,
-        queue: Option<aws_sdk_s3::types::QueueConfiguration>,
-        topic: Option<aws_sdk_s3::types::TopicConfiguration>,
-    ) -> aws_sdk_s3::types::NotificationConfiguration {
-        let queues = self
-            .queues
-            .iter()
-            .filter(|q| q.id() != Some(id))
-            .cloned()
-            .chain(queue)
-            .collect();
-        let topics = self
-            .topics
-            .iter()
-            .filter(|t| t.id() != Some(id))
-            .cloned()
-            .chain(topic)
-            .collect();
-        aws_sdk_s3::types::NotificationConfiguration::builder()
-            .set_queue_configurations(Some(queues))
-            .set_topic_configurations(Some(topics))
-            .set_lambda_function_configurations(Some(self.lambdas.clone()))
-            .set_event_bridge_configuration(self.event_bridge.clone())
-            .build()
-    }
-}
 
 /// `d` plus up to half again, from the clock and the process id (no shared state: two
 /// processes racing draw different pauses).
@@ -449,6 +265,7 @@ impl EntryGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws_notify::rule_prefix;
 
     #[test]
     fn the_rule_stops_before_the_first_unsafe_character() {

@@ -15,6 +15,7 @@
 //! location's queue, and each stream under it reads the cache from its own position
 //! ([`FileEventsDiscovery`]).
 
+mod aws_notify;
 mod azure_queue;
 mod bucket_entry;
 mod counting;
@@ -36,10 +37,12 @@ mod raw_list;
 mod setup;
 mod stores;
 
-pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
-pub use bucket_entry::{
-    Entry, EntryCheck, EntryGuard, EntryHooks, OwedListing, Target, WRITE_ATTEMPTS, rule_prefix,
+pub use aws_notify::{
+    AwsNotifications, CreatedResources, Entry, ResourceStatus, SetupError, SetupRequest, Target,
+    notification_id, rule_prefix,
 };
+pub use azure_queue::{AzureAuth, AzureQueue, AzureQueueSettings, account_sas};
+pub use bucket_entry::{EntryCheck, EntryGuard, EntryHooks, OwedListing, WRITE_ATTEMPTS};
 pub use counting::{CountRequests, CountingStore};
 pub use file_events::{FileEventsDiscovery, Position, READ_PER_ROUND, parse_position};
 pub use listing::{Filters, ListingDiscovery};
@@ -56,7 +59,4 @@ pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
 pub use queue_discovery::{NotificationDiscovery, QueueOptions};
 pub use queue_reader::{MAX_MESSAGES_PER_ROUND, QueueReader};
 pub use raw_list::{AzureLister, Listed, RawLister, S3Lister};
-pub use setup::{
-    AwsNotifications, CreatedResources, ResourceStatus, SetupError, SetupRequest, notification_id,
-};
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

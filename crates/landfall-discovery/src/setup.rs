@@ -12,126 +12,7 @@
 //! overlapping configurations, with an obscure error. Setup is idempotent: CreateQueue and
 //! CreateTopic return the existing resource, and the bucket entry is replaced in place.
 
-use crate::bucket_entry::{BucketConfiguration, Entry, Target, rule_prefix};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-
-/// The resources setup created for one stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CreatedResources {
-    pub bucket: String,
-    /// The prefix rule of the bucket entry (bucket_entry.rs: the decoded prefix, cut before
-    /// the first character S3 implementations compare differently).
-    pub prefix: String,
-    /// The id of the stream's entry in the bucket's notification configuration.
-    pub notification_id: String,
-    pub queue_url: Option<String>,
-    pub queue_arn: Option<String>,
-    pub topic_arn: Option<String>,
-    pub subscription_arn: Option<String>,
-    pub tags: BTreeMap<String, String>,
-}
-
-/// What setup needs to know about the stream.
-#[derive(Debug, Clone)]
-pub struct SetupRequest {
-    pub stream: String,
-    pub bucket: String,
-    /// The source prefix inside the bucket, decoded (the key as S3 stores it; no leading
-    /// `/`; a trailing `/` is added).
-    pub prefix: String,
-    pub queue_name: String,
-    pub sns: bool,
-    pub tags: BTreeMap<String, String>,
-}
-
-/// A setup or teardown step that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    #[error("{op} on {resource}: {detail}")]
-    Aws {
-        op: &'static str,
-        resource: String,
-        detail: String,
-    },
-    #[error(
-        "queue `{queue}` already exists and was not created by landfall for stream `{stream}` (its landfall-stream tag is {tag}); set notifications.queue_name to another name, or queue_url to use it as it is"
-    )]
-    NotOurs {
-        queue: String,
-        stream: String,
-        tag: String,
-    },
-    #[error(
-        "bucket `{bucket}` already sends object events for prefix `{existing_prefix}` (notification `{existing_id}`), which overlaps the stream's prefix `{prefix}`; S3 refuses overlapping notification configurations. Give the streams prefixes that do not nest, or fan one bucket notification out through an SNS topic to one queue per stream (set up by hand, with queue_url)"
-    )]
-    Overlap {
-        bucket: String,
-        prefix: String,
-        existing_id: String,
-        existing_prefix: String,
-    },
-}
-
-/// Whether each recorded resource still exists.
-#[derive(Debug, Clone, Serialize)]
-pub struct ResourceStatus {
-    pub queue: Option<bool>,
-    pub topic: Option<bool>,
-    pub bucket_notification: bool,
-}
-
-/// The S3, SQS and SNS clients setup and teardown use.
-pub struct AwsNotifications {
-    pub(crate) s3: aws_sdk_s3::Client,
-    pub(crate) sqs: aws_sdk_sqs::Client,
-    pub(crate) sns: aws_sdk_sns::Client,
-}
-
-fn aws_err<E>(op: &'static str, resource: &str, e: aws_sdk_s3::error::SdkError<E>) -> SetupError
-where
-    E: std::error::Error + aws_sdk_s3::error::ProvideErrorMetadata + 'static,
-{
-    SetupError::Aws {
-        op,
-        resource: resource.to_string(),
-        detail: crate::queue::sdk_detail(&e),
-    }
-}
-
-fn code_of<E: aws_sdk_s3::error::ProvideErrorMetadata>(
-    e: &aws_sdk_s3::error::SdkError<E>,
-) -> Option<&str> {
-    use aws_sdk_s3::error::ProvideErrorMetadata;
-    e.code()
-}
-
-/// An XML document whose root element has no content (`<?xml ...?><Root xmlns="..."/>`).
-fn empty_xml_document(body: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    let text = match text.strip_prefix("<?xml") {
-        Some(rest) => rest.split_once("?>").map_or("", |(_, r)| r.trim()),
-        None => text,
-    };
-    text.starts_with('<') && text.ends_with("/>") && text.matches('<').count() == 1
-}
-
-/// The id of the stream's entry in the bucket notification configuration: its queue's name
-/// (unique in the account and region, unlike a stream name across deployments).
-pub fn notification_id(queue_name: &str) -> String {
-    queue_name.to_string()
-}
-
-/// `prefix` with exactly one trailing `/` (or empty).
-pub(crate) fn dir_prefix(prefix: &str) -> String {
-    let p = prefix.trim_matches('/');
-    if p.is_empty() {
-        String::new()
-    } else {
-        format!("{p}/")
-    }
-}
+use crate::aws_notify::*;
 
 /// The condition of a statement letting S3 send for `bucket_arn`: the bucket's ARN and, when
 /// known, the bucket owner's account, as AWS documents for S3 event notifications.
@@ -150,22 +31,6 @@ fn overlaps(a: &str, b: &str) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-/// The prefix rule of a notification filter (empty: every key).
-pub(crate) fn prefix_of(f: Option<&aws_sdk_s3::types::NotificationConfigurationFilter>) -> String {
-    f.and_then(|f| f.key())
-        .and_then(|k| {
-            k.filter_rules()
-                .iter()
-                .find(|r| {
-                    r.name()
-                        .is_some_and(|n| n.as_str().eq_ignore_ascii_case("prefix"))
-                })
-                .and_then(|r| r.value())
-        })
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Whether an entry sends any of the events landfall's entry sends (created or removed):
 /// S3 refuses two entries with overlapping prefixes for the same event type.
 fn creates_objects(events: &[aws_sdk_s3::types::Event]) -> bool {
@@ -176,66 +41,6 @@ fn creates_objects(events: &[aws_sdk_s3::types::Event]) -> bool {
 }
 
 impl AwsNotifications {
-    pub async fn new(settings: &crate::AwsSettings) -> Self {
-        let conf = settings.sdk_config().await;
-        // Custom endpoints (emulators, on-premises S3) are addressed path-style.
-        let s3_conf = aws_sdk_s3::config::Builder::from(&conf)
-            .force_path_style(settings.endpoint.is_some())
-            .build();
-        AwsNotifications {
-            s3: aws_sdk_s3::Client::from_conf(s3_conf),
-            sqs: aws_sdk_sqs::Client::new(&conf),
-            sns: aws_sdk_sns::Client::new(&conf),
-        }
-    }
-
-    /// The bucket's notification configuration. An empty one that an S3-compatible server
-    /// sends under another XML root (moto: `<GetBucketNotificationResponse/>`) is read as
-    /// empty rather than failing setup.
-    pub(crate) async fn bucket_configuration(
-        &self,
-        bucket: &str,
-    ) -> Result<BucketConfiguration, SetupError> {
-        use aws_sdk_s3::error::SdkError;
-        match self
-            .s3
-            .get_bucket_notification_configuration()
-            .bucket(bucket)
-            .send()
-            .await
-        {
-            Ok(c) => Ok(BucketConfiguration {
-                queues: c.queue_configurations().to_vec(),
-                topics: c.topic_configurations().to_vec(),
-                lambdas: c.lambda_function_configurations().to_vec(),
-                event_bridge: c.event_bridge_configuration().cloned(),
-            }),
-            Err(SdkError::ServiceError(e))
-                if e.raw().status().as_u16() == 200
-                    && e.raw().body().bytes().is_some_and(empty_xml_document) =>
-            {
-                Ok(BucketConfiguration::default())
-            }
-            Err(e) => Err(aws_err("GetBucketNotificationConfiguration", bucket, e)),
-        }
-    }
-
-    /// Write a bucket's whole notification configuration.
-    pub(crate) async fn put_configuration(
-        &self,
-        bucket: &str,
-        config: aws_sdk_s3::types::NotificationConfiguration,
-    ) -> Result<(), SetupError> {
-        self.s3
-            .put_bucket_notification_configuration()
-            .bucket(bucket)
-            .notification_configuration(config)
-            .send()
-            .await
-            .map_err(|e| aws_err("PutBucketNotificationConfiguration", bucket, e))?;
-        Ok(())
-    }
-
     /// Create (or find) the queue, the topic and subscription with `sns`, the access
     /// policies, and the bucket notification. Idempotent.
     pub async fn setup(&self, req: &SetupRequest) -> Result<CreatedResources, SetupError> {
