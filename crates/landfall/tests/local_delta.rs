@@ -77,7 +77,13 @@ fn paths_with_quotes_spaces_backslashes_and_accents() {
         "{}",
         text(&o)
     );
-    assert!(!table.exists(), "nothing written");
+    let o = landfall(&["run", "--config", bad.to_str().unwrap(), "--available-now"]);
+    assert!(
+        !o.status.success() && text(&o).contains("path separator"),
+        "{}",
+        text(&o)
+    );
+    assert!(!table.exists(), "run wrote nothing");
 }
 
 #[test]

@@ -3,8 +3,10 @@
 //! message does), and once the script is played a round receives nothing and says the source
 //! has no more, as an empty receive does. A round may also be a full listing. It keeps what
 //! it was told (the memory's mode at `prepare`, the rounds admitted, the tokens acknowledged),
-//! and, given the stream's ledger, checks at each acknowledgement that the round's files are
-//! admitted: a message deleted before its file is durably known is a file lost.
+//! and, given the stream's ledger, checks at each acknowledgement that the files of the round
+//! those tokens came with are admitted: a message deleted before its file is durably known is
+//! a file lost. Files modified at or before `RunStart::modified_after` are left out, as
+//! every discovery leaves them out.
 
 use crate::file::FileMeta;
 use crate::seams::{
@@ -51,9 +53,11 @@ const ENDLESS_LIMIT: usize = 10_000;
 struct Script {
     rounds: VecDeque<ScriptedRound>,
     handed_out: usize,
-    /// The last round handed out (checked against the ledger at its acknowledgement, and
-    /// delivered again when its acknowledgement fails).
-    last: Option<ScriptedRound>,
+    /// Rounds handed out whose messages are not acknowledged yet (checked against the ledger
+    /// when their tokens are acknowledged, and delivered again when that fails).
+    unacknowledged: Vec<ScriptedRound>,
+    /// Files modified at or before this are not candidates (`RunStart::modified_after`).
+    modified_after: Option<DateTime<Utc>>,
     /// After the script: rounds of one message each that name no file, without end (a
     /// producer faster than the run), instead of empty rounds.
     endless: bool,
@@ -153,7 +157,9 @@ impl ScriptedDiscovery {
 impl Discovery for ScriptedDiscovery {
     fn prepare(&mut self, memory: &dyn DiscoveryMemory, run: RunStart) -> SeamResult<()> {
         let mode = memory.mode()?;
-        self.script().events.push(ScriptEvent::Prepared(mode, run));
+        let mut s = self.script();
+        s.modified_after = run.modified_after;
+        s.events.push(ScriptEvent::Prepared(mode, run));
         Ok(())
     }
 
@@ -165,7 +171,7 @@ impl Discovery for ScriptedDiscovery {
         if let Some(e) = s.fail_next.take() {
             return Err(e);
         }
-        let round = match s.rounds.pop_front() {
+        let mut round = match s.rounds.pop_front() {
             Some(r) => r,
             None if s.endless => {
                 assert!(
@@ -182,14 +188,19 @@ impl Discovery for ScriptedDiscovery {
         let n = s.handed_out;
         s.handed_out += 1;
         s.events.push(ScriptEvent::Discovered(n));
-        s.last = Some(round.clone());
+        if !round.ack.is_empty() {
+            s.unacknowledged.push(round.clone());
+        }
+        if let Some(cutoff) = s.modified_after {
+            round.files.retain(|f| f.modified > cutoff);
+        }
         let received = round.ack.len() as u64;
         Ok(DiscoveryBatch {
             listed: received.max(round.files.len() as u64),
             full_listing: round.full_listing,
             // As a queue says: a receive that got messages may have left more behind; an
             // empty one says the queue is drained. A listing is followed by a receive.
-            more: received > 0 || round.full_listing || s.endless,
+            more: received > 0 || round.full_listing,
             queue: (!round.full_listing).then(|| QueueRound {
                 received,
                 ..QueueRound::default()
@@ -217,12 +228,18 @@ impl Discovery for ScriptedDiscovery {
             return Ok(());
         }
         let mut s = self.script();
+        // The round these tokens came with (a worker acknowledges a round's tokens together).
+        let round = match s.unacknowledged.iter().position(|r| r.ack == tokens) {
+            Some(i) => s.unacknowledged.remove(i),
+            None => panic!("acknowledged tokens no round handed out: {tokens:?}"),
+        };
         if let Some((ledger, overwrites)) = &s.ledger {
-            let files = s.last.as_ref().map(|r| r.files.clone()).unwrap_or_default();
+            let cutoff = s.modified_after;
             let mut unknown = Vec::new();
-            for f in files {
-                if ledger.file(&f.key(*overwrites))?.is_none() {
-                    unknown.push(f.path);
+            for f in &round.files {
+                let candidate = cutoff.is_none_or(|c| f.modified > c);
+                if candidate && ledger.file(&f.key(*overwrites))?.is_none() {
+                    unknown.push(f.path.clone());
                 }
             }
             if !unknown.is_empty() {
@@ -230,9 +247,7 @@ impl Discovery for ScriptedDiscovery {
             }
         }
         if let Some(e) = s.fail_acknowledge.take() {
-            if let Some(round) = s.last.take() {
-                s.rounds.push_front(round);
-            }
+            s.rounds.push_front(round);
             return Err(e);
         }
         s.events.push(ScriptEvent::Acknowledged(tokens));

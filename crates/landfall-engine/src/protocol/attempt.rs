@@ -7,9 +7,13 @@
 //!
 //! Each step takes the one before by value, so the order is the type's: an attempt commits
 //! only once it is staged, records only what a commit call reported landed, and cannot
-//! commit twice; an attempt that failed, or met new columns, is [`Started::discard`]ed, and
-//! nothing is left to call on it. Every type is `#[must_use]`: dropping one (a landed batch
-//! not recorded, an earlier attempt's commit not settled) is a warning, not a silent gap.
+//! commit twice; the files to read are handed out once, with the started attempt. An attempt
+//! that fails before its commit call is discarded ([`Started::discard`],
+//! [`Staged::discard`]), and nothing is left to call on it. The types are `#[must_use]`, so
+//! a started, staged or landed attempt dropped unused is a warning; a [`Commit`] is matched
+//! by the caller, whose `LandedBefore` arm must settle the batch (stream/batch.rs does). What
+//! the types cannot tell is whether the staged files are every file the reader read: the
+//! reader checks that it read every file it was handed before it stages.
 
 use crate::events::{BatchTimings, StreamEvents};
 use crate::failpoint;
@@ -26,8 +30,6 @@ pub struct Started {
     plan: BatchPlan,
     /// Data files earlier attempts of the batch staged (the ledger's list at the start).
     earlier_staged: Vec<String>,
-    /// The plan's files this attempt reads: those the batch still holds.
-    to_read: Vec<(FileKey, FileMeta)>,
     timings: BatchTimings,
 }
 
@@ -35,8 +37,11 @@ impl Started {
     /// Count one more attempt of `plan` and find the files it still holds: not skipped, and
     /// not admitted again since (a path whose listed version changed is discovered again
     /// under the same key; that new record belongs to a later batch, and this plan's version
-    /// of it is gone).
-    pub fn start(state: &dyn StateStore, plan: &BatchPlan) -> SeamResult<Started> {
+    /// of it is gone). Returns the attempt and the files it reads, handed out once.
+    pub fn start(
+        state: &dyn StateStore,
+        plan: &BatchPlan,
+    ) -> SeamResult<(Started, Vec<(FileKey, FileMeta)>)> {
         let plan = state.start_attempt(plan.batch_id)?;
         let batch_id = plan.batch_id;
         let mut to_read = Vec::with_capacity(plan.files.len());
@@ -54,21 +59,16 @@ impl Started {
                 to_read.push((key.clone(), meta.clone()));
             }
         }
-        Ok(Started {
+        let started = Started {
             earlier_staged: plan.staged.clone(),
             plan,
-            to_read,
             timings,
-        })
+        };
+        Ok((started, to_read))
     }
 
     pub fn batch_id(&self) -> u64 {
         self.plan.batch_id
-    }
-
-    /// The files to read (taken once: the reader owns them from here).
-    pub fn take_files(&mut self) -> Vec<(FileKey, FileMeta)> {
-        std::mem::take(&mut self.to_read)
     }
 
     /// The batch's timings and counts, for the reader to add its files and bytes to.
@@ -140,6 +140,12 @@ impl Staged {
 
     pub fn attempt(&self) -> u32 {
         self.attempt.attempt()
+    }
+
+    /// The attempt fails before its commit call (its bad records could not be written):
+    /// remove its data files, as [`Started::discard`].
+    pub async fn discard(self, stream: &str, state: &dyn StateStore, committer: &dyn Committer) {
+        self.attempt.discard(stream, state, committer).await
     }
 
     /// Step 5: record that the attempt calls commit (recovery then knows a commit may have
@@ -221,6 +227,7 @@ impl Landed {
 }
 
 /// The batch is committed and recorded.
+#[must_use]
 pub struct Recorded {
     pub plan: BatchPlan,
     pub receipt: CommitReceipt,

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::protocol::attempt::{Commit, Recorded, Started};
+use landfall_core::FileKey;
 
 impl StreamWorker {
     /// Whether a file that could not be read may be skipped under the stream's options.
@@ -131,9 +132,9 @@ impl StreamWorker {
     ) -> SeamResult<BatchEnd> {
         let started = Instant::now();
         let (state, committer) = (self.state.as_ref(), self.committer.as_ref());
-        let mut attempt = Started::start(state, &plan)?;
+        let (mut attempt, to_read) = Started::start(state, &plan)?;
         let batch_id = attempt.batch_id();
-        let read = self.read_attempt(&mut attempt, schema).await;
+        let read = self.read_attempt(&mut attempt, to_read, schema).await;
         // Per-file counts, once the attempt is known not to be read again.
         if !(read.written.is_ok() && read.evolution.is_some()) {
             for (shown, n, malformed, rescued) in &read.decoded_files {
@@ -158,13 +159,19 @@ impl StreamWorker {
             }
         };
         // Written (again, whole, under the same name) by every attempt before it commits.
-        self.write_bad_records(
-            batch_id,
-            &read.bad_records,
-            read.bad_records_over,
-            staged.attempt(),
-        )
-        .await?;
+        if let Err(e) = self
+            .write_bad_records(
+                batch_id,
+                &read.bad_records,
+                read.bad_records_over,
+                staged.attempt(),
+            )
+            .await
+        {
+            self.events.batch_failed(batch_id, &e);
+            staged.discard(&self.spec.name, state, committer).await;
+            return Err(e);
+        }
         let committing = Instant::now();
         let landed = match staged.commit(state, committer).await {
             Ok(Commit::Landed(landed)) => landed,
@@ -221,10 +228,14 @@ impl StreamWorker {
     /// Step 4 for one attempt: read its files (fetching and decoding in their own task,
     /// ahead of the writer), write and stage data files, skip unreadable files by policy, and
     /// collect bad records and new columns.
-    async fn read_attempt(&self, attempt: &mut Started, schema: &StreamSchema) -> AttemptRead {
+    async fn read_attempt(
+        &self,
+        attempt: &mut Started,
+        to_read: Vec<(FileKey, FileMeta)>,
+        schema: &StreamSchema,
+    ) -> AttemptRead {
         let batch_id = attempt.batch_id();
         let attempt_no = attempt.attempt();
-        let to_read = attempt.take_files();
         let timings = attempt.timings_mut();
         let state = self.state.clone();
         let hook: StagedHook = Arc::new(move |path: &str| state.record_staged(batch_id, path));

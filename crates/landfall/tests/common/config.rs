@@ -22,9 +22,7 @@ pub enum V {
 impl V {
     fn render(&self) -> String {
         match self {
-            // A JSON string is a valid TOML basic string: the same escapes (\" \\ \n \t
-            // \uXXXX), and nothing else unescaped.
-            V::Str(s) => serde_json::to_string(s).expect("a string serialises"),
+            V::Str(s) => basic_string(s),
             V::Bool(b) => b.to_string(),
             V::Int(i) => i.to_string(),
             V::Array(items) => format!(
@@ -33,6 +31,23 @@ impl V {
             ),
         }
     }
+}
+
+/// `s` as a TOML basic string: `"` and `\\` escaped, and every control character (U+0000 to
+/// U+001F and U+007F, which TOML requires escaped) as `\uXXXX`.
+fn basic_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c < ' ' || c == '\u{7f}' => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 impl From<&str> for V {
@@ -212,10 +227,10 @@ impl Config {
         for s in &self.streams {
             out.push('\n');
             // A stream name is a bare key when it can be one, else a quoted key.
-            let bare = s
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            let bare = !s.name.is_empty()
+                && s.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             let key = if bare {
                 s.name.clone()
             } else {
