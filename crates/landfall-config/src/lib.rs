@@ -13,6 +13,7 @@ mod model;
 mod notifications;
 mod spec;
 mod store;
+mod suggest;
 mod validate;
 
 pub use error::{ConfigError, ValidationError};
@@ -58,6 +59,6 @@ pub fn parse_str(text: &str, origin: &str) -> Result<LandfallConfig, ConfigError
     cfg.try_deserialize::<LandfallConfig>()
         .map_err(|e| ConfigError::Parse {
             origin: origin.to_string(),
-            message: e.to_string(),
+            message: suggest::with_suggestion(&e.to_string()),
         })
 }

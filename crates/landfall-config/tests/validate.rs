@@ -213,6 +213,10 @@ sink = { path = "/data/table", partition_by = ["region", "region"] }
 fn unknown_keys_and_bad_schemas_are_named() {
     let e = load_str("[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nsink.partitionBy = []\n", "x.toml").unwrap_err();
     assert!(e.to_string().contains("unknown field `partitionBy`"), "{e}");
+    assert!(
+        e.to_string().contains("(did you mean `partition_by`?)"),
+        "{e}"
+    );
     let errs = errors(
         "[streams.a]\nsource = \"/a\"\nformat = \"json\"\nschema = \"id BIGNT\"\nsink.path = \"/b\"\n",
     );

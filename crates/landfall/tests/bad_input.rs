@@ -111,7 +111,8 @@ sink.path = "/tmp/t"
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("unknown field `max_file_per_trigger`"),
+        err.contains("unknown field `max_file_per_trigger`")
+            && err.contains("(did you mean `max_files_per_trigger`?)"),
         "{err}"
     );
 
