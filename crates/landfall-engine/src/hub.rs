@@ -121,6 +121,39 @@ impl Hub {
         self.shutting_down.load(Ordering::Relaxed)
     }
 
+    /// One line about every stream, for the service manager's status (`systemctl status`):
+    /// how many streams are in each state, the files committed by this process and the
+    /// backlog, e.g. `3 streams: 2 running, 1 restarting; 120 files committed; 4 pending`.
+    pub fn status_line(&self) -> String {
+        use crate::progress::RunState;
+        let streams = self.streams();
+        let mut states: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let (mut committed, mut pending) = (0u64, 0u64);
+        for s in &streams {
+            let state = match s.snapshot().state {
+                RunState::Starting => "starting",
+                RunState::Running => "running",
+                RunState::Restarting { .. } => "restarting",
+                RunState::Stopped { .. } => "stopped",
+                RunState::Drained => "drained",
+                RunState::Shutdown => "shut down",
+                RunState::Paused => "paused",
+            };
+            *states.entry(state).or_default() += 1;
+            committed += s.counters.files_committed.get();
+            pending += s.files_outstanding();
+        }
+        let counts: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        format!(
+            "{} stream{}{}{}; {committed} file{} committed; {pending} pending",
+            streams.len(),
+            if streams.len() == 1 { "" } else { "s" },
+            if counts.is_empty() { "" } else { ": " },
+            counts.join(", "),
+            if committed == 1 { "" } else { "s" },
+        )
+    }
+
     /// Every registered stream, by name.
     pub fn streams(&self) -> Vec<Arc<StreamEvents>> {
         self.streams

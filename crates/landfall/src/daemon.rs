@@ -87,7 +87,10 @@ pub fn run(
         let signal_hub = hub.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
-            notify(&[sd_notify::NotifyState::Stopping]);
+            notify(&[
+                sd_notify::NotifyState::Stopping,
+                sd_notify::NotifyState::Status("stopping: finishing the batches in flight"),
+            ]);
             signal_hub.set_shutting_down();
             tracing::info!("shutdown requested; finishing the batches in flight (a second signal exits at once)");
             let _ = tx.send(true);
@@ -97,10 +100,15 @@ pub fn run(
             std::process::exit(130);
         });
         let continuous = !opts.available_now;
-        let none_here = !cfg.streams.iter().any(|s| {
-            (opts.only.is_empty() || opts.only.contains(&s.name))
-                && opts.shard.is_none_or(|sh| sh.runs(s))
-        });
+        let here = cfg
+            .streams
+            .iter()
+            .filter(|s| {
+                (opts.only.is_empty() || opts.only.contains(&s.name))
+                    && opts.shard.is_none_or(|sh| sh.runs(s))
+            })
+            .count();
+        let none_here = here == 0;
         // Progress records to the health table, with a last append once the streams ended.
         let health = cfg.health_table.clone().map(|table| {
             // One txn app id per process run: two processes sharing the table never take each
@@ -136,8 +144,18 @@ pub fn run(
             }
         });
         let drawing = bars.as_ref().map(|b| b.follow(hub.clone()));
-        notify(&[sd_notify::NotifyState::Ready]);
+        // READY once every stream of this process has its worker (they register as they
+        // start), so the status line counts them; bounded, a slow start does not hold it.
+        let registering = std::time::Instant::now();
+        while hub.streams().len() < here && registering.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&hub.status_line()),
+        ]);
         spawn_watchdog();
+        spawn_status(hub.clone());
         let outcomes = match streams.await {
             Ok(o) => o,
             Err(e) => {
@@ -315,6 +333,25 @@ fn notify(states: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(false, states) {
         tracing::warn!(error = %e, "could not notify the service manager");
     }
+}
+
+/// How often STATUS= tells the service manager the streams' one-line summary.
+const STATUS_EVERY: Duration = Duration::from_secs(10);
+
+/// STATUS=<summary> every [`STATUS_EVERY`] while a service manager listens (`systemctl
+/// status` shows the line).
+fn spawn_status(hub: Arc<Hub>) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(STATUS_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            notify(&[sd_notify::NotifyState::Status(&hub.status_line())]);
+        }
+    });
 }
 
 /// WATCHDOG=1 at half the interval systemd asked for, from the runtime itself: a wedged
