@@ -153,14 +153,24 @@ fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     })
 }
 
+/// Logging to stderr: `text` for people (one short line per batch, colours only on a
+/// terminal), `json` for log shippers (each batch's full progress record too).
 fn init_logging(format: LogFormat, bars: Option<&crate::bars::Bars>) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
+    use std::io::IsTerminal;
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,buoyant_kernel=warn,buoyant_kernel::snapshot::builder=off,delta_kernel=warn,deltalake_core=warn"));
+    if format == LogFormat::Text {
+        let off = format!("{}=off", landfall_engine::events::PROGRESS_TARGET);
+        filter = filter.add_directive(off.parse().expect("a valid directive"));
+    }
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match (format, bars) {
         (LogFormat::Json, _) => builder.with_writer(std::io::stderr).json().init(),
         (LogFormat::Text, Some(b)) => builder.with_writer(b.writer()).init(),
-        (LogFormat::Text, None) => builder.with_writer(std::io::stderr).init(),
+        (LogFormat::Text, None) => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init(),
     }
 }
 

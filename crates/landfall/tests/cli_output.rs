@@ -313,3 +313,72 @@ fn a_closed_standard_error_does_not_panic() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// The human log has one short line per batch (stream, batch, files, rows, duration,
+/// version) and no colour codes off a terminal; the JSON log also carries each batch's full
+/// progress record, for log shippers.
+#[test]
+fn batch_log_lines_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_rows(&root.join("in"), "a.json", 0..3);
+    let stream = |table: &str| {
+        Stream::local(
+            "s",
+            root.join("in").as_path(),
+            "json",
+            root.join(table).as_path(),
+        )
+        .set(
+            "schema",
+            "id BIGINT, name STRING, amount DOUBLE, tag STRING",
+        )
+    };
+    let cfg = Config::in_dir(&root.join("text"))
+        .stream(stream("t1"))
+        .write();
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("batch committed"))
+        .unwrap_or_else(|| panic!("no batch line in:\n{err}"));
+    for part in [
+        "stream=s",
+        "batch_id=0",
+        "files=1",
+        "rows=3",
+        "took_ms=",
+        "table_version=1",
+    ] {
+        assert!(line.contains(part), "`{part}` missing from: {line}");
+    }
+    assert!(!line.contains("progress"), "{line}");
+    assert!(!err.contains("batch progress"), "{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "colour codes off a terminal:\n{err}"
+    );
+
+    let cfg = Config::in_dir(&root.join("json"))
+        .server("log_format", "json")
+        .stream(stream("t2"))
+        .write();
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let progress = lines
+        .iter()
+        .find(|v| v["target"] == "landfall::progress")
+        .unwrap_or_else(|| panic!("no progress record in:\n{err}"));
+    assert_eq!(progress["fields"]["batch_id"], 0);
+    let record: serde_json::Value =
+        serde_json::from_str(progress["fields"]["progress"].as_str().unwrap()).unwrap();
+    assert_eq!(record["batch_id"], 0);
+    assert_eq!(record["num_input_rows"], 3, "{record}");
+}

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The log target of each batch's full progress record (`landfall::progress`): in the JSON
+/// log format, left out of the human one.
+pub const PROGRESS_TARGET: &str = "landfall::progress";
+
 impl StreamEvents {
     pub fn batch_planned(&self, plan: &BatchPlan) {
         tracing::debug!(stream = %self.stream, batch_id = plan.batch_id, files = plan.files.len(), bytes = plan.total_bytes(), "batch planned");
@@ -122,16 +126,24 @@ impl StreamEvents {
         tracing::info!(
             stream = %self.stream,
             batch_id = plan.batch_id,
-            attempt = plan.attempts,
             files = timings.files,
-            input_bytes = timings.bytes,
             rows = receipt.rows,
-            data_files = receipt.data_files,
-            table_version = receipt.table_version,
             took_ms = d.total,
+            table_version = receipt.table_version,
+            "batch committed"
+        );
+        // The whole progress record, for log shippers: the JSON log format carries it, the
+        // human one leaves it out (the API and the health table have it too).
+        tracing::info!(
+            target: PROGRESS_TARGET,
+            stream = %self.stream,
+            batch_id = plan.batch_id,
+            attempt = plan.attempts,
+            input_bytes = timings.bytes,
+            data_files = receipt.data_files,
             rows_per_second = (receipt.rows as f64 / total_s) as u64,
             progress = %json,
-            "batch committed"
+            "batch progress"
         );
     }
 

@@ -116,6 +116,8 @@ pub struct BatchTimings {
 mod batch;
 mod discovery;
 
+pub use batch::PROGRESS_TARGET;
+
 impl StreamEvents {
     pub fn new(stream: &str, metrics: Arc<Metrics>) -> Self {
         StreamEvents {

@@ -241,8 +241,9 @@ impl Config {
         out
     }
 
-    /// Write `root/landfall.toml` (replacing it) and return its path.
+    /// Write `root/landfall.toml` (creating `root`, replacing the file) and return its path.
     pub fn write(&self) -> PathBuf {
+        std::fs::create_dir_all(&self.root).unwrap();
         let p = self.root.join("landfall.toml");
         std::fs::write(&p, self.toml()).unwrap();
         p
