@@ -56,9 +56,30 @@ pub fn parse_str(text: &str, origin: &str) -> Result<LandfallConfig, ConfigError
             origin: origin.to_string(),
             message: e.to_string(),
         })?;
-    cfg.try_deserialize::<LandfallConfig>()
-        .map_err(|e| ConfigError::Parse {
-            origin: origin.to_string(),
-            message: suggest::with_suggestion(&e.to_string()),
-        })
+    // Every unknown key is reported in one run: serde stops at the first, so each one found is
+    // set aside and the rest read again (removing an unknown key cannot cause another error).
+    let mut tree = cfg.cache;
+    let mut unknown = Vec::new();
+    loop {
+        match tree.clone().try_deserialize::<LandfallConfig>() {
+            Ok(parsed) if unknown.is_empty() => return Ok(parsed),
+            Ok(_) => break,
+            Err(e) => {
+                let message = e.to_string();
+                let removed = unknown.len() < MAX_UNKNOWN_KEYS
+                    && suggest::remove_unknown_key(&mut tree, &message);
+                unknown.push(suggest::with_suggestion(&message));
+                if !removed {
+                    break;
+                }
+            }
+        }
+    }
+    Err(ConfigError::Parse {
+        origin: origin.to_string(),
+        message: unknown.join(&format!("\n{origin}: ")),
+    })
 }
+
+/// At most this many unknown keys are reported in one run.
+const MAX_UNKNOWN_KEYS: usize = 50;

@@ -81,6 +81,35 @@ fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len()][b.len()]
 }
 
+/// If `message` names an unknown field (`unknown field `x`, ... for key `streams.a``), remove
+/// that key from `tree` so the rest can be read; whether it was found and removed.
+pub fn remove_unknown_key(tree: &mut config::Value, message: &str) -> bool {
+    let Some(field) = backticked_after(message, "unknown field `") else {
+        return false;
+    };
+    let parent = backticked_after(message, " for key `").unwrap_or_default();
+    let mut node = tree;
+    for segment in parent.split('.').filter(|s| !s.is_empty()) {
+        let config::ValueKind::Table(map) = &mut node.kind else {
+            return false;
+        };
+        let Some(child) = map.get_mut(segment) else {
+            return false;
+        };
+        node = child;
+    }
+    match &mut node.kind {
+        config::ValueKind::Table(map) => map.remove(field).is_some(),
+        _ => false,
+    }
+}
+
+/// The text between `prefix` (ending in a backtick) and the next backtick.
+fn backticked_after<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = &message[message.find(prefix)? + prefix.len()..];
+    Some(&rest[..rest.find('`')?])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -209,6 +209,44 @@ sink = { path = "/data/table", partition_by = ["region", "region"] }
     );
 }
 
+/// Every unknown key in one run, each with the closest known one: at the root, in a stream,
+/// in a nested table.
+#[test]
+fn every_unknown_key_is_reported_at_once() {
+    let e = load_str(
+        "[sever]\nlisten = \"x\"\n\n[streams.a]\nsource = \"/a\"\nformat = \"json\"\nmax_file_per_trigger = 3\nsink.path = \"/b\"\nsink.partiton_by = []\n",
+        "x.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 3, "{e}");
+    // In the order serde meets them.
+    for (key, suggestion) in [
+        ("sever", "server"),
+        ("max_file_per_trigger", "max_files_per_trigger"),
+        ("partiton_by", "partition_by"),
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("unknown field `{key}`")))
+            .unwrap_or_else(|| panic!("`{key}` not reported: {e}"));
+        assert!(line.starts_with("x.toml: unknown field `"), "{line}");
+        assert!(
+            line.ends_with(&format!("(did you mean `{suggestion}`?)")),
+            "{line}"
+        );
+    }
+    // A wrong type still stops at the first (setting it aside could hide a missing key).
+    let e = load_str(
+        "[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nmax_files_per_trigger = \"many\"\npoll_interval = 5\n",
+        "y.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
 #[test]
 fn unknown_keys_and_bad_schemas_are_named() {
     let e = load_str("[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nsink.partitionBy = []\n", "x.toml").unwrap_err();

@@ -146,7 +146,11 @@ fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
     landfall_config::load(config).map_err(|e| {
         match e {
             // Parse errors already name the file.
-            landfall_config::ConfigError::Parse { .. } => eprintln!("error: {e}"),
+            landfall_config::ConfigError::Parse { .. } => {
+                for line in e.to_string().lines() {
+                    eprintln!("error: {line}");
+                }
+            }
             _ => eprintln!("error: {}: {e}", config.display()),
         }
         ExitCode::from(2)
