@@ -57,20 +57,36 @@ pub fn parse_str(text: &str, origin: &str) -> Result<LandfallConfig, ConfigError
             message: e.to_string(),
         })?;
     // Every unknown key is reported in one run: serde stops at the first, so each one found is
-    // set aside and the rest read again (removing an unknown key cannot cause another error).
+    // set aside and the rest read again, in the file's order. A table that then lacks a
+    // required key (the unknown one was its misspelling) is set aside whole, unreported: its
+    // error is the unknown key already reported.
     let mut tree = cfg.cache;
     let mut unknown = Vec::new();
+    let mut trimmed: Vec<String> = Vec::new();
     loop {
         match tree.clone().try_deserialize::<LandfallConfig>() {
             Ok(parsed) if unknown.is_empty() => return Ok(parsed),
             Ok(_) => break,
             Err(e) => {
                 let message = e.to_string();
-                let removed = unknown.len() < MAX_UNKNOWN_KEYS
-                    && suggest::remove_unknown_key(&mut tree, &message);
-                unknown.push(suggest::with_suggestion(&message));
-                if !removed {
+                if unknown.len() >= MAX_UNKNOWN_KEYS {
                     break;
+                }
+                if let Some(table) = suggest::removed_key_was_required(&message, &trimmed)
+                    && suggest::remove_table(&mut tree, &table)
+                {
+                    continue;
+                }
+                match suggest::remove_unknown_key(&mut tree, &message) {
+                    Some(parent) => {
+                        trimmed.push(parent);
+                        unknown.push(suggest::with_suggestion(&message));
+                    }
+                    None => {
+                        // Another kind of error: reported after the unknown keys (or alone).
+                        unknown.push(suggest::with_suggestion(&message));
+                        break;
+                    }
                 }
             }
         }

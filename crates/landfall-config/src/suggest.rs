@@ -8,34 +8,73 @@
 /// close; otherwise the message as it is.
 pub fn with_suggestion(message: &str) -> String {
     match suggestion(message) {
-        Some(s) => format!("{message} (did you mean `{s}`?)"),
+        Some(Hint::Key(k)) => format!("{message} (did you mean `{k}`?)"),
+        Some(Hint::Note(n)) => format!("{message} ({n})"),
         None => message.to_string(),
     }
 }
 
-fn suggestion(message: &str) -> Option<String> {
-    let rest = &message[message.find("unknown field `")? + "unknown field `".len()..];
-    let end = rest.find('`')?;
-    let unknown = &rest[..end];
-    let expected_at = rest.find("expected")?;
-    let expected: Vec<&str> = rest[expected_at..].split('`').skip(1).step_by(2).collect();
-    closest(unknown, &expected).map(str::to_string)
+/// What follows an unknown key's error.
+enum Hint {
+    /// The key it most likely misspells.
+    Key(String),
+    /// How to write what it meant.
+    Note(&'static str),
 }
 
-/// The known name `unknown` most likely stands for.
+fn suggestion(message: &str) -> Option<Hint> {
+    let unknown = backticked_after(message, "unknown field `")?;
+    // `cloudFiles.maxFilesPerTrigger = 3` is a table `cloudFiles` in TOML.
+    if unknown == "cloudFiles" {
+        return Some(Hint::Note(
+            "Auto Loader's cloudFiles.* options are written here without the prefix, in snake_case: cloudFiles.maxFilesPerTrigger is max_files_per_trigger",
+        ));
+    }
+    // The expected fields, up to the key path serde adds at the end.
+    let expected = &message[message.find("expected")?..];
+    let expected = expected.split(" for key `").next().unwrap_or(expected);
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    closest(unknown, &known).map(|k| Hint::Key(k.to_string()))
+}
+
+/// The known name `unknown` most likely stands for: the same name in snake_case (Auto
+/// Loader's camelCase spellings), or a typo of one word of it (same words otherwise). A
+/// different word is not a typo: `max_rows_per_trigger` is not `max_files_per_trigger`.
 fn closest<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
-    // Auto Loader's spellings: `cloudFiles.maxFilesPerTrigger` reads as a table `cloudFiles`;
-    // `maxFilesPerTrigger` is `max_files_per_trigger`.
-    let snake = snake_case(unknown.trim_start_matches("cloudFiles."));
+    let snake = snake_case(unknown);
     if let Some(k) = known.iter().find(|k| **k == snake) {
         return Some(k);
     }
-    let (best, distance) = known
-        .iter()
-        .map(|k| (*k, edit_distance(&snake, k)))
-        .min_by_key(|(_, d)| *d)?;
-    // A typo, not another word: at most a third of the name (and at least 1) differs.
-    (distance > 0 && distance <= (best.len() / 3).max(1)).then_some(best)
+    let words: Vec<&str> = snake.split('_').collect();
+    let mut found = known.iter().filter(|k| {
+        let theirs: Vec<&str> = k.split('_').collect();
+        if theirs.len() != words.len() {
+            return false;
+        }
+        let differing: Vec<(&str, &str)> = words
+            .iter()
+            .zip(&theirs)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        matches!(differing.as_slice(), [(a, b)] if typo(a, b))
+    });
+    let first = found.next()?;
+    // Two known keys as near: no guess.
+    found.next().is_none().then_some(*first)
+}
+
+/// `a` is a typo of the word `b`: two neighbours swapped, or (for words of 4 letters or more)
+/// at most a third of the letters edited, at least one.
+fn typo(a: &str, b: &str) -> bool {
+    let d = edit_distance(a, b);
+    let swapped = d == 1 && {
+        let (mut x, mut y): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+        x.sort_unstable();
+        y.sort_unstable();
+        x == y
+    };
+    swapped || (b.chars().count() >= 4 && d >= 1 && d <= (b.chars().count() / 3).max(1))
 }
 
 /// `maxFilesPerTrigger` -> `max_files_per_trigger`; `schema-hints` -> `schema_hints`.
@@ -82,26 +121,53 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// If `message` names an unknown field (`unknown field `x`, ... for key `streams.a``), remove
-/// that key from `tree` so the rest can be read; whether it was found and removed.
-pub fn remove_unknown_key(tree: &mut config::Value, message: &str) -> bool {
-    let Some(field) = backticked_after(message, "unknown field `") else {
+/// that key from `tree` so the rest can be read; the path of the table it was in (empty for
+/// the root) when it was found and removed.
+pub fn remove_unknown_key(tree: &mut config::Value, message: &str) -> Option<String> {
+    let field = backticked_after(message, "unknown field `")?;
+    let parent = backticked_after(message, " for key `").unwrap_or_default();
+    match &mut table_at(tree, parent)?.kind {
+        config::ValueKind::Table(map) => map.shift_remove(field).map(|_| parent.to_string()),
+        _ => None,
+    }
+}
+
+/// If `message` is a missing field of a table an unknown key was removed from (`trimmed`),
+/// that table's path: the unknown key was the missing one, misspelt.
+pub fn removed_key_was_required(message: &str, trimmed: &[String]) -> Option<String> {
+    // The config crate's form: `missing configuration field "streams.a.source"`.
+    let prefix = "missing configuration field \"";
+    let rest = &message[message.find(prefix)? + prefix.len()..];
+    let path = &rest[..rest.find('"')?];
+    let table = path.rsplit_once('.').map_or("", |(t, _)| t);
+    trimmed
+        .iter()
+        .any(|t| t == table && !t.is_empty())
+        .then(|| table.to_string())
+}
+
+/// Remove the table at `path` (not the root) from `tree`; whether it was there.
+pub fn remove_table(tree: &mut config::Value, path: &str) -> bool {
+    let Some((parent, name)) = path.rsplit_once('.').or(Some(("", path))) else {
         return false;
     };
-    let parent = backticked_after(message, " for key `").unwrap_or_default();
-    let mut node = tree;
-    for segment in parent.split('.').filter(|s| !s.is_empty()) {
-        let config::ValueKind::Table(map) = &mut node.kind else {
-            return false;
-        };
-        let Some(child) = map.get_mut(segment) else {
-            return false;
-        };
-        node = child;
-    }
-    match &mut node.kind {
-        config::ValueKind::Table(map) => map.remove(field).is_some(),
+    match table_at(tree, parent).map(|v| &mut v.kind) {
+        Some(config::ValueKind::Table(map)) => map.shift_remove(name).is_some(),
         _ => false,
     }
+}
+
+/// The value at a dotted `path` (the root for an empty one). A key holding a dot (a stream
+/// named `events.v2`) is not found: the caller stops setting keys aside there.
+fn table_at<'a>(tree: &'a mut config::Value, path: &str) -> Option<&'a mut config::Value> {
+    let mut node = tree;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let config::ValueKind::Table(map) = &mut node.kind else {
+            return None;
+        };
+        node = map.get_mut(segment)?;
+    }
+    Some(node)
 }
 
 /// The text between `prefix` (ending in a backtick) and the next backtick.
@@ -130,6 +196,31 @@ mod tests {
             "a swap is one edit"
         );
         assert!(on("stor").ends_with("(did you mean `store`?)"));
+    }
+
+    #[test]
+    fn another_word_is_not_a_typo() {
+        let stream = "unknown field `{}`, expected one of `max_files_per_trigger`, `max_file_age`, `schema_sample_files`, `schema_sample_bytes`, `ignore_corrupt_files`, `notifications`, `discovery` for key `streams.a`";
+        for other in [
+            "max_rows_per_trigger",
+            "max_file_size",
+            "schema_sample_size",
+            "ignore_corrupt_records",
+            "use_notifications",
+            "useNotifications",
+        ] {
+            let m = with_suggestion(&stream.replace("{}", other));
+            assert!(!m.contains("did you mean"), "{m}");
+        }
+        let queue = "unknown field `{}`, expected one of `sns`, `queue_url` for key `streams.a.notifications`";
+        assert!(!with_suggestion(&queue.replace("{}", "sqs")).contains("did you mean"));
+        assert!(!with_suggestion(&queue.replace("{}", "queue_arn")).contains("did you mean"));
+        assert!(with_suggestion(&queue.replace("{}", "nss")).ends_with("(did you mean `sns`?)"));
+        let cloud = with_suggestion(&stream.replace("{}", "cloudFiles"));
+        assert!(
+            cloud.ends_with("cloudFiles.maxFilesPerTrigger is max_files_per_trigger)"),
+            "{cloud}"
+        );
     }
 
     #[test]

@@ -221,7 +221,11 @@ fn every_unknown_key_is_reported_at_once() {
     .to_string();
     let lines: Vec<&str> = e.lines().collect();
     assert_eq!(lines.len(), 3, "{e}");
-    // In the order serde meets them.
+    // In the file's order.
+    assert!(
+        lines[0].contains("`sever`") && lines[2].contains("`partiton_by`"),
+        "{e}"
+    );
     for (key, suggestion) in [
         ("sever", "server"),
         ("max_file_per_trigger", "max_files_per_trigger"),
@@ -237,6 +241,26 @@ fn every_unknown_key_is_reported_at_once() {
             "{line}"
         );
     }
+    // A misspelt required key: its stream is set aside (its missing `source` is that typo),
+    // and the next stream's typo is still reported; in the file's order.
+    let e = load_str(
+        "[streams.a]\nsorce = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\n\n[streams.b]\nsource = \"/c\"\nformat = \"json\"\nsink.path = \"/d\"\npoll_intreval = \"1s\"\n",
+        "z.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 2, "{e}");
+    assert!(
+        lines[0].contains("unknown field `sorce`")
+            && lines[0].ends_with("(did you mean `source`?)"),
+        "{e}"
+    );
+    assert!(
+        lines[1].contains("unknown field `poll_intreval`")
+            && lines[1].ends_with("(did you mean `poll_interval`?)"),
+        "{e}"
+    );
     // A wrong type still stops at the first (setting it aside could hide a missing key).
     let e = load_str(
         "[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nmax_files_per_trigger = \"many\"\npoll_interval = 5\n",

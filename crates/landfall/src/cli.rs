@@ -158,7 +158,8 @@ fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
 }
 
 /// Logging to stderr: `text` for people (one short line per batch, colours only on a
-/// terminal), `json` for log shippers (each batch's full progress record too).
+/// terminal unless `NO_COLOR` is set), `json` for log shippers (each batch's full progress
+/// record too).
 fn init_logging(format: LogFormat, bars: Option<&crate::bars::Bars>) {
     use std::io::IsTerminal;
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
@@ -172,7 +173,10 @@ fn init_logging(format: LogFormat, bars: Option<&crate::bars::Bars>) {
         (LogFormat::Json, _) => builder.with_writer(std::io::stderr).json().init(),
         (LogFormat::Text, Some(b)) => builder.with_writer(b.writer()).init(),
         (LogFormat::Text, None) => builder
-            .with_ansi(std::io::stderr().is_terminal())
+            .with_ansi(
+                std::io::stderr().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            )
             .with_writer(std::io::stderr)
             .init(),
     }

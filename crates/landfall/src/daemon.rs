@@ -147,7 +147,10 @@ pub fn run(
         // READY once every stream of this process has its worker (they register as they
         // start), so the status line counts them; bounded, a slow start does not hold it.
         let registering = std::time::Instant::now();
-        while hub.streams().len() < here && registering.elapsed() < Duration::from_secs(5) {
+        while hub.streams().len() < here
+            && !hub.shutting_down()
+            && registering.elapsed() < Duration::from_secs(5)
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         notify(&[
@@ -329,9 +332,16 @@ async fn watch_reloads(path: PathBuf, tx: tokio::sync::mpsc::Sender<ValidatedCon
     }
 }
 
+/// Tell the service manager `states`. A failure is warned about once (a socket that does
+/// not work keeps failing: every later one is logged at debug).
 fn notify(states: &[sd_notify::NotifyState]) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Err(e) = sd_notify::notify(false, states) {
-        tracing::warn!(error = %e, "could not notify the service manager");
+        if WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!(error = %e, "could not notify the service manager");
+        } else {
+            tracing::warn!(error = %e, "could not notify the service manager (further failures are logged at debug)");
+        }
     }
 }
 
@@ -349,6 +359,10 @@ fn spawn_status(hub: Arc<Hub>) {
         tick.tick().await;
         loop {
             tick.tick().await;
+            // Once stopping, the line says so until the process ends.
+            if hub.shutting_down() {
+                return;
+            }
             notify(&[sd_notify::NotifyState::Status(&hub.status_line())]);
         }
     });

@@ -337,7 +337,12 @@ fn batch_log_lines_in_text_and_json() {
     let cfg = Config::in_dir(&root.join("text"))
         .stream(stream("t1"))
         .write();
-    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    // NO_COLOR would hide colour codes by itself: the test is about the terminal check.
+    let o = Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--available-now"])
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let line = err
@@ -374,7 +379,7 @@ fn batch_log_lines_in_text_and_json() {
         .collect();
     let progress = lines
         .iter()
-        .find(|v| v["target"] == "landfall::progress")
+        .find(|v| v["target"] == "landfall_engine::progress")
         .unwrap_or_else(|| panic!("no progress record in:\n{err}"));
     assert_eq!(progress["fields"]["batch_id"], 0);
     let record: serde_json::Value =

@@ -3,9 +3,10 @@
 
 use super::*;
 
-/// The log target of each batch's full progress record (`landfall::progress`): in the JSON
-/// log format, left out of the human one.
-pub const PROGRESS_TARGET: &str = "landfall::progress";
+/// The log target of each batch's full progress record (`landfall_engine::progress`, so a
+/// filter such as `landfall_engine=info` keeps it): in the JSON log format, left out of the
+/// human one.
+pub const PROGRESS_TARGET: &str = "landfall_engine::progress";
 
 impl StreamEvents {
     pub fn batch_planned(&self, plan: &BatchPlan) {
