@@ -1,4 +1,5 @@
-//! "Did you mean": an unknown key gets the closest known one as a suggestion. serde names the
+//! "Did you mean": an unknown key (or an unknown value of a closed choice) gets the closest
+//! known one as a suggestion. serde names the
 //! unknown field and the fields it expected (`unknown field `partiton_by`, expected one of
 //! `path`, `store`, ...`); the suggestion is the expected field the unknown one most likely
 //! misspells: the same name in snake_case (Auto Loader's camelCase options, `partitionBy`),
@@ -7,11 +8,56 @@
 /// The message with a suggestion appended, when it names an unknown field and a known one is
 /// close; otherwise the message as it is.
 pub fn with_suggestion(message: &str) -> String {
+    // The config crate's form for a closed choice names neither the allowed values nor the
+    // key in serde's words: `enum EvolutionMode does not have variant constructor x`.
+    if let Some(choice) = closed_choice(message) {
+        return choice;
+    }
     match suggestion(message) {
         Some(Hint::Key(k)) => format!("{message} (did you mean `{k}`?)"),
         Some(Hint::Note(n)) => format!("{message} ({n})"),
         None => message.to_string(),
     }
+}
+
+/// `message` about a value no variant of a closed choice has, with the allowed values and
+/// the closest of them.
+fn closed_choice(message: &str) -> Option<String> {
+    let rest = &message[message.find("enum ")? + "enum ".len()..];
+    let (name, rest) = rest.split_once(" does not have variant constructor ")?;
+    let value = rest.split(" for key `").next().unwrap_or(rest);
+    let allowed = variants(name)?;
+    let known: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    let close = closest(value, &known)
+        .map(|k| format!("; did you mean `{k}`?"))
+        .unwrap_or_default();
+    Some(format!("{message} (one of: {}{close})", known.join(", ")))
+}
+
+/// The values a closed choice of the configuration takes, asked of its own deserializer (so
+/// the list never drifts from the type).
+fn variants(name: &str) -> Option<Vec<String>> {
+    fn of<T: serde::de::DeserializeOwned>() -> Vec<String> {
+        let Err(e) = serde_json::from_str::<T>("\"\"") else {
+            return Vec::new();
+        };
+        let e = e.to_string();
+        let expected = &e[e.find("expected").unwrap_or(e.len())..];
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+    let v = match name {
+        "EvolutionMode" => of::<crate::EvolutionMode>(),
+        "SinkFormat" => of::<crate::SinkFormat>(),
+        "LogFormat" => of::<crate::LogFormat>(),
+        "DiscoveryMode" => of::<crate::DiscoveryMode>(),
+        _ => return None,
+    };
+    (!v.is_empty()).then_some(v)
 }
 
 /// What follows an unknown key's error.
@@ -23,9 +69,11 @@ enum Hint {
 }
 
 fn suggestion(message: &str) -> Option<Hint> {
-    let unknown = backticked_after(message, "unknown field `")?;
+    let field = backticked_after(message, "unknown field `");
+    // A value of a closed choice (`schema_evolution_mode = "add_new_column"`) likewise.
+    let unknown = field.or_else(|| backticked_after(message, "unknown variant `"))?;
     // `cloudFiles.maxFilesPerTrigger = 3` is a table `cloudFiles` in TOML.
-    if unknown == "cloudFiles" {
+    if field == Some("cloudFiles") {
         return Some(Hint::Note(
             "Auto Loader's cloudFiles.* options are written here without the prefix, in snake_case: cloudFiles.maxFilesPerTrigger is max_files_per_trigger",
         ));

@@ -313,6 +313,35 @@ sink = { path = "s3://lake/a", store = "lake" }
     assert_eq!(s.sink.options.0["allow_http"], "true");
 }
 
+/// A misspelt value of a closed choice gets the closest allowed one too.
+#[test]
+fn a_misspelt_choice_names_the_closest_value() {
+    let e = load_str(
+        "[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\nschema_evolution_mode = \"add_new_column\"\n",
+        "x.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("add_new_column for key `streams.a.schema_evolution_mode`"),
+        "{e}"
+    );
+    assert!(
+        e.ends_with("(one of: add_new_columns, add_new_columns_with_type_widening, rescue, fail_on_new_columns, none; did you mean `add_new_columns`?)"),
+        "{e}"
+    );
+    let e = load_str(
+        "[streams.a]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\ndiscovery = \"queue\"\n",
+        "x.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("(one of: ") && !e.contains("did you mean"),
+        "{e}"
+    );
+}
+
 #[test]
 fn an_unknown_format_lists_the_formats() {
     let e = load_str(
