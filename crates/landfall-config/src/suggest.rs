@@ -34,6 +34,17 @@ fn closed_choice(message: &str) -> Option<String> {
     Some(format!("{message} (one of: {}{close})", known.join(", ")))
 }
 
+/// The names serde lists as expected (`expected one of `a`, `b``), up to the key path the
+/// config crate adds at the end; none when the message lists none.
+fn expected_names(message: &str) -> Vec<&str> {
+    let Some(at) = message.find("expected") else {
+        return Vec::new();
+    };
+    let expected = &message[at..];
+    let expected = expected.split(" for key `").next().unwrap_or(expected);
+    expected.split('`').skip(1).step_by(2).collect()
+}
+
 /// The values a closed choice of the configuration takes, asked of its own deserializer (so
 /// the list never drifts from the type).
 fn variants(name: &str) -> Option<Vec<String>> {
@@ -41,12 +52,8 @@ fn variants(name: &str) -> Option<Vec<String>> {
         let Err(e) = serde_json::from_str::<T>("\"\"") else {
             return Vec::new();
         };
-        let e = e.to_string();
-        let expected = &e[e.find("expected").unwrap_or(e.len())..];
-        expected
-            .split('`')
-            .skip(1)
-            .step_by(2)
+        expected_names(&e.to_string())
+            .into_iter()
             .map(str::to_string)
             .collect()
     }
@@ -78,10 +85,7 @@ fn suggestion(message: &str) -> Option<Hint> {
             "Auto Loader's cloudFiles.* options are written here without the prefix, in snake_case: cloudFiles.maxFilesPerTrigger is max_files_per_trigger",
         ));
     }
-    // The expected fields, up to the key path serde adds at the end.
-    let expected = &message[message.find("expected")?..];
-    let expected = expected.split(" for key `").next().unwrap_or(expected);
-    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let known = expected_names(message);
     closest(unknown, &known).map(|k| Hint::Key(k.to_string()))
 }
 
@@ -196,9 +200,7 @@ pub fn removed_key_was_required(message: &str, trimmed: &[String]) -> Option<Str
 
 /// Remove the table at `path` (not the root) from `tree`; whether it was there.
 pub fn remove_table(tree: &mut config::Value, path: &str) -> bool {
-    let Some((parent, name)) = path.rsplit_once('.').or(Some(("", path))) else {
-        return false;
-    };
+    let (parent, name) = path.rsplit_once('.').unwrap_or(("", path));
     match table_at(tree, parent).map(|v| &mut v.kind) {
         Some(config::ValueKind::Table(map)) => map.shift_remove(name).is_some(),
         _ => false,
