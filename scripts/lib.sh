@@ -21,7 +21,8 @@ deb_installed() {
 # libclang for RocksDB's bindgen; promtool (package prometheus) and systemd-analyze (package
 # systemd) for tests/deploy/check_deploy.sh, the prometheus server for
 # crates/landfall/tests/prometheus_scrape.rs, headless chromium for
-# crates/landfall/tests/status_page.rs (it runs headless without its recommended packages).
+# crates/landfall/tests/status_page.rs (it runs headless without its recommended packages),
+# tmux for crates/landfall/tests/top.rs (`landfall top` on a real terminal).
 # One apt run for whatever is missing.
 ensure_system_packages() {
   local missing=()
@@ -29,6 +30,7 @@ ensure_system_packages() {
   deb_installed prometheus || missing+=(prometheus)
   deb_installed systemd || missing+=(systemd)
   deb_installed chromium || missing+=(chromium)
+  deb_installed tmux || missing+=(tmux)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}..." >&2
     $SUDO apt-get update -qq

@@ -74,6 +74,10 @@ pub struct ServerConfig {
     /// environment.
     #[serde(default)]
     pub admin_token: Option<Secret>,
+    /// How often the status page's charts take a point (the last hour is kept: 360 points at
+    /// the default 10s; at most 3,600 points, so a step under 1s covers less).
+    #[serde(default = "default_chart_step")]
+    pub chart_step: String,
 }
 
 impl Default for ServerConfig {
@@ -83,8 +87,13 @@ impl Default for ServerConfig {
             listen: default_listen(),
             log_format: LogFormat::Text,
             admin_token: None,
+            chart_step: default_chart_step(),
         }
     }
+}
+
+fn default_chart_step() -> String {
+    "10s".into()
 }
 
 /// A value that must never be printed: its `Debug` is redacted.

@@ -105,6 +105,8 @@ pub struct StreamSpec {
 #[derive(Debug, Clone)]
 pub struct ValidatedConfig {
     pub server: ServerConfig,
+    /// `server.chart_step`, parsed.
+    pub chart_step: Duration,
     pub streams: Vec<StreamSpec>,
     /// `[locations.<name>]`, in name order.
     pub locations: Vec<crate::LocationSpec>,

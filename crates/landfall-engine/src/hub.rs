@@ -163,4 +163,29 @@ impl Hub {
             .cloned()
             .collect()
     }
+
+    /// End every stream's timeline step now.
+    pub fn sample(&self, step: std::time::Duration) {
+        let now = chrono::Utc::now();
+        for s in self.streams() {
+            s.sample(now, step);
+        }
+    }
+
+    /// Sample every stream's timeline each `step` until `stop` turns true (the charts of the
+    /// status page and `landfall top`).
+    pub async fn sample_every(
+        self: Arc<Self>,
+        step: std::time::Duration,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + step, step);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.sample(step),
+                r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+            }
+        }
+    }
 }

@@ -23,6 +23,7 @@ pub mod schema;
 pub mod shard;
 pub mod stream;
 pub mod supervisor;
+pub mod timeline;
 pub mod wiring;
 
 pub use hub::{AdminAction, AdminRequest, Hub};

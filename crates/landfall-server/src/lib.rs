@@ -10,6 +10,8 @@
 //! - `GET /api/v1/streams/{name}/progress?limit=N`: the last progress records.
 //! - `GET /api/v1/streams/{name}/files?state=&limit=&after=`: the stream's ledger rows in key
 //!   order, a page at a time; `after` is the `next` cursor of the previous page (files.rs).
+//! - `GET /api/v1/streams/{name}/timeline`, `/charts.svg`, `/skipped`, `/schemas`: the last
+//!   hour, drawn or as numbers; recently skipped files; schema versions (detail.rs).
 //!
 //! - `POST /api/v1/streams/{name}/stop`, `/restart`, `/backfill` (list now), `/skip` (JSON
 //!   `{"path", "reason"}`):
@@ -19,6 +21,8 @@
 //! Store options are never shown with their values unless the key is known to hold no secret.
 
 mod api;
+pub mod chart;
+mod detail;
 mod files;
 mod page;
 
@@ -50,6 +54,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/streams/{name}", get(api::stream))
         .route("/api/v1/streams/{name}/progress", get(api::progress))
         .route("/api/v1/streams/{name}/files", get(files::files))
+        .route("/api/v1/streams/{name}/timeline", get(detail::timeline))
+        .route("/api/v1/streams/{name}/charts.svg", get(detail::charts))
+        .route("/api/v1/streams/{name}/skipped", get(detail::skipped))
+        .route("/api/v1/streams/{name}/schemas", get(detail::schemas))
         .route("/api/v1/streams/{name}/stop", post(api::stop))
         .route("/api/v1/streams/{name}/restart", post(api::restart))
         .route("/api/v1/streams/{name}/backfill", post(api::backfill))

@@ -1,7 +1,7 @@
 //! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `health`.
 
 use crate::out::OutputFormat;
-use crate::{admin, daemon, out, report};
+use crate::{admin, daemon, out, report, top};
 use clap::{Parser, Subcommand};
 use landfall_config::{LogFormat, ValidatedConfig};
 use landfall_core::FileState;
@@ -47,6 +47,15 @@ enum Command {
     },
     /// Probe a running daemon's `/healthz` (exit 0 when healthy): for container health checks.
     Health {
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        /// The daemon's address (default: `server.listen` of the config).
+        #[arg(long, env = "LANDFALL_LISTEN")]
+        listen: Option<String>,
+    },
+    /// A terminal view of a running daemon's streams (its HTTP API), refreshed every second:
+    /// state, backlog, last batch, and the selected stream's last hour and batches. `q` quits.
+    Top {
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
         /// The daemon's address (default: `server.listen` of the config).
@@ -128,6 +137,14 @@ enum Command {
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
     },
+}
+
+/// The daemon's address: `--listen`, else `server.listen` of the config.
+fn listen_of(config: &Path, listen: Option<String>) -> Result<String, ExitCode> {
+    match listen {
+        Some(l) => Ok(l),
+        None => load(config).map(|cfg| cfg.server.listen),
+    }
 }
 
 /// The spec of `stream` in `config`, or the exit code after saying what is wrong.
@@ -263,16 +280,14 @@ pub fn main() -> ExitCode {
                 },
             )
         }
-        Command::Health { config, listen } => {
-            let listen = match listen {
-                Some(l) => l,
-                None => match load(&config) {
-                    Ok(cfg) => cfg.server.listen,
-                    Err(code) => return code,
-                },
-            };
-            daemon::health(&listen)
-        }
+        Command::Health { config, listen } => match listen_of(&config, listen) {
+            Ok(listen) => daemon::health(&listen),
+            Err(code) => code,
+        },
+        Command::Top { config, listen } => match listen_of(&config, listen) {
+            Ok(listen) => top::run(&listen),
+            Err(code) => code,
+        },
         Command::Skip {
             stream,
             path,

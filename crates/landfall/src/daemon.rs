@@ -8,7 +8,6 @@
 
 use landfall_config::ValidatedConfig;
 use landfall_engine::{AdminAction, Hub, RunOptions, StreamSet, run_streams};
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -127,6 +126,8 @@ pub fn run(
         });
         let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
         if continuous {
+            // The charts' points (status page, `landfall top`), until the endpoints close.
+            tokio::spawn(hub.clone().sample_every(cfg.chart_step, server_tx.subscribe()));
             tokio::spawn(watch_reloads(path, reload_tx));
         }
         let streams = tokio::spawn({
@@ -404,16 +405,14 @@ async fn wait_for_signal() {
 /// GET `/healthz` of the daemon listening on `listen` (a wildcard address is probed on
 /// loopback). Exit 0 on HTTP 200.
 pub fn health(listen: &str) -> ExitCode {
-    let addr = listen
-        .replace("0.0.0.0:", "127.0.0.1:")
-        .replace("[::]:", "[::1]:");
-    match probe(&addr) {
-        Ok(200) => {
+    let addr = crate::http::reachable(listen);
+    match crate::http::get(&addr, "/healthz", Duration::from_secs(5)) {
+        Ok(a) if a.status == 200 => {
             println!("healthy ({addr})");
             ExitCode::SUCCESS
         }
-        Ok(status) => {
-            eprintln!("unhealthy: {addr}/healthz answered HTTP {status}");
+        Ok(a) => {
+            eprintln!("unhealthy: {addr}/healthz answered HTTP {}", a.status);
             ExitCode::FAILURE
         }
         Err(e) => {
@@ -421,24 +420,6 @@ pub fn health(listen: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The status code of one `GET /healthz` (HTTP/1.0, so the answer ends with the connection).
-fn probe(addr: &str) -> std::io::Result<u16> {
-    let timeout = Duration::from_secs(5);
-    let sock = addr
-        .parse::<std::net::SocketAddr>()
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut s = std::net::TcpStream::connect_timeout(&sock, timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.write_all(format!("GET /healthz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-    let mut head = [0u8; 64];
-    let n = s.read(&mut head)?;
-    let line = String::from_utf8_lossy(&head[..n]);
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {line:?}")))
 }
 
 /// The host name: `HOSTNAME` (set in containers), else the kernel's.

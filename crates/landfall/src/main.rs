@@ -29,11 +29,13 @@ mod admin;
 mod bars;
 mod cli;
 mod daemon;
+mod http;
 mod memory;
 mod notify;
 mod out;
 mod report;
 mod rows;
+mod top;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -1,7 +1,10 @@
 //! The status page (`GET /`) rendered by Debian's headless Chromium against a running daemon
 //! with a known ingest: the numbers and states in the rendered DOM equal what
-//! `/api/v1/streams` reports, an error naming a file whose name is HTML stays text, and the
-//! screenshot is a real picture (kept as `status_page.png` in the test's target tmp dir).
+//! `/api/v1/streams` reports; the charts are drawn from the numbers
+//! `/api/v1/streams/{name}/timeline` returns (each series' values and times, and each vertex
+//! where its value puts it); the last batches, skipped files and schema versions equal their
+//! endpoints; an error or a skipped file whose name is HTML stays text; and the screenshot is a
+//! real picture (kept as `status_page.png` in the test's target tmp dir).
 
 mod common;
 mod daemon;
@@ -38,7 +41,7 @@ fn chromium(profile: &Path, url: &str, args: &[&str]) -> String {
         "--disable-default-apps",
         "--disable-domain-reliability",
         "--no-default-browser-check",
-        "--window-size=1200,800",
+        "--window-size=1280,1900",
         "--virtual-time-budget=5000",
     ])
     .arg(format!("--user-data-dir={}", profile.display()))
@@ -122,9 +125,20 @@ fn status_page_in_chromium_shows_the_api_numbers() {
         );
     }
     write_corrupt_parquet(&root.join("bad"), HOSTILE);
+    write_corrupt_parquet(&root.join("skips"), HOSTILE);
+    write_parquet_rows(&root.join("skips"), "good.parquet", 0..4);
     let cfg = config_in(
         root,
-        r#"
+        r#"chart_step = "200ms"
+
+[streams.skips]
+source = "{root}/skips"
+format = "parquet"
+schema = "id BIGINT, name STRING"
+ignore_corrupt_files = true
+poll_interval = "100ms"
+sink.path = "{root}/skips_table"
+
 [streams.ev]
 source = "{root}/landing"
 format = "json"
@@ -156,7 +170,10 @@ sink.path = "{root}/bad_table"
                 .cloned()
                 .unwrap_or(Value::Null)
         };
-        if s("ev")["last_progress"]["num_input_rows"] == 15 && s("bad")["state"] == "stopped" {
+        if s("ev")["last_progress"]["num_input_rows"] == 15
+            && s("bad")["state"] == "stopped"
+            && s("skips")["last_progress"]["num_input_rows"] == 4
+        {
             break list;
         }
         assert!(Instant::now() < deadline, "no commit in time: {list}");
@@ -169,8 +186,15 @@ sink.path = "{root}/bad_table"
         "the page fetches relative URLs and loads nothing from elsewhere"
     );
 
+    // A few points of the timeline after the batches (a point per 200 ms).
+    std::thread::sleep(Duration::from_millis(1000));
     let url = format!("http://{addr}/");
     let dom = chromium(&root.join("chromium-dom"), &url, &["--dump-dom"]);
+    assert!(
+        dom.contains("data-details=\"loaded\""),
+        "the details never loaded:\n{dom}"
+    );
+    details_match_the_api(&dom, &addr);
 
     for s in api["streams"].as_array().unwrap() {
         let name = s["name"].as_str().unwrap();
@@ -246,6 +270,7 @@ sink.path = "{root}/bad_table"
     assert_eq!(cell(&dom, "ev", "files_outstanding").0, "0");
     assert_eq!(cell(&dom, "ev", "table_version").0, "1");
     assert_eq!(cell(&dom, "bad", "state").0, "stopped");
+    assert_eq!(cell(&dom, "skips", "files").0, "1");
 
     // The error names the hostile file as text: escaped in the DOM, no element made of it,
     // its handler never ran.
@@ -286,4 +311,253 @@ sink.path = "{root}/bad_table"
     );
     eprintln!("screenshot: {}", shot.display());
     d.stop(Duration::from_secs(30));
+}
+
+/// The part of the DOM inside `<details data-stream="name">`.
+fn section<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<details class=\"stream\" data-stream=\"{name}\""))
+        .or_else(|| dom.find(&format!("<details data-stream=\"{name}\"")))
+        .unwrap_or_else(|| panic!("no details of {name}:\n{dom}"));
+    let rest = &dom[start..];
+    &rest[..rest.find("</details>").unwrap()]
+}
+
+/// Every value of attribute `attr` in `text`, in order.
+fn attrs<'a>(text: &'a str, attr: &str) -> Vec<&'a str> {
+    let key = format!(" {attr}=\"");
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&key) {
+        let v = &rest[at + key.len()..];
+        let end = v.find('"').unwrap();
+        out.push(&v[..end]);
+        rest = &v[end..];
+    }
+    out
+}
+
+/// The opening tag holding `marker`.
+fn tag_with<'a>(text: &'a str, marker: &str) -> &'a str {
+    let at = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in:\n{text}"));
+    let start = text[..=at].rfind('<').unwrap();
+    &text[start..start + text[start..].find('>').unwrap()]
+}
+
+fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+    attrs(tag, name)
+        .first()
+        .copied()
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// A table row's cells in a section: `data-field` -> (text, data-value), for the row whose
+/// `data-key` is `key`.
+fn row_cells(
+    text: &str,
+    table: &str,
+    key: &str,
+) -> std::collections::BTreeMap<String, (String, String)> {
+    let t = &text[text
+        .find(&format!("class=\"small {table}\""))
+        .unwrap_or_else(|| panic!("no {table} table in:\n{text}"))..];
+    let t = &t[..t.find("</table>").unwrap()];
+    let at = t
+        .find(&format!("data-key=\"{key}\""))
+        .unwrap_or_else(|| panic!("no row {key} in the {table} table:\n{t}"));
+    let row_start = t[..at].rfind("<tr").unwrap();
+    let tr = &t[row_start..];
+    let tr = &tr[..tr.find("</tr>").unwrap()];
+    let mut out = std::collections::BTreeMap::new();
+    for td in tr.split("<td").skip(1) {
+        let (open, body) = td.split_once('>').unwrap();
+        let field = attr(open, "data-field").to_string();
+        let value = attrs(open, "data-value")
+            .first()
+            .map(|v| unescape(v))
+            .unwrap_or_default();
+        let text = unescape(&body[..body.find("</td>").unwrap()]);
+        out.insert(field, (text, value));
+    }
+    out
+}
+
+/// The charts, last batches, skipped files and schema versions of each stream as the page
+/// drew them, against the API read after the page (a timeline only grows at its end here).
+fn details_match_the_api(dom: &str, addr: &str) {
+    use landfall_server::chart::{PLOT_H, PLOT_TOP, y};
+    for name in ["ev", "skips", "bad"] {
+        let sec = section(dom, name);
+        let (status, tl) = get_json(addr, &format!("/api/v1/streams/{name}/timeline"));
+        assert_eq!(status, 200);
+        assert_eq!(tl["step_ms"], 200);
+        let points = tl["points"].as_array().unwrap();
+        let at = |t: &str| {
+            points.iter().find(|p| p["t"] == t).unwrap_or_else(|| {
+                panic!("{name}: the chart's time {t} is not in the API's timeline")
+            })
+        };
+        let svg = &sec[sec
+            .find("<svg")
+            .unwrap_or_else(|| panic!("{name}: no chart:\n{sec}"))..];
+        assert_eq!(attr(tag_with(svg, "<svg"), "data-step-ms"), "200");
+        for series in [
+            "rows_per_second",
+            "files_per_second",
+            "files_outstanding",
+            "bytes_outstanding",
+        ] {
+            let tag = tag_with(svg, &format!("data-series=\"{series}\""));
+            let values: Vec<f64> = attr(tag, "data-values")
+                .split_whitespace()
+                .map(|v| v.parse().unwrap())
+                .collect();
+            let times: Vec<&str> = attr(tag, "data-times").split_whitespace().collect();
+            let max: f64 = attr(tag, "data-max").parse().unwrap();
+            let coords: Vec<(f64, f64)> = attr(tag, "points")
+                .split_whitespace()
+                .map(|xy| {
+                    let (x, y) = xy.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect();
+            assert!(
+                values.len() >= 3,
+                "{name} {series}: {} points",
+                values.len()
+            );
+            assert_eq!((times.len(), coords.len()), (values.len(), values.len()));
+            for ((v, t), (x, py)) in values.iter().zip(&times).zip(&coords) {
+                let api = at(t)[series].as_f64().unwrap();
+                assert!(
+                    close(*v, api),
+                    "{name} {series} at {t}: drawn {v}, API {api}"
+                );
+                // Drawn where the value says: the top is the round maximum, the bottom zero.
+                assert!(*v <= max, "{name} {series}: {v} above the top {max}");
+                assert!(
+                    (py - y(*v, max)).abs() < 0.01,
+                    "{name} {series}: {v} at y {py}"
+                );
+                assert!((PLOT_TOP..=PLOT_TOP + PLOT_H).contains(py));
+                assert!(x.is_finite());
+            }
+            assert!(
+                coords.windows(2).all(|w| w[0].0 < w[1].0),
+                "{name} {series}: time runs right"
+            );
+            // The API's points between the chart's first and last are all drawn.
+            let first = points.iter().position(|p| p["t"] == times[0]).unwrap();
+            assert_eq!(
+                points[first..first + times.len()]
+                    .iter()
+                    .map(|p| p["t"].as_str().unwrap())
+                    .collect::<Vec<_>>(),
+                times
+            );
+        }
+        // Batch durations: every bar is one phase of a point the API has, with its mean.
+        let bars: Vec<&str> = svg
+            .split("<rect")
+            .filter(|r| r.contains("data-phase="))
+            .collect();
+        for bar in &bars {
+            let t = attr(bar, "data-t");
+            let phase = attr(bar, "data-phase");
+            let ms: f64 = attr(bar, "data-ms").parse().unwrap();
+            let api = at(t)["batch_ms"][phase].as_f64().unwrap();
+            assert!(
+                close(ms, api),
+                "{name} {phase} at {t}: drawn {ms}, API {api}"
+            );
+        }
+        let (_, progress) = get_json(addr, &format!("/api/v1/streams/{name}/progress?limit=10"));
+        let progress = progress["progress"].as_array().unwrap();
+        if name == "bad" {
+            assert!(progress.is_empty());
+            assert!(
+                sec.contains("no batch committed by this process yet"),
+                "{sec}"
+            );
+            assert!(bars.is_empty());
+        } else {
+            // The batch is in the timeline: a step with rows, and its bars.
+            assert!(!progress.is_empty());
+            assert!(
+                points
+                    .iter()
+                    .any(|p| p["rows_per_second"].as_f64().unwrap() > 0.0
+                        && p["batches"].as_u64().unwrap() > 0),
+                "{name}: no step with the batch: {tl}"
+            );
+            assert_eq!(bars.len() % 5, 0);
+            assert!(!bars.is_empty(), "{name}: no batch bar");
+        }
+        for p in progress {
+            let id = p["batch_id"].to_string();
+            let c = row_cells(sec, "batches", &id);
+            assert_eq!(
+                c["files"].0,
+                p["num_input_files"].to_string(),
+                "{name} batch {id}"
+            );
+            assert_eq!(
+                c["rows"].0,
+                p["num_input_rows"].to_string(),
+                "{name} batch {id}"
+            );
+            assert_eq!(c["table_version"].0, p["sink"]["table_version"].to_string());
+            assert_eq!(c["duration"].1, p["duration_ms"]["total"].to_string());
+            assert_eq!(c["time"].1, p["timestamp"].as_str().unwrap());
+        }
+        // Skipped files: the page's list is the endpoint's, the hostile name as text.
+        let (_, skipped) = get_json(addr, &format!("/api/v1/streams/{name}/skipped"));
+        let in_ledger = tag_with(sec, "data-field=\"skipped_in_ledger\"");
+        assert_eq!(
+            attr(in_ledger, "data-value"),
+            skipped["in_ledger"].to_string()
+        );
+        let recent = skipped["recent"].as_array().unwrap();
+        for (i, f) in recent.iter().enumerate() {
+            let c = row_cells(sec, "skipped", &i.to_string());
+            assert_eq!(c["path"].0, f["path"].as_str().unwrap());
+            assert_eq!(c["reason"].0, f["reason"].as_str().unwrap());
+            assert_eq!(c["reason"].1, f["kind"].as_str().unwrap());
+        }
+        if name == "skips" {
+            assert_eq!(skipped["in_ledger"], 1, "{skipped}");
+            assert_eq!(recent.len(), 1, "{skipped}");
+            assert_eq!(recent[0]["kind"], "corrupt");
+            assert!(recent[0]["path"].as_str().unwrap().ends_with(HOSTILE));
+        } else {
+            assert_eq!(skipped["in_ledger"], 0, "{name}: {skipped}");
+            assert!(recent.is_empty());
+        }
+        // Schema versions.
+        let (status, schemas) = get_json(addr, &format!("/api/v1/streams/{name}/schemas"));
+        assert_eq!(status, 200, "{schemas}");
+        let versions = schemas["versions"].as_array().unwrap();
+        for v in versions {
+            let c = row_cells(sec, "schemas", &v["version"].to_string());
+            assert_eq!(c["schema"].0, v["schema"].as_str().unwrap());
+            assert_eq!(c["reason"].0, v["reason"].as_str().unwrap());
+        }
+        if name != "bad" {
+            assert_eq!(versions.len(), 1, "{name}: {schemas}");
+            assert!(
+                versions[0]["schema"]
+                    .as_str()
+                    .unwrap()
+                    .contains("id BIGINT"),
+                "{schemas}"
+            );
+        }
+    }
+    assert!(dom.contains("no [locations] configured"), "{dom}");
 }

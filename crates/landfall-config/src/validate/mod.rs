@@ -17,6 +17,10 @@ use std::time::Duration;
 /// Auto Loader refuses a shorter `maxFileAge`: shorter ages make old files look new again.
 pub const MIN_FILE_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
 
+/// The bounds of `server.chart_step`.
+pub const MIN_CHART_STEP: Duration = Duration::from_millis(100);
+pub const MAX_CHART_STEP: Duration = Duration::from_secs(600);
+
 /// Incremental listings between two full ones unless `full_listing_interval` says otherwise
 /// (Auto Loader forces a full listing after 7 incremental ones).
 pub const DEFAULT_FULL_LISTING_INTERVAL: u32 = 7;
@@ -122,6 +126,19 @@ pub fn validate(cfg: LandfallConfig) -> Result<ValidatedConfig, ConfigError> {
             ),
         );
     }
+    let chart_step = ctx.ok(
+        "server.chart_step",
+        duration(&cfg.server.chart_step).and_then(|d| {
+            if (MIN_CHART_STEP..=MAX_CHART_STEP).contains(&d) {
+                Ok(d)
+            } else {
+                Err(format!(
+                    "`{}` is outside 100ms to 10m (the default is 10s)",
+                    cfg.server.chart_step
+                ))
+            }
+        }),
+    );
     let health = validate_health(&mut ctx);
     let locations = validate_locations(&mut ctx);
     let mut streams = Vec::new();
@@ -134,6 +151,7 @@ pub fn validate(cfg: LandfallConfig) -> Result<ValidatedConfig, ConfigError> {
     if ctx.errors.is_empty() {
         Ok(ValidatedConfig {
             server: cfg.server.clone(),
+            chart_step: chart_step.unwrap_or(Duration::from_secs(10)),
             streams,
             locations,
             health_table: health.flatten(),

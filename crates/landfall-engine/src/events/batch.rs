@@ -35,6 +35,7 @@ impl StreamEvents {
                 reason: reason.kind.as_str().into(),
             })
             .inc();
+        self.remember_skip(batch_id, path, reason);
         tracing::warn!(stream = %self.stream, batch_id, path, reason = %reason, "file skipped; the rest of the batch goes on");
     }
 
@@ -75,6 +76,7 @@ impl StreamEvents {
         if let Some(s) = after {
             self.ledger(s);
         }
+        self.timeline_batch(&d);
         let total_s = (d.total as f64 / 1000.0).max(1e-3);
         let mut view = self.view();
         let since_last = view

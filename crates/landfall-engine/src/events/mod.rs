@@ -90,6 +90,10 @@ pub struct StreamEvents {
     queue_depth: Mutex<Option<u64>>,
     /// Requests by operation in this process (the metric's values, kept for the state).
     requests: Arc<Mutex<std::collections::BTreeMap<&'static str, u64>>>,
+    /// The last hour, sampled for the charts.
+    timeline: Mutex<crate::timeline::Timeline>,
+    /// The files this process skipped last, newest last.
+    skipped: Mutex<std::collections::VecDeque<recent::SkippedFile>>,
 }
 
 impl std::fmt::Debug for StreamEvents {
@@ -115,14 +119,20 @@ pub struct BatchTimings {
 
 mod batch;
 mod discovery;
+mod recent;
 
 pub use batch::PROGRESS_TARGET;
+pub use recent::{RECENT_SKIPS, SkippedFile};
 
 impl StreamEvents {
     pub fn new(stream: &str, metrics: Arc<Metrics>) -> Self {
+        let counters = StreamCounters::new(&metrics, stream);
+        // The metrics may hold totals of this stream already: the first step starts from them.
+        let timeline =
+            crate::timeline::Timeline::new(chrono::Utc::now(), recent::totals(&counters));
         StreamEvents {
             stream: stream.to_string(),
-            counters: StreamCounters::new(&metrics, stream),
+            counters,
             metrics,
             view: Mutex::new(StreamView::new(stream)),
             source: RwLock::new(String::new()),
@@ -132,6 +142,8 @@ impl StreamEvents {
             state: RwLock::new(None),
             queue_depth: Mutex::new(None),
             requests: Arc::default(),
+            timeline: Mutex::new(timeline),
+            skipped: Mutex::default(),
         }
     }
 

@@ -1,0 +1,121 @@
+//! What the status page and `landfall top` show of one stream beyond its row:
+//!
+//! - `GET /api/v1/streams/{name}/timeline`: the last hour, a point per `server.chart_step`
+//!   (rows, files and bytes committed per second, backlog, queue depth, batches and their
+//!   mean duration by phase), oldest first.
+//! - `GET /api/v1/streams/{name}/charts.svg`: the same points drawn (chart.rs).
+//! - `GET /api/v1/streams/{name}/skipped`: the files this process skipped last, newest first,
+//!   with the number of skipped files the ledger holds in all (the list of every one is
+//!   `files?state=skipped`).
+//! - `GET /api/v1/streams/{name}/schemas`: the stream's schema versions, oldest first, each
+//!   with its reason and the file that caused it (as `landfall schema` prints them).
+//!
+//! The ledger is read through the running worker's open state, or opened read-only when no
+//! worker holds it (a stopped stream).
+
+use crate::AppState;
+use crate::api::{error, not_found};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use landfall_core::{FileState, StateStore};
+use landfall_engine::events::StreamEvents;
+use serde_json::json;
+use std::sync::Arc;
+
+fn events(s: &AppState, name: &str) -> Result<Arc<StreamEvents>, Box<Response>> {
+    s.hub.stream(name).ok_or_else(|| Box::new(not_found(name)))
+}
+
+/// Run `read` on the stream's ledger: the worker's open one, else a read-only handle.
+fn with_ledger<T>(
+    s: &AppState,
+    e: &StreamEvents,
+    read: impl FnOnce(&landfall_config::StreamSpec, &dyn StateStore) -> Result<T, String>,
+) -> Result<T, String> {
+    let spec = s
+        .hub
+        .config()
+        .and_then(|c| c.stream(&e.stream).cloned())
+        .ok_or_else(|| format!("stream `{}` is not in the configuration in force", e.stream))?;
+    match e.state_store() {
+        Some(store) => read(&spec, store.as_ref()),
+        None => {
+            let ledger = landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
+                .map_err(|e| format!("cannot open the state read-only: {e}"))?;
+            read(&spec, &ledger)
+        }
+    }
+}
+
+pub async fn timeline(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+    match events(&s, &name) {
+        Ok(e) => {
+            let v = e.timeline();
+            Json(json!({ "stream": name, "step_ms": v.step_ms, "points": v.points }))
+                .into_response()
+        }
+        Err(no) => *no,
+    }
+}
+
+pub async fn charts(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+    match events(&s, &name) {
+        Ok(e) => (
+            [
+                (header::CONTENT_TYPE, "image/svg+xml; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-cache"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'none'; style-src 'unsafe-inline'",
+                ),
+            ],
+            crate::chart::render(&e.timeline(), chrono::Utc::now()),
+        )
+            .into_response(),
+        Err(no) => *no,
+    }
+}
+
+pub async fn skipped(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+    let e = match events(&s, &name) {
+        Ok(e) => e,
+        Err(no) => return *no,
+    };
+    // The count is one small read of the ledger's statistics; a ledger that cannot be read
+    // leaves it out with the reason, the recent list stands on its own.
+    let counted = with_ledger(&s, &e, |_, l| {
+        let c = l.counts().map_err(|e| e.message)?;
+        Ok(c.files_by_state
+            .iter()
+            .find(|(st, _)| *st == FileState::Skipped)
+            .map_or(0, |(_, n)| *n))
+    });
+    let (in_ledger, ledger_error) = match counted {
+        Ok(n) => (Some(n), None),
+        Err(e) => (None, Some(e)),
+    };
+    Json(json!({
+        "stream": name,
+        "recent": e.recent_skips(),
+        "recent_kept": landfall_engine::events::RECENT_SKIPS,
+        "in_ledger": in_ledger,
+        "ledger_error": ledger_error,
+    }))
+    .into_response()
+}
+
+pub async fn schemas(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+    let e = match events(&s, &name) {
+        Ok(e) => e,
+        Err(no) => return *no,
+    };
+    match with_ledger(&s, &e, |spec, l| {
+        landfall_engine::schema::history(spec, l).map_err(|e| e.message)
+    }) {
+        Ok(versions) => Json(json!({ "stream": name, "versions": versions })).into_response(),
+        Err(message) => error(StatusCode::SERVICE_UNAVAILABLE, message),
+    }
+}
