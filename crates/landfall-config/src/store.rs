@@ -49,6 +49,15 @@ pub struct Location {
 }
 
 impl Location {
+    /// The URL as it may be shown: without a password or query string (SAS tokens). The user
+    /// part stays: in `abfss://` URLs it names the container.
+    pub fn shown(&self) -> String {
+        let mut u = self.url.clone();
+        let _ = u.set_password(None);
+        u.set_query(None);
+        u.to_string()
+    }
+
     /// Parse a user location: a plain path (relative paths are taken from the working
     /// directory), `file://`, `s3://`/`s3a://`, `az://`/`azure://`/`abfs(s)://`, `gs://`.
     pub fn parse(input: &str) -> Result<Location, String> {

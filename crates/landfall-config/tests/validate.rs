@@ -200,11 +200,13 @@ sink = { path = "/data/table", partition_by = ["region", "region"] }
     );
     assert_eq!(
         errors(
-            "[server]\nlisten = \"nowhere\"\n[streams.\"bad name\"]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\n"
+            "[server]\nlisten = \"nowhere\"\nchart_step = \"1h\"\n[streams.\"bad name\"]\nsource = \"/a\"\nformat = \"json\"\nsink.path = \"/b\"\n[streams.\"..\"]\nsource = \"/c\"\nformat = \"json\"\nsink.path = \"/d\"\n"
         ),
         vec![
             "server.listen: `nowhere` is not a socket address (e.g. 127.0.0.1:8686)",
-            "streams.bad name: stream names may use only letters, digits, `_`, `-` and `.` (at most 100)",
+            "server.chart_step: `1h` is outside 100ms to 10m (the default is 10s)",
+            "streams...: stream names may use only letters, digits, `_`, `-` and `.` (at most 100), and not dots only",
+            "streams.bad name: stream names may use only letters, digits, `_`, `-` and `.` (at most 100), and not dots only",
         ]
     );
 }

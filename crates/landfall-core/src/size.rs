@@ -1,4 +1,21 @@
-//! Human byte sizes as users write them in TOML: `10g`, `512mb`, `1.5GiB`, `4096`.
+//! Human byte sizes as users write them in TOML (`10g`, `512mb`, `1.5GiB`, `4096`), and as
+//! landfall shows them (`1.5 KiB`).
+
+/// Bytes in binary units with one decimal: `512 B`, `1.5 KiB`, `3.0 GiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
 
 /// Parse a byte size. Suffixes are case-insensitive and binary (k = 1024), as in Auto Loader's
 /// `maxBytesPerTrigger`.

@@ -166,9 +166,8 @@ impl Hub {
 
     /// End every stream's timeline step now.
     pub fn sample(&self, step: std::time::Duration) {
-        let now = chrono::Utc::now();
         for s in self.streams() {
-            s.sample(now, step);
+            s.sample(step);
         }
     }
 

@@ -475,7 +475,7 @@ pub async fn report(
         let owner = QueueOwner::of_location(l);
         let mut r = LocationReport {
             name: l.name.clone(),
-            url: l.url.url.to_string(),
+            url: l.url.shown(),
             file_events: l.queue.is_some(),
             queue: None,
             queue_depth: None,

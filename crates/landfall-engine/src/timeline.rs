@@ -5,15 +5,17 @@
 //! (backlog in files and bytes, queue depth).
 //!
 //! Rates are the growth of the stream's committed counters (the ones `/metrics` exports) over
-//! the time that really passed since the previous point, not the nominal step: a sampler that
-//! ran late does not inflate them. Counters only grow within a process; a sample never reports
-//! a negative rate.
+//! the time that really passed since the previous point (a monotonic clock, not the wall clock
+//! an NTP step can move back), not the nominal step: a sampler that ran late does not inflate
+//! them. Counters only grow within a process; a sample never reports a negative rate. Point
+//! times never go back: a wall clock stepped back gives the next point the previous time plus
+//! one millisecond.
 
 use crate::progress::PhaseDurations;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The time the charts cover.
 pub const WINDOW: Duration = Duration::from_secs(3600);
@@ -83,7 +85,7 @@ pub struct Levels {
 /// What `/api/v1/streams/{name}/timeline` returns.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimelineView {
-    /// The sampling step in milliseconds (0 before the first sample).
+    /// The sampling step in milliseconds.
     pub step_ms: u64,
     /// Oldest first.
     pub points: Vec<Point>,
@@ -94,19 +96,20 @@ pub struct TimelineView {
 pub struct Timeline {
     points: VecDeque<Point>,
     step: Duration,
-    /// When the previous sample was taken, and the totals then.
-    last: (DateTime<Utc>, Totals),
+    /// When the previous sample was taken (monotonic, and as the point's time), and the totals
+    /// then.
+    last: (Instant, DateTime<Utc>, Totals),
     batches: u64,
     phase_sums: [u64; 5],
 }
 
 impl Timeline {
-    /// An empty timeline whose first step starts `now` with `totals`.
-    pub fn new(now: DateTime<Utc>, totals: Totals) -> Self {
+    /// An empty timeline whose first step starts now with `totals`.
+    pub fn new(totals: Totals) -> Self {
         Timeline {
             points: VecDeque::new(),
             step: Duration::ZERO,
-            last: (now, totals),
+            last: (Instant::now(), Utc::now(), totals),
             batches: 0,
             phase_sums: [0; 5],
         }
@@ -123,9 +126,22 @@ impl Timeline {
     /// End the current step at `now`: one point from the growth of `totals` since the previous
     /// sample and the `levels` now. Keeps [`WINDOW`] of points at `step` (at most
     /// [`MAX_POINTS`]).
-    pub fn sample(&mut self, now: DateTime<Utc>, totals: Totals, levels: Levels, step: Duration) {
-        let (then, before) = self.last;
-        let secs = ((now - then).num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6).max(1e-3);
+    pub fn sample(&mut self, totals: Totals, levels: Levels, step: Duration) {
+        self.sample_at(Instant::now(), Utc::now(), totals, levels, step)
+    }
+
+    /// [`Timeline::sample`] at a given instant and wall-clock time.
+    pub fn sample_at(
+        &mut self,
+        at: Instant,
+        now: DateTime<Utc>,
+        totals: Totals,
+        levels: Levels,
+        step: Duration,
+    ) {
+        let (then, then_t, before) = self.last;
+        let secs = at.saturating_duration_since(then).as_secs_f64().max(1e-3);
+        let now = now.max(then_t + chrono::Duration::milliseconds(1));
         let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / secs;
         let batch_ms = (self.batches > 0).then(|| {
             let n = self.batches as f64;
@@ -154,15 +170,17 @@ impl Timeline {
         while self.points.len() > keep {
             self.points.pop_front();
         }
-        self.last = (now, totals);
+        self.last = (at, now, totals);
         self.batches = 0;
         self.phase_sums = [0; 5];
     }
 
-    pub fn view(&self) -> TimelineView {
+    /// The newest `last` points at most (all of them with `None`).
+    pub fn view(&self, last: Option<usize>) -> TimelineView {
+        let skip = last.map_or(0, |n| self.points.len().saturating_sub(n));
         TimelineView {
             step_ms: self.step.as_millis() as u64,
-            points: self.points.iter().cloned().collect(),
+            points: self.points.iter().skip(skip).cloned().collect(),
         }
     }
 }
@@ -181,13 +199,30 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()
     }
 
+    /// A timeline started at `at(0)` on both clocks, and a sampler at `s` seconds after it.
+    struct Clock(Instant);
+
+    impl Clock {
+        fn timeline(totals: Totals) -> (Clock, Timeline) {
+            let mut t = Timeline::new(totals);
+            let start = Instant::now();
+            t.last = (start, at(0), totals);
+            (Clock(start), t)
+        }
+
+        fn sample(&self, t: &mut Timeline, s: i64, totals: Totals, levels: Levels) {
+            let i = self.0 + Duration::from_secs(s as u64);
+            t.sample_at(i, at(s), totals, levels, DEFAULT_STEP);
+        }
+    }
+
     fn totals(rows: u64, files: u64, bytes: u64) -> Totals {
         Totals { rows, files, bytes }
     }
 
     #[test]
     fn rates_are_growth_over_the_time_that_passed() {
-        let mut t = Timeline::new(at(0), totals(0, 0, 0));
+        let (clock, mut t) = Clock::timeline(totals(0, 0, 0));
         t.batch(&PhaseDurations {
             read: 100,
             write: 300,
@@ -206,15 +241,10 @@ mod tests {
             bytes_outstanding: 700,
             queue_depth: Some(3),
         };
-        t.sample(at(10), totals(1000, 20, 4000), levels, DEFAULT_STEP);
+        clock.sample(&mut t, 10, totals(1000, 20, 4000), levels);
         // A sampler 10 s late: the rate is over the 20 s that passed.
-        t.sample(
-            at(30),
-            totals(1400, 24, 4000),
-            Levels::default(),
-            DEFAULT_STEP,
-        );
-        let v = t.view();
+        clock.sample(&mut t, 30, totals(1400, 24, 4000), Levels::default());
+        let v = t.view(None);
         assert_eq!(v.step_ms, 10_000);
         let [a, b] = &v.points[..] else {
             panic!("{:?}", v.points)
@@ -239,13 +269,26 @@ mod tests {
 
     #[test]
     fn counters_that_went_back_give_no_negative_rate() {
-        let mut t = Timeline::new(at(0), totals(50, 5, 500));
-        t.sample(at(10), totals(10, 1, 100), Levels::default(), DEFAULT_STEP);
-        let p = &t.view().points[0];
+        let (clock, mut t) = Clock::timeline(totals(50, 5, 500));
+        clock.sample(&mut t, 10, totals(10, 1, 100), Levels::default());
+        let p = &t.view(None).points[0];
         assert_eq!(
             (p.rows_per_second, p.files_per_second, p.bytes_per_second),
             (0.0, 0.0, 0.0)
         );
+        // The wall clock steps back an hour: the rate is over the 10 s that really passed, and
+        // the point's time stays after the one before.
+        let i = clock.0 + Duration::from_secs(20);
+        t.sample_at(
+            i,
+            at(-3600),
+            totals(110, 1, 100),
+            Levels::default(),
+            DEFAULT_STEP,
+        );
+        let p = &t.view(None).points[1];
+        assert_eq!(p.rows_per_second, 10.0);
+        assert_eq!(p.t, at(10) + chrono::Duration::milliseconds(1));
     }
 
     #[test]
@@ -254,16 +297,11 @@ mod tests {
         assert_eq!(capacity(Duration::from_secs(7)), 515);
         assert_eq!(capacity(Duration::from_millis(100)), MAX_POINTS);
         assert_eq!(capacity(Duration::from_secs(7200)), 1);
-        let mut t = Timeline::new(at(0), Totals::default());
+        let (clock, mut t) = Clock::timeline(Totals::default());
         for i in 1..=400 {
-            t.sample(
-                at(i * 10),
-                totals(i as u64, 0, 0),
-                Levels::default(),
-                DEFAULT_STEP,
-            );
+            clock.sample(&mut t, i * 10, totals(i as u64, 0, 0), Levels::default());
         }
-        let v = t.view();
+        let v = t.view(None);
         assert_eq!(v.points.len(), 360);
         assert_eq!(v.points[0].t, at(410));
         assert_eq!(v.points[359].t, at(4000));

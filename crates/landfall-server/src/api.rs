@@ -79,24 +79,52 @@ pub async fn streams(State(s): State<AppState>) -> Json<Value> {
     Json(json!({ "streams": list }))
 }
 
-/// `GET /api/v1/locations`: each location's cache, consumer, queue depth and readers.
+/// How long an answer of `/api/v1/locations` is reused: each asks every location's queue for
+/// its depth (a cloud request), and every open status page polls it.
+const LOCATIONS_FOR: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `GET /api/v1/locations`: each location's cache, consumer, queue depth and readers. The
+/// ledgers of streams no worker holds are opened read-only off the runtime's threads; the
+/// answer is reused for [`LOCATIONS_FOR`].
 pub async fn locations(State(s): State<AppState>) -> Json<Value> {
     let Some(cfg) = s.hub.config() else {
         return Json(json!({ "locations": [] }));
     };
-    let hub = s.hub.clone();
-    let positions = move |spec: &landfall_config::StreamSpec| match hub
-        .stream(&spec.name)
-        .and_then(|e| e.state_store())
+    if let Some((at, v)) = s
+        .locations_cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        && at.elapsed() < LOCATIONS_FOR
     {
-        Some(store) => store.cursor().ok().flatten(),
-        None => landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
-            .ok()
-            .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
-    };
+        return Json(v.clone());
+    }
+    let hub = s.hub.clone();
+    let specs = cfg.streams.clone();
+    let cursors: BTreeMap<String, Option<String>> = tokio::task::spawn_blocking(move || {
+        specs
+            .iter()
+            .map(|spec| {
+                let cursor = match hub.stream(&spec.name).and_then(|e| e.state_store()) {
+                    Some(store) => store.cursor().ok().flatten(),
+                    None => landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
+                        .ok()
+                        .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
+                };
+                (spec.name.clone(), cursor)
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default();
+    let positions =
+        move |spec: &landfall_config::StreamSpec| cursors.get(&spec.name).cloned().flatten();
     let reports =
         landfall_engine::locations::report(&cfg, Some(&s.hub.locations), &positions, true).await;
-    Json(json!({ "locations": reports }))
+    let v = json!({ "locations": reports });
+    *s.locations_cache.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some((std::time::Instant::now(), v.clone()));
+    Json(v)
 }
 
 pub async fn stream(State(s): State<AppState>, Path(name): Path<String>) -> Response {
@@ -134,19 +162,10 @@ fn redact(o: &StoreOptions) -> BTreeMap<String, String> {
     o.redacted()
 }
 
-/// A URL without a password or query string (SAS tokens). The user part stays: in `abfss://`
-/// URLs it names the container.
-fn url_without_credentials(u: &url::Url) -> String {
-    let mut u = u.clone();
-    let _ = u.set_password(None);
-    u.set_query(None);
-    u.to_string()
-}
-
 /// The stream's configuration as the API shows it: no secret values.
 fn config_view(spec: &StreamSpec) -> Value {
     json!({
-        "source": url_without_credentials(&spec.source.url),
+        "source": spec.source.shown(),
         "source_options": redact(&spec.source_options),
         "format": format!("{:?}", spec.format).to_lowercase(),
         "trigger": match spec.trigger {
@@ -169,7 +188,7 @@ fn config_view(spec: &StreamSpec) -> Value {
         "include_existing_files": spec.include_existing_files,
         "sink": {
             "format": format!("{:?}", spec.sink.format).to_lowercase(),
-            "path": url_without_credentials(&spec.sink.location.url),
+            "path": spec.sink.location.shown(),
             "partition_by": spec.sink.partition_by,
             "options": redact(&spec.sink.options),
         },

@@ -4,7 +4,8 @@
 //! for queue modes, the queue depth.
 //!
 //! Every series carries the numbers it is drawn from: a line's `data-values` and `data-times`
-//! (the times as the timeline API writes them), a bar's `data-t`, `data-phase` and `data-ms`.
+//! (the times as the timeline API writes them), a bar's `data-t`, `data-phase` and `data-ms`;
+//! the document its time axis (`data-end`, `data-window-ms`).
 //! A test reads them back from the rendered page and compares them with
 //! `/api/v1/streams/{name}/timeline`, and checks each vertex sits where its value says.
 
@@ -119,15 +120,7 @@ pub fn nice_max(v: f64) -> f64 {
 
 fn label(v: f64, unit: Unit) -> String {
     match unit {
-        Unit::Bytes => {
-            let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-            let (mut v, mut i) = (v, 0);
-            while v >= 1024.0 && i < units.len() - 1 {
-                v /= 1024.0;
-                i += 1;
-            }
-            format!("{} {}", trim(v), units[i])
-        }
+        Unit::Bytes => landfall_core::size::human_bytes(v as u64),
         Unit::PerSecond => format!("{}/s", trim(v)),
         Unit::Count => trim(v),
     }
@@ -303,9 +296,10 @@ pub fn render(view: &TimelineView, now: DateTime<Utc>) -> String {
         rows as f64 * PANEL_H + (rows - 1) as f64 * GAP,
     );
     let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" data-step-ms="{step}" data-end="{end}"><style>.t{{font:600 12px system-ui,sans-serif;fill:currentColor}}.m{{font:11px system-ui,sans-serif;fill:currentColor;opacity:.7}}.f{{fill:none;stroke:currentColor;stroke-opacity:.25}}</style>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" data-step-ms="{step}" data-end="{end}" data-window-ms="{window}"><style>.t{{font:600 12px system-ui,sans-serif;fill:currentColor}}.m{{font:11px system-ui,sans-serif;fill:currentColor;opacity:.7}}.f{{fill:none;stroke:currentColor;stroke-opacity:.25}}</style>"#,
         step = view.step_ms,
         end = time(now),
+        window = axis.window.as_millis(),
     );
     for i in 0..panels {
         let (col, row) = (i % cols, i / cols);
@@ -352,7 +346,7 @@ mod tests {
         assert_eq!(nice_max(7.0), 10.0);
         assert_eq!(nice_max(10.0), 10.0);
         assert_eq!(nice_max(1234.0), 2000.0);
-        assert_eq!(label(3.0 * 1048576.0, Unit::Bytes), "3 MiB");
+        assert_eq!(label(3.0 * 1048576.0, Unit::Bytes), "3.0 MiB");
         assert_eq!(label(2.5, Unit::PerSecond), "2.5/s");
     }
 

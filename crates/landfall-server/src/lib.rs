@@ -40,6 +40,18 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     /// The bearer token admin actions need; `None` disables them.
     pub admin_token: Option<String>,
+    /// The last answer of `/api/v1/locations` and when it was made (api.rs).
+    pub locations_cache: Arc<std::sync::Mutex<Option<(std::time::Instant, serde_json::Value)>>>,
+}
+
+impl AppState {
+    pub fn new(hub: Arc<Hub>, admin_token: Option<String>) -> Self {
+        AppState {
+            hub,
+            admin_token,
+            locations_cache: Arc::default(),
+        }
+    }
 }
 
 /// The router of every endpoint.

@@ -132,10 +132,7 @@ async fn pages_follow_the_cursor_and_read_only_the_page() {
     let listener = landfall_server::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, shutdown) = tokio::sync::watch::channel(false);
-    let state = AppState {
-        hub,
-        admin_token: None,
-    };
+    let state = AppState::new(hub, None);
     let server = tokio::spawn(landfall_server::serve(listener, state, shutdown));
 
     assert_eq!(page_all(addr, "limit=7", "").await, paths);

@@ -36,11 +36,12 @@ impl RocksKv {
                 reason: "no state here yet (the stream has never run)".into(),
             });
         }
-        let db = DB::open_for_read_only(&Options::default(), dir, false).map_err(|e| {
-            StateError::Open {
-                dir: dir.to_path_buf(),
-                source: e,
-            }
+        let mut opts = Options::default();
+        // An inspection (the API, the CLI) keeps few table files open, whatever the ledger's size.
+        opts.set_max_open_files(64);
+        let db = DB::open_for_read_only(&opts, dir, false).map_err(|e| StateError::Open {
+            dir: dir.to_path_buf(),
+            source: e,
         })?;
         Ok(RocksKv { db })
     }

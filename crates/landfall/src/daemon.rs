@@ -77,10 +77,7 @@ pub fn run(
                     }
                     long
                 });
-            let state = landfall_server::AppState {
-                hub: hub.clone(),
-                admin_token,
-            };
+            let state = landfall_server::AppState::new(hub.clone(), admin_token);
             tokio::spawn(landfall_server::serve(listener, state, server_rx))
         });
         let signal_hub = hub.clone();

@@ -3,7 +3,7 @@
 //! no chunked decoding. A wildcard listen address is reached on loopback.
 
 use std::io::{Read, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The address to connect to for a daemon listening on `listen`.
 pub fn reachable(listen: &str) -> String {
@@ -21,20 +21,51 @@ pub struct Answer {
 /// Answers larger than this are refused (the API's pages are far smaller).
 const MAX_ANSWER: u64 = 64 << 20;
 
-/// `GET path` on `addr` (`host:port`), each step bounded by `timeout`.
+/// `GET path` on `addr` (`host:port`), the whole exchange within `timeout`.
 pub fn get(addr: &str, path: &str, timeout: Duration) -> std::io::Result<Answer> {
+    let deadline = Instant::now() + timeout;
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no whole answer within {timeout:?}"),
+                )
+            })
+    };
     let sock = addr
         .parse::<std::net::SocketAddr>()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut s = std::net::TcpStream::connect_timeout(&sock, timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
+    let mut s = std::net::TcpStream::connect_timeout(&sock, left()?)?;
+    s.set_write_timeout(Some(left()?))?;
     s.write_all(
         format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n")
             .as_bytes(),
     )?;
+    // Each read may wait only for what is left of the deadline: a daemon that trickles its
+    // answer cannot hold the caller past it.
     let mut raw = Vec::new();
-    s.take(MAX_ANSWER).read_to_end(&mut raw)?;
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        s.set_read_timeout(Some(left()?))?;
+        let n = match s.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if raw.len() as u64 > MAX_ANSWER {
+            return Err(std::io::Error::other(format!(
+                "the answer is larger than {} MiB",
+                MAX_ANSWER >> 20
+            )));
+        }
+    }
     let head_end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -17,21 +17,6 @@ use serde_json::Value;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// The columns of `landfall state`, after Auto Loader's `cloud_files_state` (`size` a BIGINT,
 /// `batch_id` and `table_version` numbers, timestamps ISO 8601 strings, absent values null).
 const STATE_HEADER: &[&str] = &[
@@ -372,7 +357,7 @@ pub fn print_run_summary(outcomes: &[StreamOutcome]) {
             "    this run:  {} file(s), {} row(s), {} in {} batch(es); {} file(s) skipped, {} malformed row(s)",
             o.files_this_run,
             o.rows_this_run,
-            human_bytes(o.bytes_this_run),
+            landfall_core::size::human_bytes(o.bytes_this_run),
             o.batches_this_run,
             o.files_skipped_this_run,
             o.rows_malformed_this_run
@@ -382,7 +367,7 @@ pub fn print_run_summary(outcomes: &[StreamOutcome]) {
                 "    all time:  {} file(s), {} row(s), {} committed; {} pending",
                 s.committed_files,
                 s.committed_rows,
-                human_bytes(s.committed_bytes),
+                landfall_core::size::human_bytes(s.committed_bytes),
                 s.pending_files
             );
         }

@@ -2,7 +2,7 @@
 //! with a known ingest: the numbers and states in the rendered DOM equal what
 //! `/api/v1/streams` reports; the charts are drawn from the numbers
 //! `/api/v1/streams/{name}/timeline` returns (each series' values and times, and each vertex
-//! where its value puts it); the last batches, skipped files and schema versions equal their
+//! where its value and time put it); the last batches, skipped files and schema versions equal their
 //! endpoints; an error or a skipped file whose name is HTML stays text; and the screenshot is a
 //! real picture (kept as `status_page.png` in the test's target tmp dir).
 
@@ -391,7 +391,7 @@ fn row_cells(
 /// The charts, last batches, skipped files and schema versions of each stream as the page
 /// drew them, against the API read after the page (a timeline only grows at its end here).
 fn details_match_the_api(dom: &str, addr: &str) {
-    use landfall_server::chart::{PLOT_H, PLOT_TOP, y};
+    use landfall_server::chart::{PLOT_H, PLOT_LEFT, PLOT_TOP, PLOT_W, y};
     for name in ["ev", "skips", "bad"] {
         let sec = section(dom, name);
         let (status, tl) = get_json(addr, &format!("/api/v1/streams/{name}/timeline"));
@@ -406,7 +406,16 @@ fn details_match_the_api(dom: &str, addr: &str) {
         let svg = &sec[sec
             .find("<svg")
             .unwrap_or_else(|| panic!("{name}: no chart:\n{sec}"))..];
-        assert_eq!(attr(tag_with(svg, "<svg"), "data-step-ms"), "200");
+        let svg_tag = tag_with(svg, "<svg");
+        assert_eq!(attr(svg_tag, "data-step-ms"), "200");
+        let end = chrono::DateTime::parse_from_rfc3339(attr(svg_tag, "data-end")).unwrap();
+        let window: f64 = attr(svg_tag, "data-window-ms").parse().unwrap();
+        // Where a time sits on the axis: `now` at the right edge, the window's start at the left.
+        let x_of = |t: &str| {
+            let t = chrono::DateTime::parse_from_rfc3339(t).unwrap();
+            let before = (end - t).num_milliseconds().max(0) as f64;
+            PLOT_LEFT + PLOT_W * (1.0 - (before / window).min(1.0))
+        };
         for series in [
             "rows_per_second",
             "files_per_second",
@@ -446,7 +455,7 @@ fn details_match_the_api(dom: &str, addr: &str) {
                     "{name} {series}: {v} at y {py}"
                 );
                 assert!((PLOT_TOP..=PLOT_TOP + PLOT_H).contains(py));
-                assert!(x.is_finite());
+                assert!((x - x_of(t)).abs() < 0.01, "{name} {series}: {t} at x {x}");
             }
             assert!(
                 coords.windows(2).all(|w| w[0].0 < w[1].0),

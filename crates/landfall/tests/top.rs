@@ -273,5 +273,10 @@ sink.path = "{root}/bad_table"
     assert!(row(&screen, "ev").is_some(), "{screen}");
 
     tmux.keys("q");
-    tmux.wait_for("top ended with 0", within, |s| s.contains("TOP-EXITED=0"));
+    let screen = tmux.wait_for("top ended with 0", within, |s| s.contains("TOP-EXITED=0"));
+    // The terminal is given back: the alternate screen left, the shell's output on the normal one.
+    assert!(
+        !screen.contains("streams ─"),
+        "the view is still on the screen:\n{screen}"
+    );
 }

@@ -98,9 +98,12 @@ pub(super) fn single_char(s: &str) -> Result<u8, String> {
     }
 }
 
+/// Letters, digits, `_`, `-` and `.`, at most 100, and not dots only (`.` and `..` would name
+/// the state root or its parent as a state directory, and a URL path resolves them away).
 pub(super) fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 100
+        && !n.bytes().all(|b| b == b'.')
         && n.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
 }
@@ -202,7 +205,8 @@ fn validate_locations(ctx: &mut Ctx) -> Vec<crate::LocationSpec> {
         if !valid_name(name) {
             ctx.err(
                 format!("locations.{name}"),
-                "location names may use only letters, digits, `_`, `-` and `.` (at most 100)",
+                "location names may use only letters, digits, `_`, `-` and `.` (at most 100), and not \
+                 dots only",
             );
             continue;
         }

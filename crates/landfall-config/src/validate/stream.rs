@@ -27,7 +27,8 @@ pub(super) fn validate_stream(
     if !valid_name(name) {
         ctx.err(
             format!("streams.{name}"),
-            "stream names may use only letters, digits, `_`, `-` and `.` (at most 100)",
+            "stream names may use only letters, digits, `_`, `-` and `.` (at most 100), and not \
+             dots only",
         );
     }
     let source = ctx.ok(k("source"), Location::parse(&s.source));

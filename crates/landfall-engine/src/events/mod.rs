@@ -128,8 +128,7 @@ impl StreamEvents {
     pub fn new(stream: &str, metrics: Arc<Metrics>) -> Self {
         let counters = StreamCounters::new(&metrics, stream);
         // The metrics may hold totals of this stream already: the first step starts from them.
-        let timeline =
-            crate::timeline::Timeline::new(chrono::Utc::now(), recent::totals(&counters));
+        let timeline = crate::timeline::Timeline::new(recent::totals(&counters));
         StreamEvents {
             stream: stream.to_string(),
             counters,

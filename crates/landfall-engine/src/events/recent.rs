@@ -13,7 +13,8 @@ pub const RECENT_SKIPS: usize = 50;
 pub struct SkippedFile {
     pub path: String,
     pub batch_id: u64,
-    /// The kind (`missing`, `corrupt`, `changed`, `manual`, ...).
+    /// The kind (`missing`, `corrupt`, `changed`, `too_large`, ...). Skips an operator makes
+    /// (`landfall skip`, the admin API) are in the ledger, not here.
     pub kind: String,
     /// The kind with its detail, as the log line says it.
     pub reason: String,
@@ -38,8 +39,11 @@ impl StreamEvents {
         self.timeline_lock().batch(d);
     }
 
+    /// A file skipped while reading a batch. An attempt run again skips it again: it is listed
+    /// once, at its last skip.
     pub(super) fn remember_skip(&self, batch_id: u64, path: &str, reason: &SkipReason) {
         let mut s = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+        s.retain(|f| !(f.path == path && f.batch_id == batch_id));
         if s.len() == RECENT_SKIPS {
             s.pop_front();
         }
@@ -52,8 +56,8 @@ impl StreamEvents {
         });
     }
 
-    /// End the timeline's current step at `now` (`step`: the sampling interval).
-    pub fn sample(&self, now: DateTime<Utc>, step: Duration) {
+    /// End the timeline's current step now (`step`: the sampling interval).
+    pub fn sample(&self, step: Duration) {
         let l = self.label();
         let m = &self.metrics;
         let levels = Levels {
@@ -62,12 +66,12 @@ impl StreamEvents {
             queue_depth: *self.queue_depth.lock().unwrap_or_else(|e| e.into_inner()),
         };
         let totals = totals(&self.counters);
-        self.timeline_lock().sample(now, totals, levels, step);
+        self.timeline_lock().sample(totals, levels, step);
     }
 
-    /// The stream's last hour, oldest point first.
-    pub fn timeline(&self) -> TimelineView {
-        self.timeline_lock().view()
+    /// The stream's last hour (its newest `last` points at most), oldest point first.
+    pub fn timeline(&self, last: Option<usize>) -> TimelineView {
+        self.timeline_lock().view(last)
     }
 
     /// The files this process skipped last, newest first.

@@ -37,11 +37,20 @@ pub fn run(listen: &str) -> ExitCode {
         let (mut good, mut last) = (None::<model::Snapshot>, None::<model::Snapshot>);
         let mut selected = 0usize;
         loop {
-            while let Ok(s) = rx.try_recv() {
-                if s.streams.is_ok() {
-                    good = Some(s.clone());
+            loop {
+                match rx.try_recv() {
+                    Ok(s) => {
+                        if s.streams.is_ok() {
+                            good = Some(s.clone());
+                        }
+                        last = Some(s);
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    // The reader ended (it panicked): stale data must not pass for live.
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        return Err(std::io::Error::other("the thread reading the daemon ended"));
+                    }
                 }
-                last = Some(s);
             }
             let names: Vec<String> = good
                 .as_ref()
@@ -94,7 +103,7 @@ pub fn run(listen: &str) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: landfall top: the terminal failed: {e}");
+            eprintln!("error: landfall top: {e}");
             ExitCode::FAILURE
         }
     }

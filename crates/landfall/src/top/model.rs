@@ -56,7 +56,8 @@ pub struct Detail {
 pub struct Snapshot {
     pub taken: chrono::DateTime<chrono::Local>,
     pub streams: Result<Vec<StreamRow>, String>,
-    pub detail: Option<Result<Detail, String>>,
+    /// The selected stream's name and its detail, or why it could not be read.
+    pub detail: Option<(String, Result<Detail, String>)>,
 }
 
 fn u(v: &Value) -> Option<u64> {
@@ -126,13 +127,11 @@ pub fn detail(name: &str, timeline: &Value, progress: &Value) -> Detail {
 
 /// A stream name in a URL path.
 fn segment(name: &str) -> String {
-    name.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
+
+/// Points of the timeline read: more than any terminal is wide.
+const POINTS: usize = 400;
 
 /// Read the daemon at `addr` once: the streams, and the detail of `selected`.
 pub fn read(addr: &str, selected: Option<&str>) -> Snapshot {
@@ -140,9 +139,12 @@ pub fn read(addr: &str, selected: Option<&str>) -> Snapshot {
     let streams = get("/api/v1/streams").and_then(|v| stream_rows(&v));
     let detail = selected.map(|name| {
         let base = format!("/api/v1/streams/{}", segment(name));
-        let timeline = get(&format!("{base}/timeline"))?;
-        let progress = get(&format!("{base}/progress?limit=8"))?;
-        Ok(detail(name, &timeline, &progress))
+        let read = || -> Result<Detail, String> {
+            let timeline = get(&format!("{base}/timeline?last={POINTS}"))?;
+            let progress = get(&format!("{base}/progress?limit=8"))?;
+            Ok(detail(name, &timeline, &progress))
+        };
+        (name.to_string(), read())
     });
     Snapshot {
         taken: chrono::Local::now(),
@@ -201,6 +203,6 @@ mod tests {
             (200, 1.5, 2)
         );
         assert_eq!(d.batches[0].batch_id, 2, "newest first");
-        assert_eq!(segment("a b/é"), "a%20b%2F%C3%A9");
+        assert_eq!(segment("a b/é.x"), "a%20b%2F%C3%A9%2Ex");
     }
 }

@@ -28,20 +28,9 @@ fn int<T: ToString>(v: Option<T>) -> String {
 
 /// Bytes in binary units without a space (`1.5KiB`), so each column is one word.
 pub fn bytes(n: Option<u64>) -> String {
-    let Some(n) = n else {
-        return DASH.into();
-    };
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut i) = (n as f64, 0);
-    while v >= 1024.0 && i < units.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n}B")
-    } else {
-        format!("{v:.1}{}", units[i])
-    }
+    n.map_or(DASH.into(), |n| {
+        landfall_core::size::human_bytes(n).replace(' ', "")
+    })
 }
 
 fn state_style(state: &str) -> Style {
@@ -254,8 +243,8 @@ pub fn draw(f: &mut Frame, sc: &Screen) {
     let chosen = streams.get(sc.selected);
     let detail_of = sc.good.and_then(|s| s.detail.as_ref());
     match (chosen, detail_of) {
-        (Some(s), Some(Ok(d))) if d.name == s.name => detail(f, rest, d, s.error.as_deref()),
-        (Some(s), Some(Err(e))) => f.render_widget(
+        (Some(s), Some((n, Ok(d)))) if *n == s.name => detail(f, rest, d, s.error.as_deref()),
+        (Some(s), Some((n, Err(e)))) if *n == s.name => f.render_widget(
             Paragraph::new(format!("cannot read the detail of {}: {e}", s.name))
                 .wrap(Wrap { trim: true }),
             rest,
