@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 use landfall_core::{BatchLimits, CommitReceipt, FileMeta, StateStore};
 use landfall_engine::Hub;
 use landfall_server::AppState;
-use landfall_state::{Kv, KvOp, Ledger, MemoryKv};
+use landfall_state::{Kv, KvError, KvOp, Ledger, MemoryKv};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +23,7 @@ struct Counting {
 }
 
 impl Kv for Counting {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         self.inner.get(key)
     }
     fn scan(
@@ -31,13 +31,13 @@ impl Kv for Counting {
         prefix: &[u8],
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), KvError> {
         self.inner.scan(prefix, from, &mut |k, v| {
             self.visited.fetch_add(1, Ordering::Relaxed);
             visit(k, v)
         })
     }
-    fn write(&self, ops: Vec<KvOp>) -> Result<(), String> {
+    fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError> {
         self.inner.write(ops)
     }
 }

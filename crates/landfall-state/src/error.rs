@@ -17,7 +17,7 @@ pub enum StateError {
     )]
     Locked { dir: PathBuf, holder: Option<u32> },
     #[error(
-        "state directory {dir} is corrupt: {reason}. To recover: restore the directory from a backup (landfall then checks it against the table and refuses to continue if the table is ahead), or move it away with `landfall reset <stream>` to start the stream over (files already in the table are ingested again unless include_existing_files = false)"
+        "state directory {dir} is damaged: {reason}. The stream stopped: retrying cannot repair it. To recover (docs/operations.md, \"Back up and restore the state\"): restore the directory from a backup (landfall then checks it against the table and refuses to continue if the table is ahead), or move it away with `landfall reset <stream>` to start the stream over (files already in the table are ingested again unless include_existing_files = false)"
     )]
     Corrupted { dir: PathBuf, reason: String },
     #[error("state store of stream `{stream}`: {op} failed: {reason}")]

@@ -20,7 +20,7 @@
 //! retained event below `n`.
 
 use crate::error::StateError;
-use crate::kv::{Kv, KvOp};
+use crate::kv::{Kv, KvError, KvOp};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
@@ -112,11 +112,14 @@ impl<K: Kv> EventCache<K> {
         }
     }
 
-    fn backend(&self, op: &'static str) -> impl Fn(String) -> StateError + '_ {
-        move |reason| StateError::Backend {
-            stream: format!("location {}", self.location),
-            op,
-            reason,
+    fn backend(&self, op: &'static str) -> impl Fn(KvError) -> StateError + '_ {
+        move |e| match e {
+            KvError::Damaged { dir, reason } => StateError::Corrupted { dir, reason },
+            KvError::Failed(reason) => StateError::Backend {
+                stream: format!("location {}", self.location),
+                op,
+                reason,
+            },
         }
     }
 

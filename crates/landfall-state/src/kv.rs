@@ -2,7 +2,20 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::path::PathBuf;
 use std::sync::Mutex;
+
+/// Why a key-value operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    /// The store's files in `dir` are damaged (a checksum mismatch, a truncated or missing table
+    /// file): retrying cannot help; the directory must be restored or set aside.
+    #[error("{reason}")]
+    Damaged { dir: PathBuf, reason: String },
+    /// Anything else (an I/O error such as a full disk): it may heal.
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// One change inside an atomic write.
 #[derive(Debug, Clone)]
@@ -13,7 +26,7 @@ pub enum KvOp {
 
 /// An ordered byte-key store. `write` applies all ops atomically and durably.
 pub trait Kv: Send + Sync {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError>;
     /// Visit keys starting with `prefix`, from `from` (inclusive, must start with `prefix`), in
     /// order, until `visit` returns false.
     fn scan(
@@ -21,8 +34,8 @@ pub trait Kv: Send + Sync {
         prefix: &[u8],
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), String>;
-    fn write(&self, ops: Vec<KvOp>) -> Result<(), String>;
+    ) -> Result<(), KvError>;
+    fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError>;
 }
 
 /// A `BTreeMap` behind a mutex: the same semantics as RocksDB without durability.
@@ -32,7 +45,7 @@ pub struct MemoryKv {
 }
 
 impl Kv for MemoryKv {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         Ok(self
             .map
             .lock()
@@ -46,7 +59,7 @@ impl Kv for MemoryKv {
         prefix: &[u8],
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), KvError> {
         // Copy the range out a chunk at a time: `visit` may call back into this store (as the
         // ledger does when it follows the pending queue to file records), and the mutex is not
         // reentrant. A chunk, not the whole range, so a scan that stops early (a page of the
@@ -75,7 +88,7 @@ impl Kv for MemoryKv {
         }
     }
 
-    fn write(&self, ops: Vec<KvOp>) -> Result<(), String> {
+    fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError> {
         let mut map = self.map.lock().expect("memory kv poisoned");
         for op in ops {
             match op {

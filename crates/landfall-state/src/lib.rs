@@ -16,7 +16,7 @@ mod rocks;
 
 pub use error::StateError;
 pub use event_cache::{CacheStats, CachedEvent, EventCache, NewEvent, bare_etag, seq_after};
-pub use kv::{Kv, KvOp, MemoryKv};
+pub use kv::{Kv, KvError, KvOp, MemoryKv};
 pub use ledger::{FileRecords, LEDGER_FORMAT, Ledger};
 pub use rocks::RocksKv;
 

@@ -1,12 +1,13 @@
 //! RocksDB behind the [`Kv`] interface: one database per stream, synced write batches.
 
 use crate::error::StateError;
-use crate::kv::{Kv, KvOp};
+use crate::kv::{Kv, KvError, KvOp};
 use rocksdb::{DB, Direction, IteratorMode, Options, WriteBatch, WriteOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub struct RocksKv {
     db: DB,
+    dir: PathBuf,
 }
 
 impl RocksKv {
@@ -24,7 +25,10 @@ impl RocksKv {
         opts.set_max_open_files(256);
         opts.set_keep_log_file_num(3);
         let db = DB::open(&opts, dir).map_err(|e| open_error(dir, e))?;
-        Ok(RocksKv { db })
+        Ok(RocksKv {
+            db,
+            dir: dir.to_path_buf(),
+        })
     }
 
     /// Open without taking the directory lock, for inspection while a daemon runs. Writes fail.
@@ -39,11 +43,11 @@ impl RocksKv {
         let mut opts = Options::default();
         // An inspection (the API, the CLI) keeps few table files open, whatever the ledger's size.
         opts.set_max_open_files(64);
-        let db = DB::open_for_read_only(&opts, dir, false).map_err(|e| StateError::Open {
+        let db = DB::open_for_read_only(&opts, dir, false).map_err(|e| open_error(dir, e))?;
+        Ok(RocksKv {
+            db,
             dir: dir.to_path_buf(),
-            source: e,
-        })?;
-        Ok(RocksKv { db })
+        })
     }
 }
 
@@ -58,7 +62,12 @@ fn open_error(dir: &Path, e: rocksdb::Error) -> StateError {
             holder: lock_holder(&dir.join("LOCK")),
         };
     }
-    if e.kind() == rocksdb::ErrorKind::Corruption {
+    // A file of an existing database gone (its MANIFEST, a table file): as damaged as a bad
+    // checksum, and no retry brings it back.
+    let missing = e.kind() == rocksdb::ErrorKind::IOError
+        && text.contains("No such file or directory")
+        && dir.join("CURRENT").exists();
+    if e.kind() == rocksdb::ErrorKind::Corruption || missing {
         return StateError::Corrupted {
             dir: dir.to_path_buf(),
             reason: text,
@@ -97,9 +106,23 @@ fn lock_holder(lock: &Path) -> Option<u32> {
     None
 }
 
+impl RocksKv {
+    /// RocksDB's corruption errors (a checksum mismatch, a truncated table file) are damage;
+    /// the rest (I/O, a full disk) may heal.
+    fn kv_error(&self, e: rocksdb::Error) -> KvError {
+        match e.kind() {
+            rocksdb::ErrorKind::Corruption => KvError::Damaged {
+                dir: self.dir.clone(),
+                reason: e.to_string(),
+            },
+            _ => KvError::Failed(e.to_string()),
+        }
+    }
+}
+
 impl Kv for RocksKv {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        self.db.get(key).map_err(|e| e.to_string())
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+        self.db.get(key).map_err(|e| self.kv_error(e))
     }
 
     fn scan(
@@ -107,12 +130,12 @@ impl Kv for RocksKv {
         prefix: &[u8],
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), KvError> {
         for item in self
             .db
             .iterator(IteratorMode::From(from, Direction::Forward))
         {
-            let (k, v) = item.map_err(|e| e.to_string())?;
+            let (k, v) = item.map_err(|e| self.kv_error(e))?;
             if !k.starts_with(prefix) || !visit(&k, &v) {
                 break;
             }
@@ -120,7 +143,7 @@ impl Kv for RocksKv {
         Ok(())
     }
 
-    fn write(&self, ops: Vec<KvOp>) -> Result<(), String> {
+    fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError> {
         let mut batch = WriteBatch::default();
         for op in ops {
             match op {
@@ -130,6 +153,6 @@ impl Kv for RocksKv {
         }
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
-        self.db.write_opt(batch, &wo).map_err(|e| e.to_string())
+        self.db.write_opt(batch, &wo).map_err(|e| self.kv_error(e))
     }
 }

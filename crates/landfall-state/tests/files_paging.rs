@@ -5,7 +5,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use landfall_core::seams::{FileFilter, FilesPage};
 use landfall_core::{BatchLimits, FileKey, FileMeta, FileState, SkipKind, SkipReason, StateStore};
-use landfall_state::{Kv, KvOp, Ledger, MemoryKv, open_rocks};
+use landfall_state::{Kv, KvError, KvOp, Ledger, MemoryKv, open_rocks};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,7 +22,7 @@ struct Counting<K> {
 }
 
 impl<K: Kv> Kv for Counting<K> {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
         self.inner.get(key)
     }
     fn scan(
@@ -30,13 +30,13 @@ impl<K: Kv> Kv for Counting<K> {
         prefix: &[u8],
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), KvError> {
         self.inner.scan(prefix, from, &mut |k, v| {
             self.visited.fetch_add(1, Ordering::Relaxed);
             visit(k, v)
         })
     }
-    fn write(&self, ops: Vec<KvOp>) -> Result<(), String> {
+    fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError> {
         self.inner.write(ops)
     }
 }

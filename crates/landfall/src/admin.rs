@@ -180,6 +180,38 @@ pub fn reset(spec: &StreamSpec) -> ExitCode {
                     .ok()
                     .flatten()
             }
+            // A damaged state is what a reset is for: set it aside unless a process holds it
+            // (RocksDB checks the lock before it reads, so a damaged open says nothing of it).
+            Err(landfall_state::StateError::Corrupted { reason, .. }) => {
+                if let Some(pid) = lock_holder(dir) {
+                    eprintln!(
+                        "error: stream `{}`: state directory {} is held by process {pid}: stop it first",
+                        spec.name,
+                        dir.display()
+                    );
+                    return ExitCode::FAILURE;
+                }
+                eprintln!(
+                    "warning: stream `{}`: the state in {} is damaged ({reason}); setting it aside",
+                    spec.name,
+                    dir.display()
+                );
+                cutoff = landfall_state::open_rocks_read_only(&spec.name, dir)
+                    .ok()
+                    .and_then(|l| {
+                        l.meta(landfall_engine::stream::memory::EXISTING_CUTOFF_META)
+                            .ok()
+                            .flatten()
+                    });
+                if cutoff.is_none() && !spec.include_existing_files {
+                    eprintln!(
+                        "warning: stream `{}`: the damaged state's include_existing_files cutoff \
+                         could not be read: the new state takes its own at its start, so files \
+                         that arrived before it and are not in the table yet are not ingested",
+                        spec.name
+                    );
+                }
+            }
             Err(e) => {
                 eprintln!("error: stream `{}`: {e}", spec.name);
                 return ExitCode::FAILURE;
@@ -228,4 +260,22 @@ pub fn reset(spec: &StreamSpec) -> ExitCode {
         }
     );
     ExitCode::SUCCESS
+}
+
+/// The process holding the RocksDB lock of `dir` (an fcntl write lock on `LOCK`, as RocksDB
+/// takes it), if another one does.
+fn lock_holder(dir: &std::path::Path) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join("LOCK"))
+        .ok()?;
+    // SAFETY: a zeroed flock is a valid value; F_GETLK only writes into it.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as _;
+    fl.l_whence = libc::SEEK_SET as _;
+    // SAFETY: a valid descriptor and a pointer to a live flock.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
+    (r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short).then_some(fl.l_pid)
 }

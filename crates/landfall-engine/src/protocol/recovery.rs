@@ -100,7 +100,7 @@ If the state directory did not mount or state_dir is wrong, fix that. If the sta
             ErrorKind::TableAhead,
             format!(
                 "stream `{name}`: the table {location} already holds batch {t} of this stream, but the state in {dir} knows batches up to {last_planned} only, so the state does not describe the table and the stream stopped. \
-This happens when (1) the state directory was restored from an older backup, (2) another landfall instance with its own state directory runs this stream against the same table, or (3) the stream name was reused for another source writing to the same table. \
+This happens when (1) the state directory was restored from an older backup, or lost its last writes (a truncated write-ahead log after a disk or file-system fault), (2) another landfall instance with its own state directory runs this stream against the same table, or (3) the stream name was reused for another source writing to the same table. \
 To recover: (1) restore the newest state directory, or run `landfall reset {name}` to set this state aside and start over after the table's batches (files already in the table are ingested again unless include_existing_files = false); (2) stop the other instance; (3) give the stream another name (the name is the table's txn app id).",
                 dir = spec.state_dir.display()
             ),

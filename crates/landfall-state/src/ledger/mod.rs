@@ -16,7 +16,7 @@
 //! second process out.
 
 use crate::error::StateError;
-use crate::kv::{Kv, KvOp};
+use crate::kv::{Kv, KvError, KvOp};
 use chrono::{DateTime, Utc};
 use landfall_core::seams::{FileFilter, FilesPage, SeamResult};
 use landfall_core::{
@@ -119,11 +119,14 @@ impl<K: Kv> Ledger<K> {
         &self.stream
     }
 
-    pub(super) fn backend(&self, op: &'static str) -> impl Fn(String) -> StateError + '_ {
-        move |reason| StateError::Backend {
-            stream: self.stream.clone(),
-            op,
-            reason,
+    pub(super) fn backend(&self, op: &'static str) -> impl Fn(KvError) -> StateError + '_ {
+        move |e| match e {
+            KvError::Damaged { dir, reason } => StateError::Corrupted { dir, reason },
+            KvError::Failed(reason) => StateError::Backend {
+                stream: self.stream.clone(),
+                op,
+                reason,
+            },
         }
     }
 
