@@ -60,9 +60,14 @@ pub enum StateError {
 
 impl From<StateError> for SeamError {
     fn from(e: StateError) -> Self {
-        // A broken ledger does not heal by restarting; a lock held by a dying process does.
-        let kind = match e {
+        // A broken ledger does not heal by restarting; a lock held by a dying process does, and
+        // so does an open that failed on I/O (a full disk, a volume not mounted yet): the
+        // stream retries with backoff, showing the error, and goes on when it clears.
+        let kind = match &e {
             StateError::Locked { .. } | StateError::Backend { .. } => ErrorKind::Transient,
+            StateError::Open { source, .. } if source.kind() == rocksdb::ErrorKind::IOError => {
+                ErrorKind::Transient
+            }
             StateError::Open { .. }
             | StateError::Corrupted { .. }
             | StateError::Corrupt { .. }
