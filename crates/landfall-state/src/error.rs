@@ -20,6 +20,14 @@ pub enum StateError {
         "state directory {dir} is damaged: {reason}. The stream stopped: retrying cannot repair it. To recover (docs/operations.md, \"Back up and restore the state\"): restore the directory from a backup (landfall then checks it against the table and refuses to continue if the table is ahead), or move it away with `landfall reset <stream>` to start the stream over (files already in the table are ingested again unless include_existing_files = false)"
     )]
     Corrupted { dir: PathBuf, reason: String },
+    #[error(
+        "the event cache of location `{location}` in {dir} is damaged: {reason}. Streams reading the location stopped. To recover: stop the daemon, move {dir} aside and start again: the location's consumer builds a new cache, and each stream, finding its position in a cache that is gone, lists its prefix once and goes on (docs/file-events.md); no `landfall reset` is needed"
+    )]
+    CacheDamaged {
+        location: String,
+        dir: PathBuf,
+        reason: String,
+    },
     #[error("state store of stream `{stream}`: {op} failed: {reason}")]
     Backend {
         stream: String,
@@ -61,14 +69,14 @@ pub enum StateError {
 impl From<StateError> for SeamError {
     fn from(e: StateError) -> Self {
         // A broken ledger does not heal by restarting; a lock held by a dying process does, and
-        // so does an open that failed on I/O (a full disk, a volume not mounted yet): the
-        // stream retries with backoff, showing the error, and goes on when it clears.
+        // so does an open that ran out of space, quota or file handles: the stream retries with
+        // backoff, showing the error, and goes on when it clears. Other I/O errors at open (a
+        // failing disk, a read-only file system, permissions) need an operator: they stop.
         let kind = match &e {
             StateError::Locked { .. } | StateError::Backend { .. } => ErrorKind::Transient,
-            StateError::Open { source, .. } if source.kind() == rocksdb::ErrorKind::IOError => {
-                ErrorKind::Transient
-            }
+            StateError::Open { source, .. } if passing(source.as_ref()) => ErrorKind::Transient,
             StateError::Open { .. }
+            | StateError::CacheDamaged { .. }
             | StateError::Corrupted { .. }
             | StateError::Corrupt { .. }
             | StateError::Format { .. } => ErrorKind::StateUnusable,
@@ -76,4 +84,18 @@ impl From<StateError> for SeamError {
         };
         SeamError::of(kind, e.to_string())
     }
+}
+
+/// Whether an I/O error's text names a condition that clears without touching the state: no
+/// space left (ENOSPC), a disk quota (EDQUOT), too many open files (EMFILE, ENFILE), no lock
+/// available (ENOLCK).
+fn passing(text: &str) -> bool {
+    [
+        "No space left on device",
+        "Disk quota exceeded",
+        "Too many open files",
+        "No locks available",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
 }

@@ -114,7 +114,11 @@ impl<K: Kv> EventCache<K> {
 
     fn backend(&self, op: &'static str) -> impl Fn(KvError) -> StateError + '_ {
         move |e| match e {
-            KvError::Damaged { dir, reason } => StateError::Corrupted { dir, reason },
+            KvError::Damaged { dir, reason } => StateError::CacheDamaged {
+                location: self.location.clone(),
+                dir,
+                reason,
+            },
             KvError::Failed(reason) => StateError::Backend {
                 stream: format!("location {}", self.location),
                 op,

@@ -36,7 +36,16 @@ pub fn open_rocks_read_only(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>,
 
 /// Open (or create) the event cache of location `name` (managed file events).
 pub fn open_event_cache(name: &str, dir: &Path) -> Result<EventCache<RocksKv>, StateError> {
-    Ok(EventCache::new(name, RocksKv::open(dir)?))
+    let kv = RocksKv::open(dir).map_err(|e| match e {
+        // A damaged cache is rebuilt, not reset: its own advice.
+        StateError::Corrupted { dir, reason } => StateError::CacheDamaged {
+            location: name.to_string(),
+            dir,
+            reason,
+        },
+        e => e,
+    })?;
+    Ok(EventCache::new(name, kv))
 }
 
 /// Open a location's event cache read-only (works while the daemon holds it).

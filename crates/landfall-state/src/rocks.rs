@@ -17,6 +17,14 @@ impl RocksKv {
             op: "create state directory",
             reason: e.to_string(),
         })?;
+        // RocksDB takes a directory without CURRENT for a new database: it writes a new one,
+        // and at the next open deletes the old files as obsolete. Refuse before it does.
+        if let Some(reason) = headless(dir) {
+            return Err(StateError::Corrupted {
+                dir: dir.to_path_buf(),
+                reason,
+            });
+        }
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Zstd);
@@ -51,6 +59,49 @@ impl RocksKv {
     }
 }
 
+/// Why a directory holding a database's files has no usable head: `CURRENT` gone while table
+/// files, logs or a MANIFEST other than a new database's first remain; or `CURRENT` naming a fresh `MANIFEST-000001`
+/// beside an older MANIFEST (a new database made over the old files by an open that followed
+/// the loss of `CURRENT`).
+fn headless(dir: &Path) -> Option<String> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    let manifests: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("MANIFEST-"))
+        .collect();
+    match std::fs::read_to_string(dir.join("CURRENT")) {
+        Err(_) => {
+            // A new database that failed before it wrote CURRENT (a full disk) leaves at most
+            // MANIFEST-000001 and options behind: no data, nothing to refuse.
+            let data = names
+                .iter()
+                .any(|n| n.ends_with(".sst") || n.ends_with(".log"))
+                || manifests.iter().any(|m| m.as_str() != "MANIFEST-000001");
+            data.then(|| {
+                format!(
+                    "its CURRENT file is gone while its data files remain ({}); if only CURRENT \
+                     was lost, writing the name of the newest MANIFEST into it (echo \
+                     MANIFEST-<n> > CURRENT) repairs it",
+                    manifests
+                        .iter()
+                        .map(|m| m.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        }
+        Ok(current) => (current.trim() == "MANIFEST-000001" && manifests.len() > 1).then(|| {
+            "CURRENT names a new, empty database (MANIFEST-000001) beside an older MANIFEST: it \
+             was made over the old files after CURRENT was lost"
+                .to_string()
+        }),
+    }
+}
+
 /// Tell the lock case (another process has the directory) from corruption and other failures.
 fn open_error(dir: &Path, e: rocksdb::Error) -> StateError {
     let text = e.to_string();
@@ -62,11 +113,14 @@ fn open_error(dir: &Path, e: rocksdb::Error) -> StateError {
             holder: lock_holder(&dir.join("LOCK")),
         };
     }
-    // A file of an existing database gone (its MANIFEST, a table file): as damaged as a bad
-    // checksum, and no retry brings it back.
+    // The MANIFEST that CURRENT names is gone: as damaged as a bad checksum, and no retry
+    // brings it back.
     let missing = e.kind() == rocksdb::ErrorKind::IOError
         && text.contains("No such file or directory")
-        && dir.join("CURRENT").exists();
+        && std::fs::read_to_string(dir.join("CURRENT")).is_ok_and(|c| {
+            let manifest = c.trim();
+            !manifest.is_empty() && text.contains(manifest) && !dir.join(manifest).exists()
+        });
     if e.kind() == rocksdb::ErrorKind::Corruption || missing {
         return StateError::Corrupted {
             dir: dir.to_path_buf(),

@@ -144,49 +144,9 @@ fn expected(s: &Value) -> Vec<String> {
 #[test]
 fn top_in_tmux_shows_the_api_and_follows_the_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for f in 0..5u64 {
-        write_rows(
-            &root.join("landing"),
-            &format!("f{f}.json"),
-            f * 3..f * 3 + 3,
-        );
-    }
-    write_corrupt_parquet(&root.join("bad"), "broken.parquet");
-    let cfg = config_in(
-        root,
-        r#"chart_step = "200ms"
-
-[streams.ev]
-source = "{root}/landing"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-poll_interval = "100ms"
-sink.path = "{root}/table"
-
-[streams.bad]
-source = "{root}/bad"
-format = "parquet"
-schema = "id BIGINT, name STRING"
-poll_interval = "100ms"
-sink.path = "{root}/bad_table"
-"#,
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut d = Daemon::start(bin(), &cfg, &root.join("daemon.log"), deadline);
+    let (mut d, list) = known_ingest(dir.path(), "broken.parquet", "", |_| true);
     let addr = d.addr.clone();
-    let api = loop {
-        let (_, list) = get_json(&addr, "/api/v1/streams");
-        let streams = list["streams"].as_array().unwrap().clone();
-        let s = |n: &str| streams.iter().find(|s| s["name"] == n).cloned();
-        if s("ev").is_some_and(|s| s["last_progress"]["num_input_rows"] == 15)
-            && s("bad").is_some_and(|s| s["state"] == "stopped")
-        {
-            break streams;
-        }
-        assert!(Instant::now() < deadline, "no commit in time: {list}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let api = list["streams"].as_array().unwrap().clone();
 
     // Without a terminal: a clear refusal, no escape codes.
     let piped = Command::new(bin())

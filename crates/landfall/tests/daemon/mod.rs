@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+mod known;
+#[allow(unused_imports)]
+pub use known::*;
+
 /// A child process stopped when dropped.
 pub struct Process {
     pub name: String,
