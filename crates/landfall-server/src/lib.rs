@@ -19,11 +19,13 @@
 //!   configured they answer 403. The token is never logged or shown.
 //!
 //! Store options are never shown with their values unless the key is known to hold no secret.
+//! At most 256 connections are served at once and one idle for 15 s is closed (guard.rs).
 
 mod api;
 pub mod chart;
 mod detail;
 mod files;
+mod guard;
 mod page;
 
 use axum::Router;
@@ -102,7 +104,7 @@ pub async fn serve(listener: TcpListener, state: AppState, mut shutdown: watch::
             }
         }
     };
-    if let Err(e) = axum::serve(listener, app)
+    if let Err(e) = axum::serve(guard::Guarded::new(listener), app)
         .with_graceful_shutdown(stop)
         .await
     {
