@@ -55,7 +55,7 @@ impl Listener for Guarded {
                 Err(_) => {
                     // Closed at once; said once, then every 1,000th, so a flood cannot fill the log.
                     let n = self.refused.fetch_add(1, Ordering::Relaxed);
-                    if n % 1000 == 0 {
+                    if n.is_multiple_of(1000) {
                         tracing::warn!(
                             limit = MAX_CONNECTIONS,
                             refused = n + 1,
