@@ -5,9 +5,11 @@
 //! the table is refreshed and a batch whose id is already at or below the stream's txn version
 //! is not committed again; the version returned is then the one of the commit that holds the
 //! batch (found by scanning the log, [`crate::delta_log`]), not the table's latest. If our own
-//! earlier attempt won a race we could not see (an ambiguous network failure), deltalake's
-//! conflict check rejects the retry because the winning commit carries the same app id
-//! (`ConcurrentTransaction`, retryable), and the next refresh sees the txn.
+//! commit landed unseen (an ambiguous network failure: the PUT of the log entry landed, its
+//! answer was lost, the client's retry found the version taken), deltalake's conflict check
+//! rejects the commit because the winning entry carries the same app id; the committer then
+//! refreshes and, finding the stream's txn at this batch, reports the batch landed
+//! (`landed_before`) instead of a failure, so the batch is recorded once without a restart.
 //!
 //! `prepare` normalises the stream schema ([`delta_normalize`]), creates the table if there is
 //! none — with no commit retries, so that of several streams racing to create it exactly one
@@ -282,6 +284,18 @@ impl DeltaCommitter {
         })
     }
 
+    /// After a failed commit call: the version holding `batch_id` if the table's txn of this
+    /// stream shows it landed after all (-1 when its log entry is gone), else `None` (also when
+    /// the table cannot be read now: the caller's error stands, and recovery decides later).
+    async fn landed_unseen(&self, table: &mut DeltaTable, batch_id: u64) -> Option<i64> {
+        table.update_incremental(None).await.ok()?;
+        let txn = self.txn_version(table).await.ok()??;
+        if txn < batch_id as i64 {
+            return None;
+        }
+        Some(self.find_batch(table, batch_id).await.ok()?.unwrap_or(-1))
+    }
+
     async fn txn_version(&self, table: &DeltaTable) -> Result<Option<i64>, SinkError> {
         let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
         snapshot
@@ -468,15 +482,37 @@ impl Committer for DeltaCommitter {
             }
         };
         let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        let finalized = CommitBuilder::from(props)
+        let built = CommitBuilder::from(props)
             .with_actions(actions)
             .build(Some(snapshot), table.log_store(), operation)
-            .await
-            .map_err(|source| SinkError::DeltaCommit {
-                location: self.uri.clone(),
-                batch_id,
-                source: Box::new(source),
-            })?;
+            .await;
+        let finalized = match built {
+            Ok(f) => f,
+            Err(source) => {
+                // The commit's own PUT may have landed with its answer lost: the client's retry
+                // then finds the version taken, and deltalake's conflict check rejects our
+                // commit for the winner's txn, which is ours. Look before calling it failed.
+                if let Some(version) = self.landed_unseen(table, batch_id).await {
+                    tracing::warn!(
+                        table = %self.uri,
+                        batch_id,
+                        version,
+                        error = %source,
+                        "the commit landed though its answer was lost; recorded once"
+                    );
+                    return Ok(Committed {
+                        version,
+                        landed_before: true,
+                    });
+                }
+                return Err(SinkError::DeltaCommit {
+                    location: self.uri.clone(),
+                    batch_id,
+                    source: Box::new(source),
+                }
+                .into());
+            }
+        };
         let version = finalized.version();
         table
             .update_incremental(None)

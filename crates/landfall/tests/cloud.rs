@@ -13,38 +13,11 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn store(url: &str, opts: &BTreeMap<&str, &str>) -> Arc<dyn ObjectStore> {
-    let (s, _) = object_store::parse_url_opts(
-        &url::Url::parse(url).unwrap(),
-        opts.iter().map(|(k, v)| (*k, *v)),
-    )
-    .unwrap();
-    Arc::from(s)
-}
-
 async fn upload(s: &Arc<dyn ObjectStore>, path: &str, ids: std::ops::Range<u64>) {
     let body: String = ids.map(row).collect();
     s.put(&ObjPath::from(path), body.into_bytes().into())
         .await
         .unwrap();
-}
-
-async fn download(s: &Arc<dyn ObjectStore>, prefix: &str, to: &std::path::Path) {
-    let p = ObjPath::from(prefix);
-    let metas: Vec<_> = s.list(Some(&p)).try_collect().await.unwrap();
-    assert!(!metas.is_empty(), "nothing under {prefix}");
-    for m in metas {
-        let rel = m
-            .location
-            .as_ref()
-            .strip_prefix(prefix)
-            .unwrap()
-            .trim_start_matches('/');
-        let dest = to.join(rel);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        let bytes = s.get(&m.location).await.unwrap().bytes().await.unwrap();
-        std::fs::write(dest, bytes).unwrap();
-    }
 }
 
 /// Upload files, ingest, check; ingest again (idempotent), add one, check again.

@@ -217,6 +217,13 @@ sink.path = "{{root}}/remote_table"
         "/api/v1/streams/remote",
         "/api/v1/streams/remote/progress",
         "/api/v1/streams/remote/files",
+        "/api/v1/streams/remote/timeline",
+        "/api/v1/streams/remote/charts.svg",
+        "/api/v1/streams/remote/skipped",
+        "/api/v1/streams/remote/schemas",
+        "/api/v1/streams/bad/skipped",
+        "/api/v1/locations",
+        "/",
         "/readyz",
         "/metrics",
     ] {

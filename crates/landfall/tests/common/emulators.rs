@@ -165,3 +165,46 @@ for line in sys.stdin:\n    i = int(line)\n    body = ''.join('{{\"id\":%d,\"nam
         self.written.load(Ordering::SeqCst)
     }
 }
+
+/// An object_store client of `url` with `opts`.
+pub fn store(
+    url: &str,
+    opts: &std::collections::BTreeMap<&str, &str>,
+) -> std::sync::Arc<dyn object_store::ObjectStore> {
+    let (s, _) = object_store::parse_url_opts(
+        &url::Url::parse(url).unwrap(),
+        opts.iter().map(|(k, v)| (*k, *v)),
+    )
+    .unwrap();
+    std::sync::Arc::from(s)
+}
+
+/// Copy every object under `prefix` of `s` into the directory `to`.
+pub async fn download(
+    s: &std::sync::Arc<dyn object_store::ObjectStore>,
+    prefix: &str,
+    to: &std::path::Path,
+) {
+    let p = object_store::path::Path::from(prefix);
+    let metas: Vec<_> = futures::TryStreamExt::try_collect(s.list(Some(&p)))
+        .await
+        .unwrap();
+    assert!(!metas.is_empty(), "nothing under {prefix}");
+    for m in metas {
+        let rel = m
+            .location
+            .as_ref()
+            .strip_prefix(prefix)
+            .unwrap()
+            .trim_start_matches('/');
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        let bytes = object_store::ObjectStoreExt::get(s.as_ref(), &m.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        std::fs::write(dest, bytes).unwrap();
+    }
+}

@@ -4,12 +4,14 @@
 //!
 //! Split by concern: [`process`] (the binary), [`config`] (configurations built typed),
 //! [`data`] (input files), [`verify`] (the independent reader), [`emulators`] (moto,
-//! Azurite); everything is re-exported here.
+//! Azurite), [`fault_proxy`] (network faults between landfall and an emulator); everything is
+//! re-exported here.
 #![allow(dead_code)]
 
 mod config;
 mod data;
 mod emulators;
+mod fault_proxy;
 mod process;
 mod verify;
 
@@ -20,6 +22,8 @@ pub use config::*;
 pub use data::*;
 #[allow(unused_imports)]
 pub use emulators::*;
+#[allow(unused_imports)]
+pub use fault_proxy::*;
 #[allow(unused_imports)]
 pub use process::*;
 #[allow(unused_imports)]

@@ -1,0 +1,192 @@
+//! A fault-injecting HTTP proxy between landfall and an emulator (moto), for the faults a
+//! network makes: an answer lost after the request landed, a connection reset before it was
+//! sent, a `503 SlowDown`. Each request goes upstream on a connection of its own
+//! (`Connection: close`), so the proxy needs no HTTP framing beyond the head and
+//! `Content-Length`; the rule decides, per request, what the client gets.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What the client gets for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The upstream's answer.
+    Pass,
+    /// The request reaches the upstream, its answer never reaches the client (the connection
+    /// is closed): the ambiguous outcome.
+    LoseAnswer,
+    /// The connection is reset before anything is sent upstream.
+    Reset,
+    /// `503 SlowDown`, as S3 throttles, without going upstream.
+    SlowDown,
+}
+
+/// A request as the rule sees it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub fault: Fault,
+}
+
+type Rule = dyn Fn(&str, &str) -> Fault + Send + Sync;
+
+pub struct FaultProxy {
+    pub addr: String,
+    /// Every request, in arrival order, with the fault it got.
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FaultProxy {
+    /// Proxy to `upstream` (`http://host:port`), deciding each request by `rule(method, path)`.
+    pub fn start(
+        upstream: &str,
+        rule: impl Fn(&str, &str) -> Fault + Send + Sync + 'static,
+    ) -> Self {
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let rule: Arc<Rule> = Arc::new(rule);
+        let served = Arc::new(AtomicU64::new(0));
+        {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let (upstream, rule, seen, served) =
+                        (upstream.clone(), rule.clone(), seen.clone(), served.clone());
+                    std::thread::spawn(move || {
+                        let _ = serve(conn, &upstream, &*rule, &seen, &served);
+                    });
+                }
+            });
+        }
+        FaultProxy { addr, seen, stop }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// How many requests got `fault`.
+    pub fn count(&self, fault: Fault) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.fault == fault)
+            .count()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(&self.addr);
+    }
+}
+
+/// Serve the requests of one client connection, one upstream connection each.
+fn serve(
+    conn: TcpStream,
+    upstream: &str,
+    rule: &Rule,
+    seen: &Mutex<Vec<Seen>>,
+    served: &AtomicU64,
+) -> std::io::Result<()> {
+    let mut client = conn.try_clone()?;
+    let mut reader = BufReader::new(conn);
+    loop {
+        // The head, line by line.
+        let mut head = Vec::new();
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            if line == "\r\n" {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            assert!(
+                !lower.starts_with("transfer-encoding:"),
+                "the fault proxy does not forward chunked requests: {line}"
+            );
+            if lower.starts_with("connection:") {
+                continue;
+            }
+            head.push(line);
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body)?;
+        let first = head.first().cloned().unwrap_or_default();
+        let mut words = first.split_whitespace();
+        let method = words.next().unwrap_or_default().to_string();
+        let path = words.next().unwrap_or_default().to_string();
+        let fault = rule(&method, &path);
+        served.fetch_add(1, Ordering::Relaxed);
+        seen.lock().unwrap().push(Seen {
+            method,
+            path,
+            fault,
+        });
+        match fault {
+            Fault::Reset => {
+                let _ = client.shutdown(std::net::Shutdown::Both);
+                return Ok(());
+            }
+            Fault::SlowDown => {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                write!(
+                    client,
+                    "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}",
+                    xml.len()
+                )?;
+                continue;
+            }
+            Fault::Pass | Fault::LoseAnswer => {}
+        }
+        let mut up = TcpStream::connect(upstream)?;
+        for line in &head {
+            up.write_all(line.as_bytes())?;
+        }
+        up.write_all(b"Connection: close\r\n\r\n")?;
+        up.write_all(&body)?;
+        let mut answer = Vec::new();
+        up.read_to_end(&mut answer)?;
+        if fault == Fault::LoseAnswer {
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
+        // The client may keep its connection: the answer's own framing (Content-Length) says
+        // where it ends; one closed by the upstream without a length is closed here too.
+        client.write_all(&answer)?;
+        let head_end = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or(answer.len());
+        let has_length = String::from_utf8_lossy(&answer[..head_end])
+            .to_ascii_lowercase()
+            .contains("content-length:");
+        if !has_length {
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
+    }
+}
