@@ -1,8 +1,8 @@
 //! One task per stream. A stream that fails with a transient error (network, store, a lock held
 //! by a dying process) is restarted with exponential backoff (1 s doubling to 60 s); a batch
-//! committed since the last failure resets the backoff and the failure count. A fatal error
-//! (a file that may not be skipped, an incompatible table, a state that disagrees with the
-//! table) stops the stream with its message: retrying cannot heal it, and the stream's status
+//! committed or recovered since the last failure resets the backoff and the failure count. A
+//! fatal error (a file that may not be skipped, an incompatible table, a state that disagrees
+//! with the table) stops the stream with its message: retrying cannot heal it, and the stream's status
 //! (`landfall streams`) says what to do. A panicking worker is caught, reported with its
 //! message and restarted like a failed one. No stream takes the others down.
 //!
@@ -129,13 +129,19 @@ async fn supervise(
     let mut error = None;
     let mut last: Option<(Option<StreamSummary>, Option<i64>)> = None;
     loop {
-        let committed_before = StreamCounters::get(&events.counters.batches_committed);
+        // A batch committed, or one recovered (found in the table at start), is progress: a
+        // run of failures each followed by progress is not a stream failing in a row.
+        let landed = || {
+            StreamCounters::get(&events.counters.batches_committed)
+                + StreamCounters::get(&events.counters.batches_recovered)
+        };
+        let landed_before = landed();
         events.starting();
         let r = run_once(&locations, &spec, &events, available_now, &shutdown).await;
         if r.summary.is_some() || last.is_none() {
             last = Some((r.summary.clone(), r.table_version));
         }
-        if StreamCounters::get(&events.counters.batches_committed) > committed_before {
+        if landed() > landed_before {
             retry.progressed();
         }
         match r.end {
