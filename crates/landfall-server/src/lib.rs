@@ -19,7 +19,8 @@
 //!   configured they answer 403. The token is never logged or shown.
 //!
 //! Store options are never shown with their values unless the key is known to hold no secret.
-//! At most 256 connections are served at once and one idle for 15 s is closed (guard.rs).
+//! At most 256 connections are served at once (64 per client address) and one idle for 75 s
+//! is closed (guard.rs).
 
 mod api;
 pub mod chart;

@@ -284,16 +284,17 @@ impl DeltaCommitter {
         })
     }
 
-    /// After a failed commit call: the version holding `batch_id` if the table's txn of this
-    /// stream shows it landed after all (-1 when its log entry is gone), else `None` (also when
-    /// the table cannot be read now: the caller's error stands, and recovery decides later).
+    /// After a failed commit call: the version of the log entry holding `batch_id`, when the
+    /// stream's txn shows it landed after all and that entry is found. Otherwise `None` (the
+    /// entry not found, a later batch's txn, the table unreadable now): the caller's error
+    /// stands, and recovery at the restart decides, with its owner check.
     async fn landed_unseen(&self, table: &mut DeltaTable, batch_id: u64) -> Option<i64> {
         table.update_incremental(None).await.ok()?;
         let txn = self.txn_version(table).await.ok()??;
         if txn < batch_id as i64 {
             return None;
         }
-        Some(self.find_batch(table, batch_id).await.ok()?.unwrap_or(-1))
+        self.find_batch(table, batch_id).await.ok()?
     }
 
     async fn txn_version(&self, table: &DeltaTable) -> Result<Option<i64>, SinkError> {

@@ -1,5 +1,5 @@
 //! A fault-injecting HTTP proxy between landfall and an emulator (moto), for the faults a
-//! network makes: an answer lost after the request landed, a connection reset before it was
+//! network makes: an answer lost after the request landed, a connection closed before it was
 //! sent, a `503 SlowDown`. Each request goes upstream on a connection of its own
 //! (`Connection: close`), so the proxy needs no HTTP framing beyond the head and
 //! `Content-Length`; the rule decides, per request, what the client gets.
@@ -18,8 +18,9 @@ pub enum Fault {
     /// The request reaches the upstream, its answer never reaches the client (the connection
     /// is closed): the ambiguous outcome.
     LoseAnswer,
-    /// The connection is reset before anything is sent upstream.
-    Reset,
+    /// The connection is closed (FIN, not RST) before anything is sent upstream: the client
+    /// sees it end without an answer. A reset (RST) is not made.
+    Close,
     /// `503 SlowDown`, as S3 throttles, without going upstream.
     SlowDown,
 }
@@ -147,7 +148,7 @@ fn serve(
             fault,
         });
         match fault {
-            Fault::Reset => {
+            Fault::Close => {
                 let _ = client.shutdown(std::net::Shutdown::Both);
                 return Ok(());
             }
