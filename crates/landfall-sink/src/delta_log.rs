@@ -1,9 +1,11 @@
 //! Finding the commit that holds one batch of a stream, by reading the log's commit files.
 //!
-//! Contract: [`find_batch_version`] returns the version `v` whose commit file
-//! `_delta_log/<v>.json` holds `txn { appId = stream, version = batch id }`, or `None` if no
-//! commit still in the log holds it (never committed, or its entry cleaned up after a
-//! checkpoint).
+//! Contract: [`find_batch_version`] returns [`BatchInLog::Found`] with the version `v` whose
+//! commit file `_delta_log/<v>.json` holds `txn { appId = stream, version = batch id }`;
+//! [`BatchInLog::Absent`] when the log proves no commit holds it (a commit with a lower txn of
+//! the stream, or every commit down to version 0, was read without finding it); or
+//! [`BatchInLog::Unknown`] when the scan met the oldest entry still in the log first (entries
+//! cleaned up after a checkpoint): the table can no longer tell.
 //!
 //! The scan goes backwards from the latest version and is bounded: a stream's txn version only
 //! grows with the table version (every commit of batch N is refused once the table holds
@@ -91,14 +93,51 @@ pub(crate) fn adds_in_commit(bytes: &[u8]) -> Result<(Vec<String>, Option<String
     Ok((out, owner))
 }
 
-/// The version of the commit holding `txn { app_id, batch_id }`, scanning back from `latest`.
+/// What the log says of one batch of the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchInLog {
+    /// The commit at this version holds it.
+    Found(i64),
+    /// No commit holds it: it was never committed.
+    Absent,
+    /// The entries that could hold it are gone from the log.
+    Unknown,
+}
+
+impl BatchInLog {
+    pub(crate) fn found(self) -> Option<i64> {
+        match self {
+            BatchInLog::Found(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// One step of the backward scan: what the commit at `version` (its bytes' txn, or `None`
+/// when its entry is gone) decides, or `None` to read the next older one.
+pub(crate) fn scan_step(
+    version: i64,
+    txn: Option<TxnInCommit>,
+    batch_id: i64,
+) -> Option<BatchInLog> {
+    match txn {
+        None => Some(BatchInLog::Unknown),
+        Some(TxnInCommit::Version(v)) if v == batch_id => Some(BatchInLog::Found(version)),
+        Some(TxnInCommit::Version(v)) if v < batch_id => Some(BatchInLog::Absent),
+        // Version 0 read without finding it: no commit holds it.
+        _ if version == 0 => Some(BatchInLog::Absent),
+        _ => None,
+    }
+}
+
+/// Where the commit holding `txn { app_id, batch_id }` is, scanning back from `latest`.
 pub(crate) async fn find_batch_version(
     location: &str,
     log_store: &dyn LogStore,
     latest: i64,
     app_id: &str,
     batch_id: i64,
-) -> Result<Option<i64>, SinkError> {
+) -> Result<BatchInLog, SinkError> {
     let mut entries = futures::stream::iter((0..=latest).rev())
         .map(|v| async move { (v, log_store.read_commit_entry(v as u64).await) })
         .buffered(READ_AHEAD);
@@ -107,7 +146,7 @@ pub(crate) async fn find_batch_version(
             Ok(Some(b)) => b,
             // The oldest commit still in the log was passed (cleaned up, or a checkpoint-only
             // prefix): the table can no longer tell.
-            Ok(None) => return Ok(None),
+            Ok(None) => return Ok(BatchInLog::Unknown),
             Err(source) => {
                 return Err(SinkError::Delta {
                     location: location.to_string(),
@@ -116,22 +155,41 @@ pub(crate) async fn find_batch_version(
                 });
             }
         };
-        match txn_in_commit(&bytes, app_id).map_err(|reason| SinkError::Log {
+        let txn = txn_in_commit(&bytes, app_id).map_err(|reason| SinkError::Log {
             location: location.to_string(),
             version,
             reason,
-        })? {
-            TxnInCommit::Version(v) if v == batch_id => return Ok(Some(version)),
-            TxnInCommit::Version(v) if v < batch_id => return Ok(None),
-            _ => {}
+        })?;
+        if let Some(decided) = scan_step(version, Some(txn), batch_id) {
+            return Ok(decided);
         }
     }
-    Ok(None)
+    // No version at all below `latest` (latest < 0).
+    Ok(BatchInLog::Absent)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scan_tells_found_from_proved_absent_from_unknown() {
+        let v = TxnInCommit::Version;
+        // Batch 5: latest commits carry txn 7 (another writer's numbering), then 6.
+        assert_eq!(scan_step(9, Some(v(7)), 5), None);
+        assert_eq!(scan_step(8, Some(TxnInCommit::Absent), 5), None);
+        assert_eq!(scan_step(7, Some(v(5)), 5), Some(BatchInLog::Found(7)));
+        // A lower txn proves batch 5 was never committed.
+        assert_eq!(scan_step(6, Some(v(4)), 5), Some(BatchInLog::Absent));
+        // Down to version 0 without it: never committed.
+        assert_eq!(scan_step(0, Some(v(6)), 5), Some(BatchInLog::Absent));
+        assert_eq!(
+            scan_step(0, Some(TxnInCommit::Absent), 5),
+            Some(BatchInLog::Absent)
+        );
+        // An entry gone before deciding: unknown.
+        assert_eq!(scan_step(3, None, 5), Some(BatchInLog::Unknown));
+    }
 
     #[test]
     fn reads_the_stream_txn_and_ignores_others() {
