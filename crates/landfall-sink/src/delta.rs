@@ -23,7 +23,8 @@
 //!
 //! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
-use crate::delta_log::BatchInLog;
+mod landed;
+
 use crate::delta_protocol::{Writability, check_writable};
 use crate::delta_schema::{ConformingWriter, check_fits, check_fits_growing, merge_new_fields};
 use crate::error::SinkError;
@@ -36,8 +37,8 @@ use deltalake::kernel::{Action, Add, MetadataExt, StructType, Transaction};
 use deltalake::protocol::{DeltaOperation, OutputMode, SaveMode};
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use landfall_core::delta_types::delta_normalize;
-use landfall_core::seams::{ErrorKind, SeamResult, StagedHook};
-use landfall_core::{BatchCommit, BatchWriter, Committed, Committer, SeamError, StagedFile};
+use landfall_core::seams::{SeamResult, StagedHook};
+use landfall_core::{BatchCommit, BatchWriter, Committed, Committer, StagedFile};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -285,27 +286,6 @@ impl DeltaCommitter {
         })
     }
 
-    /// After a failed commit call: the version of the log entry holding `batch_id`, when the
-    /// stream's txn shows it landed after all and that entry is found. Otherwise `None` (the
-    /// entry not found, a later batch's txn, the table unreadable now): the caller's error
-    /// stands, and recovery at the restart decides, with its owner check.
-    async fn landed_unseen(&self, table: &mut DeltaTable, batch_id: u64) -> Option<i64> {
-        table.update_incremental(None).await.ok()?;
-        let txn = self.txn_version(table).await.ok()??;
-        if txn < batch_id as i64 {
-            return None;
-        }
-        self.find_batch(table, batch_id).await.ok()?
-    }
-
-    async fn txn_version(&self, table: &DeltaTable) -> Result<Option<i64>, SinkError> {
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        snapshot
-            .transaction_version(table.log_store().as_ref(), &self.stream)
-            .await
-            .map_err(|e| self.open_err(e))
-    }
-
     /// The data files of the table's latest version, as stored in the log (decoded).
     async fn live_paths(&self) -> Result<HashSet<String>, SinkError> {
         let guard = self.refreshed().await?;
@@ -331,39 +311,6 @@ impl DeltaCommitter {
         let store = crate::table_store(&self.uri, &self.options)?;
         let removed = crate::parquet_dir::delete_all(&self.uri, store.as_ref(), &doomed).await?;
         Ok((kept, removed))
-    }
-
-    /// The version of the commit holding `batch_id` in `table` (refreshed), if still in the log.
-    async fn find_batch(
-        &self,
-        table: &DeltaTable,
-        batch_id: u64,
-    ) -> Result<Option<i64>, SinkError> {
-        Ok(self.locate_batch(table, batch_id).await?.found())
-    }
-
-    /// What the log of `table` (refreshed) says of `batch_id`.
-    async fn locate_batch(
-        &self,
-        table: &DeltaTable,
-        batch_id: u64,
-    ) -> Result<BatchInLog, SinkError> {
-        // Cheap bound first: a batch above the stream's txn version was never committed.
-        match self.txn_version(table).await? {
-            Some(v) if v >= batch_id as i64 => {}
-            _ => return Ok(BatchInLog::Absent),
-        }
-        let Some(latest) = table.version() else {
-            return Ok(BatchInLog::Absent);
-        };
-        crate::delta_log::find_batch_version(
-            &self.uri,
-            table.log_store().as_ref(),
-            latest as i64,
-            &self.stream,
-            batch_id as i64,
-        )
-        .await
     }
 }
 
@@ -430,46 +377,8 @@ impl Committer for DeltaCommitter {
             batch_id,
             reason: "the table disappeared".into(),
         })?;
-        if let Some(v) = self.txn_version(table).await?
-            && v >= batch_id as i64
-        {
-            match self.locate_batch(table, batch_id).await? {
-                // Already landed (an earlier attempt whose outcome we did not see): report the
-                // commit that holds it, never commit it twice.
-                BatchInLog::Found(version) => {
-                    return Ok(Committed {
-                        version,
-                        landed_before: true,
-                    });
-                }
-                // Its log entry is gone (cleaned after a checkpoint): unknown, as recovery
-                // records it (-1), rather than the latest version, which would be some other
-                // commit.
-                BatchInLog::Unknown => {
-                    tracing::warn!(
-                        table = %self.uri,
-                        batch_id,
-                        "batch already in the table but its commit is no longer in the log"
-                    );
-                    return Ok(Committed {
-                        version: -1,
-                        landed_before: true,
-                    });
-                }
-                // The stream's txn passed this batch without it: another writer numbers this
-                // stream's batches on the same table. Recording the batch as landed would lose
-                // its rows; committing it would write behind the other's txn.
-                BatchInLog::Absent => {
-                    return Err(SeamError::of(
-                        ErrorKind::ForeignCommit,
-                        format!(
-                            "stream `{stream}`: the table {uri} holds batches of this stream up to {v}, committed while this state planned batch {batch_id}, and none of them is batch {batch_id}: another landfall instance with its own state runs this stream against the same table (or this state was restored from an older backup). The stream stopped without committing batch {batch_id}; its files stay pending in this state. Stop the other instance, then restore the newest state directory or run `landfall reset {stream}`.",
-                            stream = self.stream,
-                            uri = self.uri,
-                        ),
-                    ));
-                }
-            }
+        if let Some(settled) = self.already_landed(table, batch_id).await? {
+            return Ok(settled);
         }
         // Features may have been enabled since prepare; refuse before committing.
         let writability = self.writability(table)?;
