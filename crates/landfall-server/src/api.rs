@@ -105,12 +105,13 @@ pub async fn locations(State(s): State<AppState>) -> Json<Value> {
         specs
             .iter()
             .map(|spec| {
-                let cursor = match hub.stream(&spec.name).and_then(|e| e.state_store()) {
-                    Some(store) => store.cursor().ok().flatten(),
-                    None => landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
-                        .ok()
-                        .and_then(|l| landfall_core::StateStore::cursor(&l).ok().flatten()),
-                };
+                let store = hub.stream(&spec.name).and_then(|e| e.state_store());
+                let cursor = crate::detail::read_ledger(store, spec, |_, l| {
+                    l.cursor().map_err(|e| e.message)
+                })
+                .ok()
+                .flatten()
+                .flatten();
                 (spec.name.clone(), cursor)
             })
             .collect()

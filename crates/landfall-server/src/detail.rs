@@ -46,17 +46,27 @@ async fn with_ledger<T: Send + 'static>(
         .and_then(|c| c.stream(&e.stream).cloned())
         .ok_or_else(|| format!("stream `{}` is not in the configuration in force", e.stream))?;
     let store = e.state_store();
-    tokio::task::spawn_blocking(move || match store {
-        Some(store) => read(&spec, store.as_ref()).map(Some),
+    tokio::task::spawn_blocking(move || read_ledger(store, &spec, read))
+        .await
+        .map_err(|e| format!("the ledger read failed: {e}"))?
+}
+
+/// Run `read` on a stream's ledger, blocking: `store`, the running worker's open one, else a
+/// read-only handle of `spec`'s state directory. `Ok(None)`: the stream has no state yet.
+pub(crate) fn read_ledger<T>(
+    store: Option<Arc<dyn StateStore>>,
+    spec: &landfall_config::StreamSpec,
+    read: impl FnOnce(&landfall_config::StreamSpec, &dyn StateStore) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    match store {
+        Some(store) => read(spec, store.as_ref()).map(Some),
         None if !spec.state_dir.join("CURRENT").exists() => Ok(None),
         None => {
             let ledger = landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir)
                 .map_err(|e| format!("cannot open the state read-only: {e}"))?;
-            read(&spec, &ledger).map(Some)
+            read(spec, &ledger).map(Some)
         }
-    })
-    .await
-    .map_err(|e| format!("the ledger read failed: {e}"))?
+    }
 }
 
 #[derive(Deserialize)]
