@@ -59,4 +59,11 @@ pub use queue::{AwsSettings, MessageQueue, QueueError, QueueMessage, SqsQueue};
 pub use queue_discovery::{NotificationDiscovery, QueueOptions};
 pub use queue_reader::{MAX_MESSAGES_PER_ROUND, QueueReader};
 pub use raw_list::{AzureLister, Listed, RawLister, S3Lister};
+
+/// The parsers of bytes a queue or a store's server sends, for the fuzz targets
+/// (`crates/landfall-fuzz`).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::raw_list::{azure_page_keys, s3_page_keys};
+}
 pub use stores::{display_path, file_meta, object_path, open_store, relative_path};

@@ -19,6 +19,7 @@
 
 use crate::conform::Conformer;
 use crate::error::FormatError;
+use crate::panic_guard::{guarded_future, guarded_stream};
 use crate::rescue::SchemaPolicy;
 use arrow::array::{
     Array, ArrayRef, AsArray, ListArray, MapArray, RecordBatch, StructArray,
@@ -32,7 +33,6 @@ use landfall_core::seams::SeamResult;
 use orc_rust::ArrowReaderBuilder;
 use orc_rust::reader::AsyncChunkReader;
 use orc_rust::statistics::{ColumnStatistics, TypeStatistics};
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 /// orc-rust's nanosecond form of a timestamp: seconds with nine decimals.
@@ -289,20 +289,9 @@ fn unreadable(path: &str, e: &dyn std::fmt::Display) -> FormatError {
     }
 }
 
-/// The message of a caught panic.
-fn panicked(payload: Box<dyn std::any::Any + Send>) -> String {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into());
-    format!("the ORC reader failed on this file ({msg})")
-}
-
 /// Run `f`, turning a panic of the reader into an error of the file.
 fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, FormatError>) -> Result<T, FormatError> {
-    std::panic::catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|p| Err(unreadable(path, &panicked(p))))
+    crate::panic_guard::guarded("ORC", f).unwrap_or_else(|p| Err(unreadable(path, &p)))
 }
 
 /// The Arrow schema of an ORC file held in memory (timestamps at microsecond precision).
@@ -319,11 +308,10 @@ pub async fn orc_footer_schema<R>(path: &str, reader: R) -> Result<SchemaRef, Fo
 where
     R: AsyncChunkReader + 'static,
 {
-    let open = AssertUnwindSafe(ArrowReaderBuilder::try_new_async(reader));
-    match futures::FutureExt::catch_unwind(open).await {
+    match guarded_future("ORC", ArrowReaderBuilder::try_new_async(reader)).await {
         Ok(Ok(b)) => Ok(schemas(&b.schema()).0),
         Ok(Err(e)) => Err(unreadable(path, &e)),
-        Err(p) => Err(unreadable(path, &panicked(p))),
+        Err(p) => Err(unreadable(path, &p)),
     }
 }
 
@@ -340,10 +328,9 @@ pub async fn orc_batches<R>(
 where
     R: AsyncChunkReader + 'static,
 {
-    let open = AssertUnwindSafe(ArrowReaderBuilder::try_new_async(reader));
-    let builder = match futures::FutureExt::catch_unwind(open).await {
+    let builder = match guarded_future("ORC", ArrowReaderBuilder::try_new_async(reader)).await {
         Ok(b) => b.map_err(|e| unreadable(path, &e))?,
-        Err(p) => return Err(unreadable(path, &panicked(p))),
+        Err(p) => return Err(unreadable(path, &p)),
     };
     let (timestamps, read) = Timestamps::plan(&builder);
     let stream = builder
@@ -353,16 +340,15 @@ where
     let conformer = Arc::new(Mutex::new(Conformer::new(path, schema, policy)));
     let shared = conformer.clone();
     let path = path.to_string();
-    // After a panic the stream ends (catch_unwind does not poll it again).
-    let batches = AssertUnwindSafe(stream)
-        .catch_unwind()
+    // After a panic the stream ends (it is not polled again).
+    let batches = guarded_stream("ORC", stream)
         .map(move |b| match b {
             Ok(Ok(b)) => match timestamps.report(b) {
                 Ok(b) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
                 Err(e) => Err(unreadable(&path, &e)),
             },
             Ok(Err(e)) => Err(unreadable(&path, &e)),
-            Err(p) => Err(unreadable(&path, &panicked(p))),
+            Err(p) => Err(unreadable(&path, &p)),
         })
         .boxed();
     Ok((batches, conformer))

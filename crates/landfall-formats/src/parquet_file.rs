@@ -4,9 +4,14 @@
 //! it at `finish`; [`parquet_batches`] reads a file of any size through an
 //! [`AsyncFileReader`] (ranged reads): the footer first, then one row group at a time, so
 //! memory follows the largest row group, not the file.
+//!
+//! The reader decodes the Arrow schema a writer embeds in the footer with arrow-ipc, which
+//! panics on some damaged ones: every entry into the reader is guarded
+//! ([`crate::panic_guard`]), a panic reported as a corrupt file.
 
 use crate::conform::Conformer;
 use crate::error::FormatError;
+use crate::panic_guard::{guarded_future, guarded_stream};
 use crate::rescue::SchemaPolicy;
 use arrow::array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -38,9 +43,16 @@ impl ParquetDecoder {
 
 /// The Arrow schema stored in a Parquet file's footer.
 pub fn parquet_schema(path: &str, bytes: Bytes) -> Result<SchemaRef, FormatError> {
-    ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map(|b| b.schema().clone())
-        .map_err(|e| unreadable(path, &e))
+    guarded(path, || {
+        ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map(|b| b.schema().clone())
+            .map_err(|e| unreadable(path, &e))
+    })
+}
+
+/// Run `f`, turning a panic of the reader into an error of the file.
+fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, FormatError>) -> Result<T, FormatError> {
+    crate::panic_guard::guarded("Parquet", f).unwrap_or_else(|p| Err(unreadable(path, &p)))
 }
 
 fn unreadable(path: &str, e: &dyn std::fmt::Display) -> FormatError {
@@ -55,10 +67,12 @@ pub async fn parquet_footer_schema<R>(path: &str, reader: R) -> Result<SchemaRef
 where
     R: AsyncFileReader + Unpin + Send + 'static,
 {
-    ParquetRecordBatchStreamBuilder::new(reader)
-        .await
-        .map(|b| b.schema().clone())
-        .map_err(|e| unreadable(path, &e))
+    match guarded_future("Parquet", ParquetRecordBatchStreamBuilder::new(reader)).await {
+        Ok(b) => b
+            .map(|b| b.schema().clone())
+            .map_err(|e| unreadable(path, &e)),
+        Err(p) => Err(unreadable(path, &p)),
+    }
 }
 
 /// Read a Parquet file row group by row group, in batches of `batch_size` rows conformed to
@@ -75,19 +89,23 @@ pub async fn parquet_batches<R>(
 where
     R: AsyncFileReader + Unpin + Send + 'static,
 {
-    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+    let builder = guarded_future("Parquet", ParquetRecordBatchStreamBuilder::new(reader))
         .await
-        .map_err(|e| unreadable(path, &e))?
+        .map_err(|p| unreadable(path, &p))?
+        .map_err(|e| unreadable(path, &e))?;
+    let stream = builder
         .with_batch_size(batch_size)
         .build()
         .map_err(|e| unreadable(path, &e))?;
     let conformer = Arc::new(Mutex::new(Conformer::new(path, schema, policy)));
     let shared = conformer.clone();
     let path = path.to_string();
-    let batches = stream
+    // After a panic the stream ends (it is not polled again).
+    let batches = guarded_stream("Parquet", stream)
         .map(move |b| match b {
-            Ok(b) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
-            Err(e) => Err(unreadable(&path, &e)),
+            Ok(Ok(b)) => shared.lock().unwrap_or_else(|e| e.into_inner()).conform(b),
+            Ok(Err(e)) => Err(unreadable(&path, &e)),
+            Err(p) => Err(unreadable(&path, &p)),
         })
         .boxed();
     Ok((batches, conformer))
@@ -101,18 +119,22 @@ impl landfall_core::Decoder for ParquetDecoder {
 
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let bytes = std::mem::take(&mut self.buf).freeze();
-        let unreadable = |e: &dyn std::fmt::Display| unreadable(&self.path, e);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(|e| unreadable(&e))?
-            .with_batch_size(self.batch_size)
-            .build()
-            .map_err(|e| unreadable(&e))?;
-        let mut out = Vec::new();
-        for b in reader {
-            let b = b.map_err(|e| unreadable(&e))?;
-            out.push(self.conformer.conform(b)?);
-        }
-        Ok(out)
+        let (path, batch_size) = (self.path.clone(), self.batch_size);
+        let conformer = &mut self.conformer;
+        Ok(guarded(&path, || {
+            let unreadable = |e: &dyn std::fmt::Display| unreadable(&path, e);
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .map_err(|e| unreadable(&e))?
+                .with_batch_size(batch_size)
+                .build()
+                .map_err(|e| unreadable(&e))?;
+            let mut out = Vec::new();
+            for b in reader {
+                let b = b.map_err(|e| unreadable(&e))?;
+                out.push(conformer.conform(b)?);
+            }
+            Ok(out)
+        })?)
     }
 
     fn rescued_rows(&self) -> u64 {

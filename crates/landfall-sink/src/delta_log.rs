@@ -24,14 +24,14 @@ const READ_AHEAD: usize = 8;
 
 /// What one commit says about the stream's txn.
 #[derive(Debug, PartialEq)]
-pub(crate) enum TxnInCommit {
+pub enum TxnInCommit {
     /// The commit carries no txn for the stream.
     Absent,
     Version(i64),
 }
 
 /// The stream's txn version in one commit file's bytes (newline-delimited JSON actions).
-pub(crate) fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, String> {
+pub fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, String> {
     let mut found = TxnInCommit::Absent;
     for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -60,7 +60,7 @@ pub(crate) fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, S
 
 /// The paths of the `add` actions in one commit file's bytes, as written (percent-encoded),
 /// and the state identity stamped on the commit (`commitInfo` or an `add`'s tags).
-pub(crate) fn adds_in_commit(bytes: &[u8]) -> Result<(Vec<String>, Option<String>), String> {
+pub fn adds_in_commit(bytes: &[u8]) -> Result<(Vec<String>, Option<String>), String> {
     let key = landfall_core::OWNER_KEY;
     let mut owner = None;
     let mut out = Vec::new();

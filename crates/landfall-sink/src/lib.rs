@@ -23,6 +23,13 @@ pub use delta_schema::storable_column;
 pub use error::SinkError;
 pub use parquet_dir::ParquetDirCommitter;
 
+/// The readers of the Delta log that recovery relies on, for the fuzz targets
+/// (`crates/landfall-fuzz`).
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::delta_log::{TxnInCommit, adds_in_commit, txn_in_commit};
+}
+
 use std::collections::HashMap;
 use std::sync::{Arc, Once};
 

@@ -295,6 +295,16 @@ fn parse_page(body: &str) -> Result<EnumerationResults, String> {
     quick_xml::de::from_str(body).map_err(|e| format!("List Blobs: unreadable response: {e}"))
 }
 
+/// A List Blobs response body as [`AzureLister`] reads it: its names as listed (fuzzing).
+pub fn page_keys(body: &str) -> Result<Vec<Listed>, String> {
+    parse_page(body)?
+        .blobs
+        .blobs
+        .into_iter()
+        .map(Blob::listed)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,9 +22,9 @@ mod azure;
 mod http;
 mod s3;
 
-pub use azure::AzureLister;
+pub use azure::{AzureLister, page_keys as azure_page_keys};
 pub use http::Listed;
-pub use s3::S3Lister;
+pub use s3::{S3Lister, page_keys as s3_page_keys};
 
 use futures::stream::BoxStream;
 use object_store::path::Path;

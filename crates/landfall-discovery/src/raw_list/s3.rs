@@ -384,6 +384,17 @@ fn parse_page(body: &str) -> Result<ListPage, String> {
     quick_xml::de::from_str(body).map_err(|e| format!("ListObjectsV2: unreadable response: {e}"))
 }
 
+/// A ListObjectsV2 response body as [`S3Lister`] reads it: its keys as listed (fuzzing).
+pub fn page_keys(body: &str) -> Result<Vec<Listed>, String> {
+    let page = parse_page(body)?;
+    let encoded = page.encoding_type.as_deref() == Some("url");
+    Ok(page
+        .contents
+        .into_iter()
+        .map(|c| c.listed(encoded))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

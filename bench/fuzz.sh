@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every target in fuzz/ with cargo-fuzz (libFuzzer), on the nightly
+# toolchain: each target runs for FUZZ_SECONDS (default 600: ten CPU-minutes, one process), its
+# corpus in fuzz/corpus/<target> growing with what it finds and then minimised (cargo fuzz
+# cmin), so the kept corpus stays small. A crash stops the script with the failing input in
+# fuzz/artifacts/<target>/. Run two invocations on disjoint targets to use two cores.
+#   bench/fuzz.sh                 every target
+#   bench/fuzz.sh decode ddl      some
+# Prints, per target: CPU seconds, executions, corpus size before and after, crashes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "fuzz.sh: no nightly toolchain (rustup toolchain install nightly)" >&2; exit 2
+fi
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+seconds="${FUZZ_SECONDS:-600}"
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cd fuzz && cargo +nightly fuzz list)
+(cd fuzz && cargo +nightly fuzz build -O)
+for t in "${targets[@]}"; do
+  before=$(ls fuzz/corpus/"$t" | wc -l)
+  log="fuzz/artifacts/$t.log"
+  mkdir -p fuzz/artifacts
+  start=$(date +%s)
+  set +e
+  (cd fuzz && cargo +nightly fuzz run -O "$t" -- -max_total_time="$seconds" -rss_limit_mb=4096 -print_final_stats=1) > "$log" 2>&1
+  rc=$?
+  set -e
+  if [ $rc -eq 0 ]; then (cd fuzz && cargo +nightly fuzz cmin -O "$t" >> "artifacts/$t.log" 2>&1); fi
+  after=$(ls fuzz/corpus/"$t" | wc -l)
+  execs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$" || echo "?")
+  echo "$t: $(( $(date +%s) - start )) s, $execs executions, corpus $before -> $after, exit $rc"
+  if [ $rc -ne 0 ]; then tail -40 "$log"; exit $rc; fi
+done

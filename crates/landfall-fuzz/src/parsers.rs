@@ -1,0 +1,94 @@
+//! Targets over the parsers of text that comes from outside: queue messages, listing pages,
+//! DDL, the config file, the Delta log.
+
+use landfall_core::ddl;
+use landfall_sink::fuzzing::{TxnInCommit, adds_in_commit, txn_in_commit};
+
+/// A queue message body (S3 event, SNS envelope, Event Grid, CloudEvents, Pub/Sub, Azure
+/// queue base64), through both entry points the queue readers use.
+pub fn messages(data: &[u8]) {
+    let Ok(body) = std::str::from_utf8(data) else {
+        return;
+    };
+    let events = landfall_discovery::parse_message(body);
+    let notification = landfall_discovery::parse_notification(body);
+    // One parser under two entry points: they agree on whether the body is readable.
+    assert_eq!(
+        events.is_ok(),
+        notification.is_ok(),
+        "parse_message and parse_notification disagree on {body:?}: {events:?} / {notification:?}"
+    );
+}
+
+/// A list response body: byte 0 picks S3 ListObjectsV2 (even) or Azure List Blobs (odd).
+pub fn listing_page(data: &[u8]) {
+    let ([which], rest) = crate::knobs::<1>(data);
+    let Ok(body) = std::str::from_utf8(rest) else {
+        return;
+    };
+    let _ = if which % 2 == 0 {
+        landfall_discovery::fuzzing::s3_page_keys(body)
+    } else {
+        landfall_discovery::fuzzing::azure_page_keys(body)
+    };
+}
+
+/// A `schema` or `schema_hints` DDL string. A schema that parses prints back to DDL that
+/// parses to the same schema.
+pub fn ddl(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = ddl::parse_hints(text);
+    let Ok(schema) = ddl::parse_schema(text) else {
+        return;
+    };
+    let printed = ddl::schema_to_ddl(&schema);
+    let again = ddl::parse_schema(&printed)
+        .unwrap_or_else(|e| panic!("{text:?} parsed, its DDL {printed:?} does not: {e}"));
+    assert_eq!(
+        schema.fields(),
+        again.fields(),
+        "{text:?} and its DDL {printed:?} differ"
+    );
+}
+
+/// A config file: interpolated, parsed and validated.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = landfall_config::load_str(text, "fuzz.toml");
+}
+
+/// A Delta commit file's bytes, as recovery reads them (the stream's txn; the added paths and
+/// the owner stamp). A commit whose lines are not all JSON objects is an error for both, never
+/// an answer: a damaged entry must not read as "this batch is not here".
+pub fn delta_log(data: &[u8]) {
+    let txn = txn_in_commit(data, "stream");
+    let adds = adds_in_commit(data);
+    if let Ok(TxnInCommit::Version(_)) = txn {
+        assert!(
+            adds.is_ok(),
+            "a commit with a txn whose adds are unreadable"
+        );
+    }
+    let unreadable_line = data
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .any(|l| serde_json_is_invalid(l));
+    if unreadable_line {
+        assert!(
+            txn.is_err(),
+            "a commit with an unreadable line read as {txn:?}"
+        );
+        assert!(
+            adds.is_err(),
+            "a commit with an unreadable line read as {adds:?}"
+        );
+    }
+}
+
+fn serde_json_is_invalid(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(line).is_err()
+}
