@@ -13,8 +13,15 @@ start_emulators
 python3 tests/verify/test_verify_table.py
 # systemd unit, Dockerfile, Kubernetes manifests, alert rules and dashboard (seconds).
 bash tests/deploy/check_deploy.sh
+# Every CLI output and daemon log of the run is kept and scanned for the tests' credentials.
+export LANDFALL_TEST_OUTPUTS="${TMPDIR:-/tmp}/landfall-test-outputs-$$"
+rm -rf "$LANDFALL_TEST_OUTPUTS"
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
+  cargo nextest run --workspace --no-fail-fast || status=$?
 else
-  cargo test --workspace --no-fail-fast
+  cargo test --workspace --no-fail-fast || status=$?
 fi
+python3 tests/deploy/scan_secrets.py "$LANDFALL_TEST_OUTPUTS" || status=$((status == 0 ? 1 : status))
+rm -rf "$LANDFALL_TEST_OUTPUTS"
+exit "$status"

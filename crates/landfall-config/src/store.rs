@@ -58,7 +58,7 @@ impl Location {
         u.to_string()
     }
 
-    /// Parse a user location: a plain path (relative paths are taken from the working
+    /// Parse a user location (its errors show it as [`shown_input`] does): a plain path (relative paths are taken from the working
     /// directory), `file://`, `s3://`/`s3a://`, `az://`/`azure://`/`abfs(s)://`, `gs://`.
     pub fn parse(input: &str) -> Result<Location, String> {
         let trimmed = input.trim();
@@ -82,8 +82,8 @@ impl Location {
                 url,
             });
         }
-        let mut url =
-            Url::parse(trimmed).map_err(|e| format!("`{trimmed}` is not a valid URL: {e}"))?;
+        let mut url = Url::parse(trimmed)
+            .map_err(|e| format!("`{}` is not a valid URL: {e}", shown_input(trimmed)))?;
         let kind = match url.scheme() {
             "file" => StoreKind::Local,
             "s3" | "s3a" => StoreKind::S3,
@@ -96,7 +96,10 @@ impl Location {
             }
         };
         if kind != StoreKind::Local && url.host_str().is_none_or(str::is_empty) {
-            return Err(format!("`{trimmed}` names no bucket or container"));
+            return Err(format!(
+                "`{}` names no bucket or container",
+                shown_input(trimmed)
+            ));
         }
         if !url.path().ends_with('/') {
             let p = format!("{}/", url.path());
@@ -115,6 +118,11 @@ impl Location {
                     .map(|p| p.components().collect())
             })
             .flatten()
+    }
+
+    /// The table URI as it may be shown ([`Location::shown`] without the trailing slash).
+    pub fn shown_table_uri(&self) -> String {
+        self.shown().trim_end_matches('/').to_string()
     }
 
     /// The URL without the trailing slash, as deltalake expects a table URI.
@@ -139,6 +147,28 @@ fn normalize(p: &Path) -> std::path::PathBuf {
             }
             std::path::Component::CurDir => {}
             other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A location as a user wrote it, fit to show in a message even when it does not parse: the
+/// query (a SAS token) cut off and a password in it replaced, as [`Location::shown`] does for
+/// a parsed one.
+pub fn shown_input(input: &str) -> String {
+    let mut out = input
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = &out[scheme_end + 3..];
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let start = scheme_end + 3 + colon + 1;
+            out.replace_range(start..scheme_end + 3 + at, "<redacted>");
         }
     }
     out
@@ -296,6 +326,24 @@ impl StoreOptions {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn location_errors_never_show_a_sas_token_or_a_password() {
+        for bad in [
+            "az://?sv=2022&sig=SECRETSIG",
+            "s3://user:SECRETPW@/in",
+            "s3://user:SECRETPW@[bad/in?sig=SECRETSIG",
+        ] {
+            let e = Location::parse(bad).unwrap_err();
+            assert!(!e.contains("SECRET"), "{bad}: {e}");
+            assert!(e.contains("`"), "{bad}: the location is still named: {e}");
+        }
+        assert_eq!(
+            shown_input("s3://user:pw@bucket/in?x=1"),
+            "s3://user:<redacted>@bucket/in"
+        );
+        assert_eq!(shown_input("az://c/in#frag"), "az://c/in");
+    }
 
     #[test]
     fn debug_never_shows_secret_values() {

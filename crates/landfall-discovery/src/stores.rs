@@ -43,10 +43,7 @@ pub fn display_path(source: &Url, object_path: &str) -> String {
     if source.scheme() == "file" {
         return format!("/{object_path}");
     }
-    format!(
-        "{}/{object_path}",
-        &source[..url::Position::BeforePath].trim_end_matches('/')
-    )
+    format!("{}/{object_path}", shown_base(source))
 }
 
 /// The object path of a path as [`display_path`] shows it (or already an object path).
@@ -54,11 +51,19 @@ pub fn object_path<'a>(source: &Url, shown: &'a str) -> &'a str {
     if source.scheme() == "file" {
         return shown.strip_prefix('/').unwrap_or(shown);
     }
-    let base = &source[..url::Position::BeforePath];
     shown
-        .strip_prefix(base.trim_end_matches('/'))
+        .strip_prefix(&shown_base(source))
         .map(|r| r.trim_start_matches('/'))
         .unwrap_or(shown)
+}
+
+/// `scheme://[user@]host` of `source`: a password in it is never shown.
+fn shown_base(source: &Url) -> String {
+    let mut base = source.clone();
+    let _ = base.set_password(None);
+    base[..url::Position::BeforePath]
+        .trim_end_matches('/')
+        .to_string()
 }
 
 #[cfg(test)]
@@ -85,5 +90,10 @@ mod tests {
             display_path(&az, "p/x.csv"),
             "abfss://c@acct.dfs.core.windows.net/p/x.csv"
         );
+        // A password in the location is never shown; a path shown is still found again.
+        let secret = Url::parse("s3://key:SECRET@bucket/in/?sig=SECRET2").unwrap();
+        let shown = display_path(&secret, "in/a.json");
+        assert_eq!(shown, "s3://key@bucket/in/a.json");
+        assert_eq!(object_path(&secret, &shown), "in/a.json");
     }
 }

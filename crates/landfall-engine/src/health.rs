@@ -204,10 +204,11 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let uri = table.location.as_table_uri();
+    let shown = table.location.shown_table_uri();
     if let Some(dir) = table.location.local_path()
         && let Err(e) = std::fs::create_dir_all(&dir)
     {
-        tracing::error!(table = %uri, error = %e, "health table: cannot create its directory");
+        tracing::error!(table = %shown, error = %e, "health table: cannot create its directory");
         return;
     }
     let committer: Arc<dyn Committer> = Arc::new(landfall_sink::DeltaCommitter::new(
@@ -226,9 +227,9 @@ pub async fn run(
         };
         match writer.append(&hub).await {
             Ok(0) => {}
-            Ok(n) => tracing::debug!(table = %uri, records = n, "health table appended"),
+            Ok(n) => tracing::debug!(table = %shown, records = n, "health table appended"),
             Err(e) => {
-                tracing::warn!(table = %uri, error = %e.message, "health table: append failed; retrying at the next interval")
+                tracing::warn!(table = %shown, error = %e.message, "health table: append failed; retrying at the next interval")
             }
         }
         if stop {

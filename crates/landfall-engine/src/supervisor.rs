@@ -125,7 +125,7 @@ async fn supervise(
 ) -> StreamOutcome {
     let mut retry = Retry::default();
     let drain = available_now || spec.trigger == Trigger::AvailableNow;
-    let table = spec.sink.location.as_table_uri();
+    let table = spec.sink.location.shown_table_uri();
     let mut error = None;
     let mut last: Option<(Option<StreamSummary>, Option<i64>)> = None;
     loop {

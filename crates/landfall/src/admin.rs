@@ -121,7 +121,7 @@ pub fn skip_file(
                 return Err((
                     format!(
                         "batch {b} holding `{path}` already landed in the table {}; nothing to skip: start the stream and recovery records it",
-                        spec.sink.location.as_table_uri()
+                        spec.sink.location.shown_table_uri()
                     ),
                     2,
                 ));

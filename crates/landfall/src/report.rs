@@ -176,8 +176,8 @@ pub fn print_streams(cfg: &ValidatedConfig, format: OutputFormat) -> io::Result<
     for spec in &cfg.streams {
         let mut row = vec![
             Value::from(spec.name.clone()),
-            Value::from(spec.source.url.to_string()),
-            Value::from(spec.sink.location.as_table_uri()),
+            Value::from(spec.source.shown()),
+            Value::from(spec.sink.location.shown_table_uri()),
         ];
         let ledger = landfall_state::open_rocks_read_only(&spec.name, &spec.state_dir);
         match ledger.as_ref().map(|l| l.summary()) {

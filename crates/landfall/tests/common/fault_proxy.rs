@@ -1,8 +1,10 @@
-//! A fault-injecting HTTP proxy between landfall and an emulator (moto), for the faults a
-//! network makes: an answer lost after the request landed, a connection closed before it was
-//! sent, a `503 SlowDown`. Each request goes upstream on a connection of its own
+//! A fault-injecting HTTP proxy between landfall and an emulator (moto's S3 and SQS, Azurite's
+//! queues), for the faults a network makes: an answer lost after the request landed, a
+//! connection closed before it was sent, an answer cut short, a slow answer, a `503 SlowDown`
+//! or a `500 InternalError`. Each request goes upstream on a connection of its own
 //! (`Connection: close`), so the proxy needs no HTTP framing beyond the head and
-//! `Content-Length`; the rule decides, per request, what the client gets.
+//! `Content-Length`; the rule decides, per request ([`Call`]: method, path and the API
+//! operation), what the client gets.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -23,6 +25,24 @@ pub enum Fault {
     Close,
     /// `503 SlowDown`, as S3 throttles, without going upstream.
     SlowDown,
+    /// `500 InternalError`, without going upstream.
+    InternalError,
+    /// The answer, after this many milliseconds.
+    Delay(u64),
+    /// The request lands; the client gets the answer's head and half its body, then the
+    /// connection ends.
+    CutAnswer,
+}
+
+/// One request as the rule sees it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    pub path: String,
+    /// The API operation where the request names one: SQS's `X-Amz-Target` (`ReceiveMessage`,
+    /// `DeleteMessageBatch`, `ChangeMessageVisibilityBatch`, ...), its query `Action=`, or an
+    /// Azure queue call (`GetMessages`, `UpdateMessage`, `DeleteMessage`); else empty.
+    pub op: String,
 }
 
 /// A request as the rule sees it.
@@ -30,10 +50,11 @@ pub enum Fault {
 pub struct Seen {
     pub method: String,
     pub path: String,
+    pub op: String,
     pub fault: Fault,
 }
 
-type Rule = dyn Fn(&str, &str) -> Fault + Send + Sync;
+type Rule = dyn Fn(&Call) -> Fault + Send + Sync;
 
 pub struct FaultProxy {
     pub addr: String,
@@ -43,11 +64,8 @@ pub struct FaultProxy {
 }
 
 impl FaultProxy {
-    /// Proxy to `upstream` (`http://host:port`), deciding each request by `rule(method, path)`.
-    pub fn start(
-        upstream: &str,
-        rule: impl Fn(&str, &str) -> Fault + Send + Sync + 'static,
-    ) -> Self {
+    /// Proxy to `upstream` (`http://host:port`), deciding each request by `rule`.
+    pub fn start(upstream: &str, rule: impl Fn(&Call) -> Fault + Send + Sync + 'static) -> Self {
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -83,12 +101,12 @@ impl FaultProxy {
 
     /// How many requests got `fault`.
     pub fn count(&self, fault: Fault) -> usize {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.fault == fault)
-            .count()
+        self.count_where(|s| s.fault == fault)
+    }
+
+    /// How many requests match `f`.
+    pub fn count_where(&self, f: impl Fn(&Seen) -> bool) -> usize {
+        self.seen.lock().unwrap().iter().filter(|s| f(s)).count()
     }
 }
 
@@ -113,6 +131,7 @@ fn serve(
         // The head, line by line.
         let mut head = Vec::new();
         let mut length = 0usize;
+        let mut target = String::new();
         loop {
             let mut line = String::new();
             if reader.read_line(&mut line)? == 0 {
@@ -124,6 +143,11 @@ fn serve(
             let lower = line.to_ascii_lowercase();
             if let Some(v) = lower.strip_prefix("content-length:") {
                 length = v.trim().parse().unwrap_or(0);
+            }
+            if lower.starts_with("x-amz-target:") {
+                target = line[line.find('.').map_or(line.len(), |i| i + 1)..]
+                    .trim()
+                    .to_string();
             }
             assert!(
                 !lower.starts_with("transfer-encoding:"),
@@ -140,11 +164,17 @@ fn serve(
         let mut words = first.split_whitespace();
         let method = words.next().unwrap_or_default().to_string();
         let path = words.next().unwrap_or_default().to_string();
-        let fault = rule(&method, &path);
+        let op = operation(&method, &path, &target, &body);
+        let fault = rule(&Call {
+            method: method.clone(),
+            path: path.clone(),
+            op: op.clone(),
+        });
         served.fetch_add(1, Ordering::Relaxed);
         seen.lock().unwrap().push(Seen {
             method,
             path,
+            op,
             fault,
         });
         match fault {
@@ -161,7 +191,17 @@ fn serve(
                 )?;
                 continue;
             }
-            Fault::Pass | Fault::LoseAnswer => {}
+            Fault::InternalError => {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>";
+                write!(
+                    client,
+                    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}",
+                    xml.len()
+                )?;
+                continue;
+            }
+            Fault::Delay(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+            Fault::Pass | Fault::LoseAnswer | Fault::CutAnswer => {}
         }
         let mut up = TcpStream::connect(upstream)?;
         for line in &head {
@@ -172,6 +212,16 @@ fn serve(
         let mut answer = Vec::new();
         up.read_to_end(&mut answer)?;
         if fault == Fault::LoseAnswer {
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
+        if fault == Fault::CutAnswer {
+            let head_end = answer
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map_or(answer.len(), |i| i + 4);
+            let keep = head_end + (answer.len() - head_end) / 2;
+            let _ = client.write_all(&answer[..keep]);
             let _ = client.shutdown(std::net::Shutdown::Both);
             return Ok(());
         }
@@ -190,4 +240,31 @@ fn serve(
             return Ok(());
         }
     }
+}
+
+/// The API operation a request names (see [`Call::op`]).
+fn operation(method: &str, path: &str, target: &str, body: &[u8]) -> String {
+    if !target.is_empty() {
+        return target.to_string();
+    }
+    let form = String::from_utf8_lossy(body);
+    if let Some(action) = form
+        .split('&')
+        .chain(path.split(['?', '&']))
+        .find_map(|kv| kv.strip_prefix("Action="))
+    {
+        return action.to_string();
+    }
+    let bare = path.split('?').next().unwrap_or_default();
+    if bare.contains("/messages") {
+        return match (method, path.contains("popreceipt=")) {
+            ("GET", _) => "GetMessages",
+            ("PUT", true) => "UpdateMessage",
+            ("DELETE", true) => "DeleteMessage",
+            ("POST", _) => "PutMessage",
+            _ => "",
+        }
+        .to_string();
+    }
+    String::new()
 }

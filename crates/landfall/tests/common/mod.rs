@@ -12,8 +12,10 @@ mod config;
 mod data;
 mod emulators;
 mod fault_proxy;
+mod outputs;
 mod process;
 mod verify;
+pub use outputs::keep_output;
 
 // Each test binary uses some of them.
 #[allow(unused_imports)]

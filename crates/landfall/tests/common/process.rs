@@ -29,13 +29,15 @@ pub fn landfall(args: &[&str]) -> Output {
 
 /// Run `landfall <args>` with extra environment variables (failpoints).
 pub fn landfall_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(bin())
+    let o = Command::new(bin())
         .env("LANDFALL_LISTEN", "127.0.0.1:0")
         .args(args)
         .env("LANDFALL_LOG", "info")
         .envs(env.iter().copied())
         .output()
-        .expect("landfall runs")
+        .expect("landfall runs");
+    keep_output(args.first().copied().unwrap_or("cli"), text(&o).as_bytes());
+    o
 }
 
 /// `landfall run --available-now` that aborts at failpoint `point` (like `kill -9` there).
@@ -206,21 +208,25 @@ pub fn kill_9_repeatedly(config: &Path, times: usize, min_ms: u64, spread_ms: u6
         daemon.kill().unwrap();
         daemon.wait().unwrap();
         let text = std::fs::read_to_string(&log).unwrap_or_default();
+        keep_output("killed", text.as_bytes());
         assert!(
             alive,
             "run {n} (seed {seed}) exited before its kill at {after} ms:\n{text}"
         );
-        for bad in ["stream failed", "stream stopped", "panicked", "giving up"] {
-            assert!(
-                !text.contains(bad),
-                "run {n} (seed {seed}) logged `{bad}`:\n{text}"
-            );
-        }
+        assert_no_stream_stopped(&text, &format!("run {n} (seed {seed})"));
         if text.contains("batch committed") {
             progressed += 1;
         }
     }
     progressed
+}
+
+/// Fails the test when a daemon's log shows a stream failing or stopping, or a panic: what a
+/// transient fault (a kill, a network error) must never cause. `who` names the run.
+pub fn assert_no_stream_stopped(log: &str, who: &str) {
+    for bad in ["stream failed", "stream stopped", "panicked", "giving up"] {
+        assert!(!log.contains(bad), "{who} logged `{bad}`:\n{log}");
+    }
 }
 
 /// `landfall schema <stream> --format json`: the stream's schema versions, oldest first.

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 mod known;
 #[allow(unused_imports)]
 pub use known::*;
+#[path = "../common/outputs.rs"]
+mod outputs;
 
 /// A child process stopped when dropped.
 pub struct Process {
@@ -134,6 +136,7 @@ impl Drop for Process {
     fn drop(&mut self) {
         let running = self.child.is_some();
         self.stop(Duration::from_secs(30));
+        outputs::keep_output(&self.name, self.logs().as_bytes());
         // A test that fails while the process runs: its log, read after it stopped.
         if running && std::thread::panicking() {
             eprintln!(
@@ -293,6 +296,15 @@ pub fn metric(scrape: &str, series: &str) -> Option<f64> {
             .and_then(|rest| rest.strip_prefix(' '))
             .and_then(|v| v.trim().parse().ok())
     })
+}
+
+/// The sum of the series of metric `name` whose labels contain `label` (`outcome="files"`).
+pub fn metric_sum(scrape: &str, name: &str, label: &str) -> f64 {
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// A loopback port free at the time of the call.
