@@ -3,10 +3,11 @@
 //! ([`crate::LocationConsumer`]).
 //!
 //! One round receives with `receivers` concurrent long polls (10 messages each), continuing
-//! without waiting while receives come back full, up to [`MAX_MESSAGES_PER_ROUND`]. The
-//! messages are held until the caller acknowledges them, which deletes them; the caller does
-//! so only once what they carry is durably recorded. While messages are held a heartbeat
-//! extends their visibility every half timeout. A delivery whose extension failed may already
+//! without waiting while receives come back full, up to [`MAX_MESSAGES_PER_ROUND`] or half a
+//! visibility timeout, whichever comes first. The messages are held from the moment they
+//! arrive until the caller acknowledges them, which deletes them; the caller does so only once
+//! what they carry is durably recorded. While messages are held (during the round too) a
+//! heartbeat extends their visibility every half timeout. A delivery whose extension failed may already
 //! be with another consumer: it is not deleted (its content is recorded, and recording is
 //! idempotent), and the next round reports it.
 //!
@@ -102,6 +103,7 @@ impl QueueReader {
     /// One round: up to [`MAX_MESSAGES_PER_ROUND`] messages, held until acknowledged.
     pub async fn receive(&self) -> SeamResult<Vec<QueueMessage>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let started = std::time::Instant::now();
         let mut out: Vec<QueueMessage> = Vec::new();
         // Draining runs still long-poll briefly: a short poll samples only some SQS servers
         // and may come back empty while messages wait.
@@ -123,6 +125,7 @@ impl QueueReader {
                     Ok(msgs) => {
                         all_full &= msgs.len() == 10;
                         any |= !msgs.is_empty();
+                        self.hold(&msgs);
                         out.extend(msgs);
                     }
                     Err(e) => {
@@ -144,13 +147,26 @@ impl QueueReader {
                 }
                 tracing::warn!(owner = %self.owner, error = %e, "a receive failed; the messages already received are recorded first");
             }
-            if !any || !all_full || out.len() >= MAX_MESSAGES_PER_ROUND {
+            // A round that has run for half a visibility timeout records what it has: its
+            // first messages must not become visible again (and come back to this very
+            // round) before they are recorded, however slow the receives are.
+            if !any
+                || !all_full
+                || out.len() >= MAX_MESSAGES_PER_ROUND
+                || started.elapsed() >= self.visibility / 2
+            {
                 break;
             }
             wait = Duration::ZERO;
         }
+        Ok(out)
+    }
+
+    /// Hold `msgs` as they arrive: the heartbeat extends them from then on, also while the
+    /// round goes on receiving.
+    fn hold(&self, msgs: &[QueueMessage]) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        for m in &out {
+        for m in msgs {
             held.insert(
                 m.receipt.clone(),
                 Held {
@@ -159,7 +175,6 @@ impl QueueReader {
                 },
             );
         }
-        Ok(out)
     }
 
     /// Delete the messages whose content is recorded. Deliveries whose visibility could not

@@ -75,7 +75,8 @@ async fn a_commit_whose_answer_is_lost_is_recorded_once() {
     // Every Delta commit after the table's creation: the first PUT lands and its answer is
     // lost; the client's retry of it (or the writer's next attempt) gets its answer.
     let tried = std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let proxy = FaultProxy::start(&moto_endpoint(), move |method, path| {
+    let proxy = FaultProxy::start(&moto_endpoint(), move |call| {
+        let (method, path) = (call.method.as_str(), call.path.as_str());
         let commit = path.contains("/_delta_log/")
             && path.ends_with(".json")
             && !path.contains("00000000000000000000.json");
@@ -111,7 +112,7 @@ async fn one_request_in_five_failing_loses_and_duplicates_nothing() {
     let root = dir.path();
     inputs(root);
     let n = Arc::new(AtomicU64::new(0));
-    let proxy = FaultProxy::start(&moto_endpoint(), move |_, _| {
+    let proxy = FaultProxy::start(&moto_endpoint(), move |_| {
         match n.fetch_add(1, Ordering::SeqCst) % 15 {
             3 => Fault::Close,
             8 => Fault::LoseAnswer,

@@ -27,6 +27,9 @@ pub enum Fault {
     SlowDown,
     /// `500 InternalError`, without going upstream.
     InternalError,
+    /// `403 AccessDenied` (a permission missing), without going upstream: not retried by
+    /// the client.
+    AccessDenied,
     /// The answer, after this many milliseconds.
     Delay(u64),
     /// The request lands; the client gets the answer's head and half its body, then the
@@ -196,6 +199,15 @@ fn serve(
                 write!(
                     client,
                     "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}",
+                    xml.len()
+                )?;
+                continue;
+            }
+            Fault::AccessDenied => {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>Access to the resource is denied.</Message></Error></ErrorResponse>";
+                write!(
+                    client,
+                    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nx-amzn-query-error: AccessDenied;Sender\r\nContent-Length: {}\r\n\r\n{xml}",
                     xml.len()
                 )?;
                 continue;

@@ -1,0 +1,432 @@
+//! Network faults between landfall and its notification queues, made by the fault proxy
+//! (common/fault_proxy.rs) in front of moto's SQS and Azurite's Storage Queue, with the files
+//! themselves read directly:
+//!
+//! - every queue call failing now and then, each way a network fails it (`500`, the answer
+//!   lost after the call landed, the answer cut short, the connection closed): a lost
+//!   ReceiveMessage answer hides its messages for a visibility timeout, a lost DeleteMessageBatch
+//!   answer deletes them unseen, a closed one leaves them to come back, and the heartbeat's
+//!   extensions always fail. Every file lands exactly once, and once the faults stop the queue
+//!   drains to nothing;
+//! - a visibility timeout that expires while the stream holds messages (slow receives, every
+//!   extension failing): the deliveries whose extension failed are not deleted, come back once
+//!   their visibility expires and are recognised as recorded; nothing is recorded twice, and
+//!   the queue drains once the faults stop. Before the fix this test brought, a round went on
+//!   receiving while receives came back full, without holding (so without extending) what it
+//!   had received: with slow receives its first messages expired and came back to the same
+//!   round, which received them again and again up to 1,000 messages, and no batch ran for
+//!   minutes. A round now holds each message as it arrives and stops at half a visibility
+//!   timeout.
+
+mod common;
+mod daemon;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Upload files `0..n` (see [`put_files_from`]).
+fn put_files(root: &Path, bucket: &str, n: u64) {
+    put_files_from(root, bucket, 0, n);
+}
+
+/// Stream `ev`: S3 notifications of `bucket`/landing on moto, its SQS calls through `proxy`.
+fn sqs_stream(root: &Path, bucket: &str, queue_url: &str, proxy: &FaultProxy) -> PathBuf {
+    write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.moto]
+{store}
+
+[streams.ev]
+source = "s3://{bucket}/landing"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "notifications"
+trigger.processing_time = "0s"
+
+[streams.ev.notifications]
+queue_url = "{queue_url}"
+endpoint = "{proxy}"
+wait_time = "1s"
+visibility_timeout = "10s"
+receivers = 1
+
+[streams.ev.sink]
+path = "{root}/table"
+"#,
+            root = root.display(),
+            store = moto_store_toml(&moto_endpoint()),
+            proxy = proxy.endpoint(),
+        ),
+    )
+}
+
+/// The table's rows. The daemon may be committing: the table is read from a copy whose data
+/// files are copied before its log, so every commit in the copy finds its files.
+fn table_ids(root: &Path) -> Vec<u64> {
+    let copy = root.join("table-copy");
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(copy.join("_delta_log")).unwrap();
+    let table = root.join("table");
+    for e in std::fs::read_dir(&table).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            let _ = std::fs::copy(e.path(), copy.join(e.file_name()));
+        }
+    }
+    for e in std::fs::read_dir(table.join("_delta_log")).unwrap() {
+        let e = e.unwrap();
+        let _ = std::fs::copy(e.path(), copy.join("_delta_log").join(e.file_name()));
+    }
+    ids(&verify("delta", &copy, Some("ev")), "id")
+}
+
+fn peek(queue_url: &str) -> (u64, u64) {
+    let v = aws(&["peek", queue_url]);
+    (
+        v["visible"].as_u64().unwrap(),
+        v["in_flight"].as_u64().unwrap(),
+    )
+}
+
+/// A rule that faults SQS calls while `on`: receives get 500, a lost answer or a cut one in
+/// turn (half of them), deletes a lost answer or a closed connection (two in three), every
+/// visibility extension a 500.
+fn flaky_sqs(on: Arc<AtomicBool>) -> impl Fn(&Call) -> Fault + Send + Sync + 'static {
+    let receives = AtomicU64::new(0);
+    let deletes = AtomicU64::new(0);
+    move |call| {
+        if !on.load(Ordering::SeqCst) {
+            return Fault::Pass;
+        }
+        match call.op.as_str() {
+            "ReceiveMessage" => match receives.fetch_add(1, Ordering::SeqCst) % 6 {
+                1 => Fault::InternalError,
+                3 => Fault::LoseAnswer,
+                5 => Fault::CutAnswer,
+                _ => Fault::Pass,
+            },
+            "DeleteMessageBatch" => match deletes.fetch_add(1, Ordering::SeqCst) % 3 {
+                0 => Fault::LoseAnswer,
+                1 => Fault::Close,
+                _ => Fault::Pass,
+            },
+            "ChangeMessageVisibilityBatch" => Fault::InternalError,
+            _ => Fault::Pass,
+        }
+    }
+}
+
+/// Wait until the table holds `want` (every file's rows), or fail with the daemon's log.
+fn wait_for_rows(root: &Path, want: &[u64], d: &mut daemon::Daemon, deadline: Instant) {
+    loop {
+        if root.join("table/_delta_log").exists() {
+            let got = table_ids(root);
+            if got.len() >= want.len() {
+                assert_exactly(&got, want);
+                return;
+            }
+        }
+        d.process.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "the rows did not all land; the daemon's log:\n{}",
+            d.process.logs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Wait (30 s at most) for `line` in the daemon's log.
+fn wait_logged(d: &mut daemon::Daemon, line: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d.process.logs().contains(line) {
+        d.process.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "no `{line}`:\n{}",
+            d.process.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Phase two of both tests: faults off, the daemon keeps running; once the deliveries the
+/// faults left behind are visible again (10 s), they are received, recognised as recorded and
+/// deleted: the queue ends empty and the table unchanged.
+fn drains_once_faults_stop(root: &Path, q: &str, want: &[u64], d: &mut daemon::Daemon) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (visible, in_flight) = peek(q);
+        if visible + in_flight == 0 {
+            break;
+        }
+        d.process.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "{visible} visible and {in_flight} in-flight messages left a minute after the faults stopped:\n{}",
+            d.process.logs()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_exactly(&table_ids(root), want);
+}
+
+#[test]
+fn sqs_calls_failing_every_way_lose_and_duplicate_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("sqsfault");
+    let wired = aws(&["wire", &bucket, &bucket, "landing/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    let on = Arc::new(AtomicBool::new(true));
+    let proxy = FaultProxy::start(&moto_endpoint(), flaky_sqs(on.clone()));
+    let cfg = sqs_stream(root, &bucket, &q, &proxy);
+    put_files(root, &bucket, 60);
+    let mut d = daemon::Daemon::start(
+        bin(),
+        &cfg,
+        &root.join("daemon.log"),
+        Instant::now() + Duration::from_secs(30),
+    );
+    // The first files arrive while the faults run, the rest half-way.
+    std::thread::sleep(Duration::from_secs(4));
+    put_files_from(root, &bucket, 60, 120);
+    let want: Vec<u64> = (0..360).collect();
+    wait_for_rows(
+        root,
+        &want,
+        &mut d,
+        Instant::now() + Duration::from_secs(120),
+    );
+    for (op, fault) in [
+        ("ReceiveMessage", Fault::InternalError),
+        ("ReceiveMessage", Fault::LoseAnswer),
+        ("ReceiveMessage", Fault::CutAnswer),
+        ("DeleteMessageBatch", Fault::LoseAnswer),
+        ("DeleteMessageBatch", Fault::Close),
+    ] {
+        let n = proxy.count_where(|s| s.op == op && s.fault == fault);
+        assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
+    }
+    on.store(false, Ordering::SeqCst);
+    drains_once_faults_stop(root, &q, &want, &mut d);
+    let (_, log) = d.stop(Duration::from_secs(30));
+    assert_no_stream_stopped(&log, "the daemon under faults");
+}
+
+/// Upload files `from..to` in one boto3 run: `landing/f<i>.json` with rows `3i..3i+3`.
+fn put_files_from(root: &Path, bucket: &str, from: u64, to: u64) {
+    let spec: Vec<(String, String)> = (from..to)
+        .map(|i| {
+            (
+                format!("landing/f{i:04}.json"),
+                (3 * i..3 * i + 3).map(row).collect(),
+            )
+        })
+        .collect();
+    let f = root.join("putmany.json");
+    std::fs::write(&f, serde_json::to_string(&spec).unwrap()).unwrap();
+    aws(&["putmany", bucket, f.to_str().unwrap()]);
+}
+
+#[test]
+fn a_visibility_timeout_expiring_mid_round_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("vismid");
+    let wired = aws(&["wire", &bucket, &bucket, "landing/"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    // 300 events; each receive (ten messages) is answered after 1.5 s, so receiving them all
+    // takes far longer than the 10 s visibility timeout, and every extension is refused at
+    // once (403: the permission is missing), so a round holding messages when the heartbeat
+    // ticks keeps them.
+    let on = Arc::new(AtomicBool::new(true));
+    let proxy = {
+        let on = on.clone();
+        FaultProxy::start(&moto_endpoint(), move |call| {
+            match (on.load(Ordering::SeqCst), call.op.as_str()) {
+                (true, "ReceiveMessage") => Fault::Delay(1500),
+                (true, "ChangeMessageVisibilityBatch") => Fault::AccessDenied,
+                _ => Fault::Pass,
+            }
+        })
+    };
+    let cfg = sqs_stream(root, &bucket, &q, &proxy);
+    let mut d = daemon::Daemon::start(
+        bin(),
+        &cfg,
+        &root.join("daemon.log"),
+        Instant::now() + Duration::from_secs(30),
+    );
+    // Uploaded once the stream runs (its first listing found nothing): the queue carries them.
+    wait_logged(&mut d, "stream started");
+    put_files(root, &bucket, 300);
+    let want: Vec<u64> = (0..900).collect();
+    wait_for_rows(
+        root,
+        &want,
+        &mut d,
+        Instant::now() + Duration::from_secs(120),
+    );
+    // Some deliveries were kept for a failed extension and received again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let scrape = daemon::get(&d.addr, "/metrics").1;
+        let count = |reason: &str| {
+            daemon::metric_sum(
+                &scrape,
+                "landfall_queue_messages_total",
+                &format!("reason=\"{reason}\""),
+            )
+        };
+        if count("files") > 300.0 && count("kept") > 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no delivery kept and received again:\n{scrape}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_exactly(&table_ids(root), &want);
+    let log = d.process.logs();
+    assert!(
+        log.contains("could not extend the visibility of held messages"),
+        "{log}"
+    );
+    on.store(false, Ordering::SeqCst);
+    drains_once_faults_stop(root, &q, &want, &mut d);
+    let (_, log) = d.stop(Duration::from_secs(30));
+    assert_no_stream_stopped(&log, "the daemon under faults");
+}
+
+/// Azure Storage Queue calls on Azurite failing every way (the test plays Event Grid: each
+/// upload's BlobCreated event is enqueued by tests/notify/azurite.py): receives get a 500, a
+/// lost answer or a cut one; deletes a lost answer or a closed connection; every visibility
+/// update a 500. Every blob lands once, and once the faults stop the queue drains.
+#[test]
+fn azure_queue_calls_failing_every_way_lose_and_duplicate_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let tag = unique("azfault");
+    let queue = tag.to_ascii_lowercase();
+    az(&["mkqueue", &queue]);
+    let (_, queue_url) = azurite();
+    let on = Arc::new(AtomicBool::new(true));
+    let proxy = {
+        let (on, receives, deletes) = (on.clone(), AtomicU64::new(0), AtomicU64::new(0));
+        FaultProxy::start(&queue_url, move |call| {
+            if !on.load(Ordering::SeqCst) {
+                return Fault::Pass;
+            }
+            match call.op.as_str() {
+                "GetMessages" => match receives.fetch_add(1, Ordering::SeqCst) % 6 {
+                    1 => Fault::InternalError,
+                    3 => Fault::LoseAnswer,
+                    5 => Fault::CutAnswer,
+                    _ => Fault::Pass,
+                },
+                "DeleteMessage" => match deletes.fetch_add(1, Ordering::SeqCst) % 3 {
+                    0 => Fault::LoseAnswer,
+                    1 => Fault::Close,
+                    _ => Fault::Pass,
+                },
+                "UpdateMessage" => Fault::InternalError,
+                _ => Fault::Pass,
+            }
+        })
+    };
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{root}/state"
+
+[stores.azurite]
+use_emulator = true
+allow_http = true
+
+[streams.ev]
+source = "az://landfall-test/{tag}/landing"
+source_store = "azurite"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "notifications"
+trigger.processing_time = "0s"
+
+[streams.ev.notifications]
+queue_name = "{queue}"
+endpoint = "{proxy}/devstoreaccount1"
+wait_time = "1s"
+visibility_timeout = "10s"
+
+[streams.ev.sink]
+path = "{root}/table"
+"#,
+            root = root.display(),
+            proxy = proxy.endpoint(),
+        ),
+    );
+    let upload = |from: u64, to: u64| {
+        let spec: Vec<(String, String)> = (from..to)
+            .map(|i| {
+                (
+                    format!("{tag}/landing/f{i:04}.json"),
+                    (3 * i..3 * i + 3).map(row).collect(),
+                )
+            })
+            .collect();
+        let f = root.join("putmany.json");
+        std::fs::write(&f, serde_json::to_string(&spec).unwrap()).unwrap();
+        az(&["putmany", "landfall-test", &queue, f.to_str().unwrap()]);
+    };
+    upload(0, 30);
+    let mut d = daemon::Daemon::start(
+        bin(),
+        &cfg,
+        &root.join("daemon.log"),
+        Instant::now() + Duration::from_secs(30),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    upload(30, 60);
+    let want: Vec<u64> = (0..180).collect();
+    wait_for_rows(
+        root,
+        &want,
+        &mut d,
+        Instant::now() + Duration::from_secs(120),
+    );
+    for (op, fault) in [
+        ("GetMessages", Fault::InternalError),
+        ("GetMessages", Fault::LoseAnswer),
+        ("GetMessages", Fault::CutAnswer),
+        ("DeleteMessage", Fault::LoseAnswer),
+        ("DeleteMessage", Fault::Close),
+    ] {
+        let n = proxy.count_where(|s| s.op == op && s.fault == fault);
+        assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
+    }
+    on.store(false, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while az(&["peek", &queue])["count"].as_u64() != Some(0) {
+        d.process.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "messages left a minute after the faults stopped:\n{}",
+            d.process.logs()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_exactly(&table_ids(root), &want);
+    let (_, log) = d.stop(Duration::from_secs(30));
+    assert_no_stream_stopped(&log, "the daemon under faults");
+}
