@@ -15,6 +15,7 @@
 //! location's queue, and each stream under it reads the cache from its own position
 //! ([`FileEventsDiscovery`]).
 
+mod attempts;
 mod aws_notify;
 mod azure_queue;
 mod bucket_entry;
@@ -37,6 +38,7 @@ mod raw_list;
 mod setup;
 mod stores;
 
+pub use attempts::{CountingConnector, FAILED_ATTEMPT, failed_status, open_counted_store};
 pub use aws_notify::{
     AwsNotifications, CreatedResources, Entry, ResourceStatus, SetupError, SetupRequest, Target,
     notification_id, rule_prefix,

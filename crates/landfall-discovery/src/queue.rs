@@ -136,8 +136,11 @@ pub struct SqsQueue {
 
 impl SqsQueue {
     pub fn new(config: &aws_config::SdkConfig, url: &str, count: CountRequests) -> Self {
+        let conf = aws_sdk_sqs::config::Builder::from(config)
+            .interceptor(FailedAttempts(count.clone()))
+            .build();
         SqsQueue {
-            client: aws_sdk_sqs::Client::new(config),
+            client: aws_sdk_sqs::Client::from_conf(conf),
             url: url.to_string(),
             count,
         }
@@ -333,5 +336,36 @@ impl MessageQueue for SqsQueue {
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
             .and_then(|v| v.parse().ok()))
+    }
+}
+
+/// Counts each SQS attempt that failed (no answer, 5xx, 429, 408) as
+/// [`crate::FAILED_ATTEMPT`]: the SDK retries them inside the call, out of sight otherwise.
+struct FailedAttempts(CountRequests);
+
+impl std::fmt::Debug for FailedAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FailedAttempts")
+    }
+}
+
+impl aws_sdk_sqs::config::Intercept for FailedAttempts {
+    fn name(&self) -> &'static str {
+        "landfall_failed_attempts"
+    }
+
+    fn read_after_attempt(
+        &self,
+        context: &aws_sdk_sqs::config::interceptors::FinalizerInterceptorContextRef<'_>,
+        _runtime_components: &aws_sdk_sqs::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_sqs::config::ConfigBag,
+    ) -> Result<(), aws_sdk_sqs::error::BoxError> {
+        let failed = context
+            .response()
+            .is_none_or(|r| crate::failed_status(r.status().as_u16()));
+        if failed {
+            (self.0)(crate::FAILED_ATTEMPT, 1);
+        }
+        Ok(())
     }
 }

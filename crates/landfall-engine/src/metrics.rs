@@ -254,7 +254,7 @@ impl Metrics {
             storage_requests: counter(
                 &mut r,
                 "landfall_storage_requests",
-                "Storage requests by operation",
+                "Storage and queue requests by operation; op FAILED counts the attempts that failed (no answer, 5xx, 429, 408), which the clients retry inside a request",
             ),
             listings: counter(
                 &mut r,

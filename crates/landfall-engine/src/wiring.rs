@@ -9,7 +9,7 @@ use landfall_core::seams::SeamResult;
 use landfall_core::{Committer, SeamError, StateStore};
 use landfall_discovery::{
     AzureQueue, CountRequests, CountingStore, EntryGuard, Filters, ListingDiscovery, MessageQueue,
-    OwedListing, RawLister, SqsQueue, StoreRef, open_store,
+    OwedListing, RawLister, SqsQueue, StoreRef,
 };
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -94,8 +94,9 @@ pub(crate) fn open_listing(
     spec: Option<&StreamSpec>,
     count: CountRequests,
 ) -> SeamResult<ListingDiscovery> {
-    let (store, prefix) = open_store(url, options.iter())
-        .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?;
+    let (store, prefix) =
+        landfall_discovery::open_counted_store(url, options.iter(), count.clone())
+            .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?;
     let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(store, count.clone()));
     let raw = RawLister::for_url(url, options.iter())
         .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?

@@ -137,15 +137,21 @@ where
     .boxed()
 }
 
-/// Send one signed list request (counted as a `LIST`) and return its body; on error, the
-/// message (naming `what`) and whether trying again may help (network, 5xx, 429).
+/// Send one signed list request (counted as a `LIST`; a failed one also as
+/// [`crate::FAILED_ATTEMPT`]) and return its body; on error, the message (naming `what`) and
+/// whether trying again may help (network, 5xx, 429).
 pub(crate) async fn send(
     client: &object_store::client::HttpClient,
     request: object_store::client::HttpRequest,
     what: &str,
     count: Option<&crate::CountRequests>,
 ) -> Result<String, (String, bool)> {
-    let failed = |e: &dyn std::fmt::Display| (format!("{what}: {e}"), true);
+    let failed = |e: &dyn std::fmt::Display| {
+        if let Some(count) = count {
+            count(crate::FAILED_ATTEMPT, 1);
+        }
+        (format!("{what}: {e}"), true)
+    };
     if let Some(count) = count {
         count("LIST", 1);
     }
@@ -154,6 +160,9 @@ pub(crate) async fn send(
     let body = response.into_body().bytes().await.map_err(|e| failed(&e))?;
     let body = String::from_utf8_lossy(&body).into_owned();
     if !status.is_success() {
+        if let Some(count) = count.filter(|_| crate::failed_status(status.as_u16())) {
+            count(crate::FAILED_ATTEMPT, 1);
+        }
         let again = status.is_server_error() || status.as_u16() == 429;
         return Err((
             format!(
