@@ -14,7 +14,7 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
-FORMATS = ["json", "csv", "txt", "xml", "avro", "parquet", "bin"]
+FORMATS = ["json", "csv", "txt", "xml", "avro", "parquet", "bin", "orc"]
 CODECS = ["", "gz", "bz2", "xz", "zst", "lz4", "snappy", "zip", "deflate"]
 
 
@@ -97,7 +97,8 @@ def orc_files():
 
 def main():
     for fi, fmt in enumerate(FORMATS):
-        bodies = TEXT.get(fmt) or (list(avro_files()) if fmt == "avro" else list(parquet_files()))
+        bodies = TEXT.get(fmt) or {"avro": avro_files, "parquet": parquet_files, "orc": orc_files}[fmt]()
+        bodies = list(bodies)
         for si, body in enumerate(bodies):
             codecs = ["", "gz", "bz2", "xz", "zip", "deflate"] if fmt in TEXT else [""]
             for codec in codecs:

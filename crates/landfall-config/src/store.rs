@@ -153,25 +153,20 @@ fn normalize(p: &Path) -> std::path::PathBuf {
 }
 
 /// A location as a user wrote it, fit to show in a message even when it does not parse: the
-/// query (a SAS token) cut off and a password in it replaced, as [`Location::shown`] does for
-/// a parsed one.
+/// user part blanked when it may hold a password (`user:password@`, the password possibly
+/// holding `/`, `?` or `@`), then the query (a SAS token) and fragment cut off.
 pub fn shown_input(input: &str) -> String {
-    let mut out = input
-        .split(['?', '#'])
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let rest = &out[scheme_end + 3..];
-        let authority_end = rest.find('/').unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@')
-            && let Some(colon) = rest[..at].find(':')
-        {
-            let start = scheme_end + 3 + colon + 1;
-            out.replace_range(start..scheme_end + 3 + at, "<redacted>");
-        }
-    }
-    out
+    let (scheme, rest) = match input.find("://") {
+        Some(i) => input.split_at(i + 3),
+        None => ("", input),
+    };
+    let (user, rest) = match rest.rfind('@') {
+        Some(at) if rest[..at].contains(':') => ("<redacted>@", &rest[at + 1..]),
+        Some(at) => rest.split_at(at + 1),
+        None => ("", rest),
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    format!("{scheme}{user}{rest}")
 }
 
 /// object_store configuration keys and values for one location. Its `Debug` shows the keys
@@ -333,6 +328,7 @@ mod tests {
             "az://?sv=2022&sig=SECRETSIG",
             "s3://user:SECRETPW@/in",
             "s3://user:SECRETPW@[bad/in?sig=SECRETSIG",
+            "s3://AKID:SECRET/PW@bucket/in",
         ] {
             let e = Location::parse(bad).unwrap_err();
             assert!(!e.contains("SECRET"), "{bad}: {e}");
@@ -340,7 +336,16 @@ mod tests {
         }
         assert_eq!(
             shown_input("s3://user:pw@bucket/in?x=1"),
-            "s3://user:<redacted>@bucket/in"
+            "s3://<redacted>@bucket/in"
+        );
+        // A secret key with `/`, `?` and `@` in it.
+        assert_eq!(
+            shown_input("s3://AKID:ab/c?d@e@bucket/in"),
+            "s3://<redacted>@bucket/in"
+        );
+        assert_eq!(
+            shown_input("abfss://c@acct.dfs.core.windows.net/p"),
+            "abfss://c@acct.dfs.core.windows.net/p"
         );
         assert_eq!(shown_input("az://c/in#frag"), "az://c/in");
     }

@@ -89,7 +89,7 @@ pub fn open_counted_store<'a>(
     options: impl Iterator<Item = (&'a String, &'a String)>,
     count: CountRequests,
 ) -> Result<(Arc<dyn ObjectStore>, Path), String> {
-    let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
+    let err = |e: &dyn std::fmt::Display| format!("cannot open {}: {e}", crate::shown_url(url));
     let (scheme, path) = ObjectStoreScheme::parse(url).map_err(|e| err(&e))?;
     let connector = CountingConnector::new(count);
     macro_rules! build {

@@ -68,4 +68,4 @@ pub use raw_list::{AzureLister, Listed, RawLister, S3Lister};
 pub mod fuzzing {
     pub use crate::raw_list::{azure_page_keys, s3_page_keys};
 }
-pub use stores::{display_path, file_meta, object_path, open_store, relative_path};
+pub use stores::{display_path, file_meta, object_path, open_store, relative_path, shown_url};

@@ -15,7 +15,8 @@
 //! before recording): they become visible again and are received anew.
 
 use crate::queue::{MessageQueue, QueueMessage};
-use futures::future::join_all;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use landfall_core::seams::SeamResult;
 use landfall_core::{AckToken, SeamError};
 use std::collections::HashMap;
@@ -103,7 +104,8 @@ impl QueueReader {
     /// One round: up to [`MAX_MESSAGES_PER_ROUND`] messages, held until acknowledged.
     pub async fn receive(&self) -> SeamResult<Vec<QueueMessage>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        let started = std::time::Instant::now();
+        // When the round's first message arrived: the round is bounded by that message's age.
+        let mut first_held: Option<std::time::Instant> = None;
         let mut out: Vec<QueueMessage> = Vec::new();
         // Draining runs still long-poll briefly: a short poll samples only some SQS servers
         // and may come back empty while messages wait.
@@ -113,18 +115,24 @@ impl QueueReader {
             self.wait
         };
         loop {
-            let calls = (0..self.receivers).map(|_| self.queue.receive(10, wait, self.visibility));
+            let mut calls: FuturesUnordered<_> = (0..self.receivers)
+                .map(|_| self.queue.receive(10, wait, self.visibility))
+                .collect();
             let mut all_full = true;
             let mut any = false;
             let mut failed = None;
-            // Every call's messages are taken before any error is looked at: a failed call
-            // must not drop what the calls beside it received (they would stay invisible for
-            // a visibility timeout, unheld).
-            for r in join_all(calls).await {
+            // Every call's messages are held as soon as that call returns (the heartbeat
+            // extends them while the calls beside it still run), and taken before any error
+            // is looked at: a failed call must not drop what the calls beside it received
+            // (they would stay invisible for a visibility timeout, unheld).
+            while let Some(r) = calls.next().await {
                 match r {
                     Ok(msgs) => {
                         all_full &= msgs.len() == 10;
                         any |= !msgs.is_empty();
+                        if !msgs.is_empty() {
+                            first_held.get_or_insert_with(std::time::Instant::now);
+                        }
                         self.hold(&msgs);
                         out.extend(msgs);
                     }
@@ -147,13 +155,13 @@ impl QueueReader {
                 }
                 tracing::warn!(owner = %self.owner, error = %e, "a receive failed; the messages already received are recorded first");
             }
-            // A round that has run for half a visibility timeout records what it has: its
-            // first messages must not become visible again (and come back to this very
-            // round) before they are recorded, however slow the receives are.
+            // A round whose first message arrived half a visibility timeout ago records what
+            // it has: its first messages must not become visible again (and come back to
+            // this very round) before they are recorded, however slow the receives are.
             if !any
                 || !all_full
                 || out.len() >= MAX_MESSAGES_PER_ROUND
-                || started.elapsed() >= self.visibility / 2
+                || first_held.is_some_and(|t| t.elapsed() >= self.visibility / 2)
             {
                 break;
             }

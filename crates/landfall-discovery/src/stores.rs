@@ -11,7 +11,7 @@ pub fn open_store<'a>(
     options: impl Iterator<Item = (&'a String, &'a String)>,
 ) -> Result<(Arc<dyn ObjectStore>, Path), String> {
     let (store, path) = object_store::parse_url_opts(url, options)
-        .map_err(|e| format!("cannot open {url}: {e}"))?;
+        .map_err(|e| format!("cannot open {}: {e}", shown_url(url)))?;
     Ok((Arc::from(store), path))
 }
 
@@ -55,6 +55,14 @@ pub fn object_path<'a>(source: &Url, shown: &'a str) -> &'a str {
         .strip_prefix(&shown_base(source))
         .map(|r| r.trim_start_matches('/'))
         .unwrap_or(shown)
+}
+
+/// `url` as it may be shown: without a password or query string (SAS tokens).
+pub fn shown_url(url: &Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.to_string()
 }
 
 /// `scheme://[user@]host` of `source`: a password in it is never shown.

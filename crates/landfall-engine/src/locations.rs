@@ -59,7 +59,11 @@ impl Locations {
         // The prefix as object_store decodes it from the URL (events name keys decoded).
         let (_, prefix) = landfall_discovery::open_store(&spec.url.url, spec.options.iter())
             .map_err(|e| {
-                SeamError::fatal(format!("location `{}`: {}: {e}", spec.name, spec.url.url))
+                SeamError::fatal(format!(
+                    "location `{}`: {}: {e}",
+                    spec.name,
+                    spec.url.shown()
+                ))
             })?;
         let l = Arc::new(EventLocation::new(
             &spec.name,

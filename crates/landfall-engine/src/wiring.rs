@@ -58,7 +58,8 @@ pub async fn open_queue(
     let source = store_ref(owner.url, account).ok_or_else(|| {
         SeamError::fatal(format!(
             "{}: events need an S3 or Azure location, not {}",
-            owner.what, owner.url
+            owner.what,
+            landfall_discovery::shown_url(owner.url)
         ))
     })?;
     Ok((queue, source, guard))
@@ -96,10 +97,10 @@ pub(crate) fn open_listing(
 ) -> SeamResult<ListingDiscovery> {
     let (store, prefix) =
         landfall_discovery::open_counted_store(url, options.iter(), count.clone())
-            .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?;
+            .map_err(|e| SeamError::fatal(format!("{name}: {e}")))?;
     let store: Arc<dyn ObjectStore> = Arc::new(CountingStore::new(store, count.clone()));
     let raw = RawLister::for_url(url, options.iter())
-        .map_err(|e| SeamError::fatal(format!("{name}: {url}: {e}")))?
+        .map_err(|e| SeamError::fatal(format!("{name}: {e}")))?
         .map(|l| l.with_counter(count));
     let Some(spec) = spec else {
         // A location's listing: every file, hidden paths included (the streams under it decide

@@ -382,22 +382,25 @@ impl landfall_core::Decoder for OrcDecoder {
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let bytes = std::mem::take(&mut self.buf).freeze();
         let (path, batch_size) = (self.path.clone(), self.batch_size);
-        let conformer = &mut self.conformer;
-        Ok(guarded(&path, || {
+        // Only the reader is guarded: a panic in landfall's own checks and conforming is a
+        // bug to see, not a corrupt file.
+        let (timestamps, read) = guarded(&path, || {
             let builder = ArrowReaderBuilder::try_new(bytes).map_err(|e| unreadable(&path, &e))?;
             let (timestamps, read) = Timestamps::plan(&builder);
-            let reader = builder
+            let batches = builder
                 .with_batch_size(batch_size)
                 .with_schema(read)
-                .build();
-            let mut out = Vec::new();
-            for b in reader {
-                let b = b.map_err(|e| unreadable(&path, &e))?;
-                let b = timestamps.report(b).map_err(|e| unreadable(&path, &e))?;
-                out.push(conformer.conform(b)?);
-            }
-            Ok(out)
-        })?)
+                .build()
+                .map(|b| b.map_err(|e| unreadable(&path, &e)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((timestamps, batches))
+        })?;
+        let mut out = Vec::with_capacity(read.len());
+        for b in read {
+            let b = timestamps.report(b).map_err(|e| unreadable(&path, &e))?;
+            out.push(self.conformer.conform(b)?);
+        }
+        Ok(out)
     }
 
     fn rescued_rows(&self) -> u64 {

@@ -120,21 +120,22 @@ impl landfall_core::Decoder for ParquetDecoder {
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let bytes = std::mem::take(&mut self.buf).freeze();
         let (path, batch_size) = (self.path.clone(), self.batch_size);
-        let conformer = &mut self.conformer;
-        Ok(guarded(&path, || {
+        // Only the reader is guarded: a panic in landfall's own conforming is a bug to see,
+        // not a corrupt file.
+        let read = guarded(&path, || {
             let unreadable = |e: &dyn std::fmt::Display| unreadable(&path, e);
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            ParquetRecordBatchReaderBuilder::try_new(bytes)
                 .map_err(|e| unreadable(&e))?
                 .with_batch_size(batch_size)
                 .build()
-                .map_err(|e| unreadable(&e))?;
-            let mut out = Vec::new();
-            for b in reader {
-                let b = b.map_err(|e| unreadable(&e))?;
-                out.push(conformer.conform(b)?);
-            }
-            Ok(out)
-        })?)
+                .map_err(|e| unreadable(&e))?
+                .map(|b| b.map_err(|e| unreadable(&e)))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        Ok(read
+            .into_iter()
+            .map(|b| self.conformer.conform(b))
+            .collect::<Result<_, _>>()?)
     }
 
     fn rescued_rows(&self) -> u64 {

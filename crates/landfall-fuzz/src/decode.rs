@@ -10,8 +10,9 @@ use landfall_formats::{
 };
 use std::sync::Arc;
 
-/// Formats of [`decode`] and [`infer`], by the first knob byte (ORC has its own target).
-const FORMATS: [(FileFormat, &str); 7] = [
+/// Formats of [`decode`] and [`infer`], by the first knob byte ([`decode_orc`] fuzzes ORC
+/// alone, its seeds all ORC files).
+const FORMATS: [(FileFormat, &str); 8] = [
     (FileFormat::Json, "json"),
     (FileFormat::Csv, "csv"),
     (FileFormat::Text, "txt"),
@@ -19,6 +20,7 @@ const FORMATS: [(FileFormat, &str); 7] = [
     (FileFormat::Avro, "avro"),
     (FileFormat::Parquet, "parquet"),
     (FileFormat::BinaryFile, "bin"),
+    (FileFormat::Orc, "orc"),
 ];
 
 /// Compression by extension, as the decoders pick it from the path.
@@ -205,8 +207,10 @@ pub fn infer(data: &[u8]) {
         .with_json_multi_line(bits & 2 != 0)
         .with_json_prefers_decimal(bits & 4 != 0);
     let added = if format.fixed_schema().is_some()
-        || matches!(format, FileFormat::Avro | FileFormat::Parquet)
-    {
+        || matches!(
+            format,
+            FileFormat::Avro | FileFormat::Parquet | FileFormat::Orc
+        ) {
         merger.add(&path, &Bytes::copy_from_slice(body))
     } else {
         merger.add_sample(&path, body, 1 << 20, bits & 8 == 0)

@@ -9,7 +9,8 @@
 //!   the same rows, the same malformed count and the same verdict however its bytes are cut
 //!   into chunks ([`decode`]);
 //! - a schema printed as DDL parses back to itself ([`ddl`]);
-//! - the Delta log readers never take a malformed line for "no txn" ([`delta_log`]).
+//! - the Delta log readers refuse a commit with a line that is not an action (a JSON object)
+//!   instead of reading it as "no txn here" ([`delta_log`]).
 //!
 //! Inputs carry their own knobs: the leading bytes pick the format, codec, schema and options
 //! (see each function), so one target covers every combination the config allows.

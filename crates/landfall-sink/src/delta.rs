@@ -76,14 +76,14 @@ impl DeltaCommitter {
 
     fn open_err(&self, source: DeltaTableError) -> SinkError {
         SinkError::Open {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             source,
         }
     }
 
     fn builder(&self) -> Result<DeltaTableBuilder, SinkError> {
         let url = url::Url::parse(&self.uri).map_err(|e| SinkError::Location {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             reason: e.to_string(),
         })?;
         Ok(DeltaTableBuilder::from_url(url)
@@ -132,7 +132,7 @@ impl DeltaCommitter {
         partition_by: &[String],
     ) -> Result<DeltaTable, SinkError> {
         let st = StructType::try_from_arrow(schema).map_err(|e| SinkError::Incompatible {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             reason: format!("cannot be stored in Delta: {e}"),
         })?;
         let created = deltalake::operations::create::CreateBuilder::new()
@@ -147,7 +147,7 @@ impl DeltaCommitter {
             Ok(t) => Ok(t),
             // Another writer created it first (or creation failed and there is no table).
             Err(source) => self.load().await?.ok_or_else(|| SinkError::Delta {
-                location: self.uri.clone(),
+                location: crate::shown(&self.uri),
                 op: "create table".into(),
                 source: Box::new(source),
             }),
@@ -162,7 +162,7 @@ impl DeltaCommitter {
     /// The table's schema as Delta states it, and as Arrow reads it back.
     fn parsed_schema(&self, table: &DeltaTable) -> Result<(StructType, Schema), SinkError> {
         let incompatible = |reason: String| SinkError::Incompatible {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             reason,
         };
         let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
@@ -185,7 +185,7 @@ impl DeltaCommitter {
         grow: bool,
     ) -> Result<(), SinkError> {
         let incompatible = |reason: String| SinkError::Incompatible {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             reason,
         };
         let table_schema = self.table_schema(table)?;
@@ -242,7 +242,7 @@ impl DeltaCommitter {
         let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
         let metadata = snapshot.metadata();
         let incompatible = |reason: String| SinkError::Incompatible {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             reason,
         };
         let (have, have_arrow) = self.parsed_schema(table)?;
@@ -258,7 +258,7 @@ impl DeltaCommitter {
             .clone()
             .with_schema(&merged)
             .map_err(|e| SinkError::Commit {
-                location: self.uri.clone(),
+                location: crate::shown(&self.uri),
                 batch_id,
                 reason: format!("new table schema: {e}"),
             })?;
@@ -267,7 +267,7 @@ impl DeltaCommitter {
 
     fn writability(&self, table: &DeltaTable) -> Result<Writability, SinkError> {
         let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        check_writable(&self.uri, snapshot)
+        check_writable(&crate::shown(&self.uri), snapshot)
     }
 
     fn add_action(file: &StagedFile, now_ms: i64, owner: Option<&String>) -> Action {
@@ -309,7 +309,9 @@ impl DeltaCommitter {
             .cloned()
             .partition(|p| live.contains(p) || live.contains(&percent_decode(p)));
         let store = crate::table_store(&self.uri, &self.options)?;
-        let removed = crate::parquet_dir::delete_all(&self.uri, store.as_ref(), &doomed).await?;
+        let removed =
+            crate::parquet_dir::delete_all(&crate::shown(&self.uri), store.as_ref(), &doomed)
+                .await?;
         Ok((kept, removed))
     }
 }
@@ -317,7 +319,7 @@ impl DeltaCommitter {
 #[async_trait]
 impl Committer for DeltaCommitter {
     fn location(&self) -> String {
-        self.uri.clone()
+        crate::shown(&self.uri)
     }
 
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
@@ -361,7 +363,7 @@ impl Committer for DeltaCommitter {
             Some(schema) => Box::new(ConformingWriter {
                 inner,
                 schema,
-                location: self.uri.clone(),
+                location: crate::shown(&self.uri),
                 batch_id,
             }),
             // Unreachable: layout.writer already failed with "prepare() was not called".
@@ -373,7 +375,7 @@ impl Committer for DeltaCommitter {
         let partition_by = self.layout.partition_by()?;
         let mut guard = self.refreshed().await?;
         let table = guard.as_mut().ok_or_else(|| SinkError::Commit {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             batch_id,
             reason: "the table disappeared".into(),
         })?;
@@ -432,7 +434,7 @@ impl Committer for DeltaCommitter {
                 // commit for the winner's txn, which is ours. Look before calling it failed.
                 if let Some(version) = self.landed_unseen(table, batch_id).await {
                     tracing::warn!(
-                        table = %self.uri,
+                        table = %crate::shown(&self.uri),
                         batch_id,
                         version,
                         error = %source,
@@ -444,7 +446,7 @@ impl Committer for DeltaCommitter {
                     });
                 }
                 return Err(SinkError::DeltaCommit {
-                    location: self.uri.clone(),
+                    location: crate::shown(&self.uri),
                     batch_id,
                     source: Box::new(source),
                 }
@@ -455,7 +457,7 @@ impl Committer for DeltaCommitter {
         // The commit landed: a refresh failing now changes nothing of that (every later use
         // refreshes the table first), so it is no reason to report the batch failed.
         if let Err(e) = table.update_incremental(None).await {
-            tracing::warn!(table = %self.uri, batch_id, version, error = %e, "refresh after a landed commit failed; the next use refreshes again");
+            tracing::warn!(table = %crate::shown(&self.uri), batch_id, version, error = %e, "refresh after a landed commit failed; the next use refreshes again");
         }
         Ok(Committed {
             version: version as i64,
@@ -469,7 +471,7 @@ impl Committer for DeltaCommitter {
         let (kept, removed) = self.remove_unreferenced(paths).await?;
         if !kept.is_empty() {
             tracing::warn!(
-                table = %self.uri,
+                table = %crate::shown(&self.uri),
                 files = ?kept,
                 "not removing data files the table references"
             );
@@ -504,7 +506,7 @@ impl Committer for DeltaCommitter {
             .read_commit_entry(version as u64)
             .await
             .map_err(|e| SinkError::Delta {
-                location: self.uri.clone(),
+                location: crate::shown(&self.uri),
                 op: format!("read log entry {version}"),
                 source: Box::new(e),
             })?;
@@ -513,7 +515,7 @@ impl Committer for DeltaCommitter {
         };
         let (adds, owner) =
             crate::delta_log::adds_in_commit(&bytes).map_err(|reason| SinkError::Log {
-                location: self.uri.clone(),
+                location: crate::shown(&self.uri),
                 version,
                 reason,
             })?;

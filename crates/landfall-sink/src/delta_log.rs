@@ -30,6 +30,16 @@ pub enum TxnInCommit {
     Version(i64),
 }
 
+/// One line of a commit file: a JSON object (an action), else the entry is damaged.
+fn action_of(line: &[u8], i: usize) -> Result<serde_json::Value, String> {
+    let action: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+    if !action.is_object() {
+        return Err(format!("line {}: not a JSON object", i + 1));
+    }
+    Ok(action)
+}
+
 /// The stream's txn version in one commit file's bytes (newline-delimited JSON actions).
 pub fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, String> {
     let mut found = TxnInCommit::Absent;
@@ -37,8 +47,7 @@ pub fn txn_in_commit(bytes: &[u8], app_id: &str) -> Result<TxnInCommit, String> 
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let action: serde_json::Value =
-            serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let action = action_of(line, i)?;
         let Some(txn) = action.get("txn") else {
             continue;
         };
@@ -68,8 +77,7 @@ pub fn adds_in_commit(bytes: &[u8]) -> Result<(Vec<String>, Option<String>), Str
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let action: serde_json::Value =
-            serde_json::from_slice(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let action = action_of(line, i)?;
         if let Some(o) = action
             .get("commitInfo")
             .and_then(|c| c.get(key))

@@ -36,6 +36,19 @@ use std::sync::{Arc, Once};
 static HANDLERS: Once = Once::new();
 
 /// Register deltalake's S3, Azure and GCS storage handlers (once per process).
+/// A table URI as it may be shown in messages and logs: without a password or query string
+/// (SAS tokens); one that does not parse is cut at its query.
+pub(crate) fn shown(uri: &str) -> String {
+    match url::Url::parse(uri) {
+        Ok(mut u) => {
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.as_str().trim_end_matches('/').to_string()
+        }
+        Err(_) => uri.split('?').next().unwrap_or_default().to_string(),
+    }
+}
+
 pub fn register_handlers() {
     HANDLERS.call_once(|| {
         deltalake::aws::register_handlers(None);

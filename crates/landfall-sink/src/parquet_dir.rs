@@ -177,7 +177,7 @@ impl ParquetDirCommitter {
 
     fn io(&self, op: &'static str, e: impl ToString) -> SinkError {
         SinkError::Io {
-            location: self.uri.clone(),
+            location: crate::shown(&self.uri),
             op,
             reason: e.to_string(),
         }
@@ -219,7 +219,7 @@ impl ParquetDirCommitter {
 #[async_trait]
 impl Committer for ParquetDirCommitter {
     fn location(&self) -> String {
-        self.uri.clone()
+        crate::shown(&self.uri)
     }
 
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()> {
@@ -327,7 +327,7 @@ impl Committer for ParquetDirCommitter {
             }
             Err(e) => {
                 return Err(SinkError::Commit {
-                    location: self.uri.clone(),
+                    location: crate::shown(&self.uri),
                     batch_id,
                     reason: e.to_string(),
                 }
@@ -341,7 +341,7 @@ impl Committer for ParquetDirCommitter {
     }
 
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {
-        Ok(delete_all(&self.uri, self.store.as_ref(), paths).await?)
+        Ok(delete_all(&crate::shown(&self.uri), self.store.as_ref(), paths).await?)
     }
 
     async fn remove_orphans(&self, batch_id: u64, paths: &[String]) -> SeamResult<u64> {
@@ -360,7 +360,7 @@ impl Committer for ParquetDirCommitter {
             .filter(|p| !live.contains(p.as_str()))
             .cloned()
             .collect();
-        Ok(delete_all(&self.uri, self.store.as_ref(), &doomed).await?)
+        Ok(delete_all(&crate::shown(&self.uri), self.store.as_ref(), &doomed).await?)
     }
 
     async fn table_version(&self) -> SeamResult<Option<i64>> {

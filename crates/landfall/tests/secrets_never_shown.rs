@@ -283,8 +283,18 @@ fn configuration_errors_never_echo_a_secret() {
                 "badurl",
                 &format!("s3://AKID:{S3_SECRET}@[bad/in?sig={SAS_SIG}"),
             ),
+            // A secret key with `/` in it (AWS keys often have one): not a port, not a path.
+            stream("slash", &format!("s3://AKID:{S3_SESSION}/x@bucket/in")),
         ]
         .concat(),
         "streams.badurl.source",
+    );
+    // Valid locations with secrets in an error about them: a table inside its source.
+    check(
+        &format!(
+            "[streams.overlap]\nsource = \"az://c/in?sig={SAS_SIG}\"\nformat = \"json\"\n\
+             schema = \"id BIGINT\"\nsink.path = \"az://c/in/table?sig={SAS_SIG}\"\n"
+        ),
+        "overlap",
     );
 }

@@ -227,7 +227,7 @@ fn validate_locations(ctx: &mut Ctx) -> Vec<crate::LocationSpec> {
                 }) {
                     ctx.err(
                         key("url"),
-                        format!("nests with location `{}` ({}); two file-events locations may not overlap (one would cache the other's files twice, and S3 refuses overlapping notifications)", other.name, other.url.url),
+                        format!("nests with location `{}` ({}); two file-events locations may not overlap (one would cache the other's files twice, and S3 refuses overlapping notifications)", other.name, other.url.shown()),
                     );
                 }
                 out.push(spec);

@@ -72,7 +72,7 @@ pub(super) fn validate_stream(
     let (source, sink) = (source?, sink?);
     let sink_loc = &sink.location;
     if sink_loc.contains(&source) || source.contains(sink_loc) {
-        ctx.err(k("sink.path"), format!("the table {} and the source {} overlap; landfall would ingest its own output or list the table", sink_loc.url, source.url));
+        ctx.err(k("sink.path"), format!("the table {} and the source {} overlap; landfall would ingest its own output or list the table", sink_loc.shown(), source.shown()));
         return None;
     }
     if let Some(Some((_, bad))) = &bad_records
@@ -495,11 +495,11 @@ fn discovery(
                         let with: Vec<String> = locations
                             .iter()
                             .filter(|l| l.queue.is_some())
-                            .map(|l| format!("{} ({})", l.name, l.url.url))
+                            .map(|l| format!("{} ({})", l.name, l.url.shown()))
                             .collect();
                         ctx.err(
                             k("discovery"),
-                            format!("is `file_events` but no [locations.<name>] with file_events = true holds {} (file-events locations: {})", src.url, list(&with)),
+                            format!("is `file_events` but no [locations.<name>] with file_events = true holds {} (file-events locations: {})", src.shown(), list(&with)),
                         );
                         None
                     }

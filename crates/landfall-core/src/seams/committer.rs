@@ -46,7 +46,7 @@ pub trait BatchWriter: Send {
 
 #[async_trait]
 pub trait Committer: Send + Sync {
-    /// The table location, for messages and summaries.
+    /// The table location, for messages and summaries (without a password or query string).
     fn location(&self) -> String;
     /// Create the table if it does not exist, or check that `schema` can be written to it.
     async fn prepare(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;

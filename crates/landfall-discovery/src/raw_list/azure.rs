@@ -50,7 +50,7 @@ impl AzureLister {
         url: &Url,
         options: impl Iterator<Item = (&'a String, &'a String)>,
     ) -> Result<Option<Self>, String> {
-        let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
+        let err = |e: &dyn std::fmt::Display| format!("cannot open {}: {e}", crate::shown_url(url));
         let host = url.host_str().unwrap_or_default();
         let (container, url_account) = match url.scheme() {
             // `container@account.dfs.core.windows.net`, in any of the schemes (as object_store).

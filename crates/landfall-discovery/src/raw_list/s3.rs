@@ -82,7 +82,7 @@ impl S3Lister {
         if !matches!(url.scheme(), "s3" | "s3a") {
             return Ok(None);
         }
-        let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
+        let err = |e: &dyn std::fmt::Display| format!("cannot open {}: {e}", crate::shown_url(url));
         let (builder, client) = configure(
             options,
             AmazonS3Builder::new().with_url(url.to_string()),
@@ -145,7 +145,7 @@ impl S3Lister {
         if url.scheme() != "gs" {
             return Ok(None);
         }
-        let err = |e: &dyn std::fmt::Display| format!("cannot open {url}: {e}");
+        let err = |e: &dyn std::fmt::Display| format!("cannot open {}: {e}", crate::shown_url(url));
         let (builder, client) = configure(
             options,
             GoogleCloudStorageBuilder::new().with_url(url.to_string()),

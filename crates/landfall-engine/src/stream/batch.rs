@@ -60,7 +60,8 @@ impl StreamWorker {
         let failed = |e: String| {
             SeamError::retryable(format!(
                 "stream `{}`: batch {batch_id}: writing bad records to {}: {e}",
-                self.spec.name, location.url
+                self.spec.name,
+                location.shown()
             ))
         };
         let (store, prefix) =

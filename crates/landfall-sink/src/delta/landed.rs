@@ -37,7 +37,7 @@ impl DeltaCommitter {
             // commit.
             BatchInLog::Unknown => {
                 tracing::warn!(
-                    table = %self.uri,
+                    table = %crate::shown(&self.uri),
                     batch_id,
                     "batch already in the table but its commit is no longer in the log"
                 );
@@ -54,7 +54,7 @@ impl DeltaCommitter {
                 format!(
                     "stream `{stream}`: the table {uri} holds batches of this stream up to {v}, committed while this state planned batch {batch_id}, and none of them is batch {batch_id}: another landfall instance with its own state runs this stream against the same table (or this state was restored from an older backup). The stream stopped without committing batch {batch_id}; its files stay pending in this state. Stop the other instance, then restore the newest state directory or run `landfall reset {stream}`.",
                     stream = self.stream,
-                    uri = self.uri,
+                    uri = crate::shown(&self.uri),
                 ),
             )),
         }
