@@ -31,6 +31,7 @@ COPY crates/landfall-core/Cargo.toml crates/landfall-core/
 COPY crates/landfall-discovery/Cargo.toml crates/landfall-discovery/
 COPY crates/landfall-engine/Cargo.toml crates/landfall-engine/
 COPY crates/landfall-formats/Cargo.toml crates/landfall-formats/
+COPY crates/landfall-fuzz/Cargo.toml crates/landfall-fuzz/
 COPY crates/landfall-server/Cargo.toml crates/landfall-server/
 COPY crates/landfall-sink/Cargo.toml crates/landfall-sink/
 COPY crates/landfall-state/Cargo.toml crates/landfall-state/

@@ -16,19 +16,27 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 seconds="${FUZZ_SECONDS:-600}"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(cd fuzz && cargo +nightly fuzz list)
-(cd fuzz && cargo +nightly fuzz build -O)
+# The decoder targets build without the `services` crates (RocksDB, AWS SDKs, deltalake); the
+# three targets over queue messages, list pages and the Delta log need them.
+features=()
+for t in "${targets[@]}"; do
+  case "$t" in messages|delta_log|listing_page) features=(--features services) ;; esac
+done
+(cd fuzz && cargo +nightly fuzz build -O "${features[@]}")
 for t in "${targets[@]}"; do
   before=$(ls fuzz/corpus/"$t" | wc -l)
   log="fuzz/artifacts/$t.log"
   mkdir -p fuzz/artifacts
   start=$(date +%s)
   set +e
-  (cd fuzz && cargo +nightly fuzz run -O "$t" -- -max_total_time="$seconds" -rss_limit_mb=4096 -print_final_stats=1) > "$log" 2>&1
+  /usr/bin/time -f "cpu %U %S" -o "fuzz/artifacts/$t.time" \
+    bash -c "cd fuzz && exec cargo +nightly fuzz run -O ${features[*]} $t -- -max_total_time=$seconds -rss_limit_mb=4096 -print_final_stats=1" > "$log" 2>&1
   rc=$?
   set -e
-  if [ $rc -eq 0 ]; then (cd fuzz && cargo +nightly fuzz cmin -O "$t" >> "artifacts/$t.log" 2>&1); fi
+  if [ $rc -eq 0 ]; then (cd fuzz && cargo +nightly fuzz cmin -O "${features[@]}" "$t" >> "artifacts/$t.log" 2>&1); fi
+  cpu=$(awk '{printf "%.1f", ($2 + $3) / 60}' "fuzz/artifacts/$t.time" 2>/dev/null || echo "?")
   after=$(ls fuzz/corpus/"$t" | wc -l)
   execs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$" || echo "?")
-  echo "$t: $(( $(date +%s) - start )) s, $execs executions, corpus $before -> $after, exit $rc"
+  echo "$t: $(( $(date +%s) - start )) s wall, $cpu CPU-minutes, $execs executions, corpus $before -> $after, exit $rc"
   if [ $rc -ne 0 ]; then tail -40 "$log"; exit $rc; fi
 done

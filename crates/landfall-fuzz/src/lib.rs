@@ -17,11 +17,16 @@
 
 mod decode;
 mod parsers;
+#[cfg(feature = "services")]
+mod services;
 
 pub use decode::{decode, decode_orc, infer};
-pub use parsers::{config, ddl, delta_log, listing_page, messages};
+pub use parsers::{config, ddl};
+#[cfg(feature = "services")]
+pub use services::{delta_log, listing_page, messages};
 
 /// Every target by name, as `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/` call it.
+#[cfg(feature = "services")]
 pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("decode", decode),
     ("decode_orc", decode_orc),

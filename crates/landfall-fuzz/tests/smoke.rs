@@ -5,6 +5,7 @@
 //! named in the message; `cargo fuzz run <target> <file>` replays it under the fuzzer.
 //!
 //! `LANDFALL_FUZZ_SMOKE_MUTATIONS` sets the mutations per target (default 2,000).
+#![cfg(feature = "services")]
 
 use std::path::{Path, PathBuf};
 
