@@ -424,6 +424,9 @@ impl JsonDecoder {
                     // `decode` stops early only when a batch is full, at a record boundary.
                     // When it used the whole chunk, a record may be half read: flushing then
                     // would cut it, so wait for the next chunk or `finish`.
+                    // The slow path reads on past the pending bytes: a record it refuses takes
+                    // the rest of its line with it (a full batch may end inside a line, after
+                    // a value that is not a record: `0` of `0&x`).
                     if !rest.is_empty() && !self.flush(out)? {
                         let buf = self.take_pending();
                         let bounds = Bounds {
@@ -431,8 +434,7 @@ impl JsonDecoder {
                             until_bad: false,
                             last: false,
                         };
-                        let left = self.salvage(buf, bounds, out)?;
-                        rest = concat(&left, rest);
+                        rest = self.salvage(concat(&buf, rest), bounds, out)?;
                     }
                 }
                 Err(_) => {

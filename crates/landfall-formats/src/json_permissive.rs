@@ -143,7 +143,32 @@ pub(crate) fn salvage(
                         text.extend_from_slice(t.as_bytes());
                     }
                     Fixed::Rejected(reason) => {
+                        // Not an object: the whole line is one malformed record, as when it
+                        // is not JSON (`0&x` is one record, not `0` and then `&x`, however
+                        // the file's bytes were cut into chunks).
                         deviated += 1;
+                        let rest = &buf[stop..];
+                        let eol = rest.iter().position(|&b| b == b'\n');
+                        let junk = rest[..eol.unwrap_or(rest.len())].iter().any(|&b| !is_ws(b));
+                        if junk {
+                            let upto = eol.map_or(buf.len(), |i| stop + i);
+                            tally.note(|| here(reason, &buf[start..upto]));
+                            line += newlines(&buf[start..stop]);
+                            match eol {
+                                Some(i) => {
+                                    pos = stop + i + 1;
+                                    line += 1;
+                                }
+                                None => {
+                                    pos = buf.len();
+                                    if !bounds.last {
+                                        end = End::SkipLine;
+                                    }
+                                    break;
+                                }
+                            }
+                            continue;
+                        }
                         tally.note(|| here(reason, raw.get().as_bytes()));
                     }
                 }

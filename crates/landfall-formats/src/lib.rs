@@ -55,6 +55,7 @@ mod json_multiline;
 mod json_permissive;
 mod metadata;
 mod orc_file;
+mod orc_tail;
 mod panic_guard;
 mod parquet_file;
 mod rescue;

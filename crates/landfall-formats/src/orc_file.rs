@@ -294,8 +294,28 @@ fn guarded<T>(path: &str, f: impl FnOnce() -> Result<T, FormatError>) -> Result<
     crate::panic_guard::guarded("ORC", f).unwrap_or_else(|p| Err(unreadable(path, &p)))
 }
 
+/// Check the type tree in the file's footer ([`crate::orc_tail`]) through ranged reads: the
+/// last 64 KiB, then the whole tail when its footer is longer.
+async fn check_tail_of<R: AsyncChunkReader>(path: &str, reader: &mut R) -> Result<(), FormatError> {
+    let io = |e: std::io::Error| unreadable(path, &e);
+    let len = reader.len().await.map_err(io)?;
+    let take = len.min(64 << 10);
+    let mut tail = reader.get_bytes(len - take, take).await.map_err(io)?;
+    if let Some(n) = crate::orc_tail::tail_len(&tail)
+        && n as u64 > take
+        && n as u64 <= len
+    {
+        tail = reader
+            .get_bytes(len - n as u64, n as u64)
+            .await
+            .map_err(io)?;
+    }
+    crate::orc_tail::check_tail(&tail).map_err(|e| unreadable(path, &e))
+}
+
 /// The Arrow schema of an ORC file held in memory (timestamps at microsecond precision).
 pub fn orc_schema(path: &str, bytes: Bytes) -> Result<SchemaRef, FormatError> {
+    crate::orc_tail::check_tail(&bytes).map_err(|e| unreadable(path, &e))?;
     guarded(path, || {
         ArrowReaderBuilder::try_new(bytes)
             .map(|b| schemas(&b.schema()).0)
@@ -304,10 +324,11 @@ pub fn orc_schema(path: &str, bytes: Bytes) -> Result<SchemaRef, FormatError> {
 }
 
 /// The Arrow schema of an ORC file, from its tail only (ranged reads).
-pub async fn orc_footer_schema<R>(path: &str, reader: R) -> Result<SchemaRef, FormatError>
+pub async fn orc_footer_schema<R>(path: &str, mut reader: R) -> Result<SchemaRef, FormatError>
 where
     R: AsyncChunkReader + 'static,
 {
+    check_tail_of(path, &mut reader).await?;
     match guarded_future("ORC", ArrowReaderBuilder::try_new_async(reader)).await {
         Ok(Ok(b)) => Ok(schemas(&b.schema()).0),
         Ok(Err(e)) => Err(unreadable(path, &e)),
@@ -320,7 +341,7 @@ where
 /// ends the stream as an `Unreadable` error; the caller's reader may record what it was.
 pub async fn orc_batches<R>(
     path: &str,
-    reader: R,
+    mut reader: R,
     schema: SchemaRef,
     batch_size: usize,
     policy: SchemaPolicy,
@@ -328,6 +349,7 @@ pub async fn orc_batches<R>(
 where
     R: AsyncChunkReader + 'static,
 {
+    check_tail_of(path, &mut reader).await?;
     let builder = match guarded_future("ORC", ArrowReaderBuilder::try_new_async(reader)).await {
         Ok(b) => b.map_err(|e| unreadable(path, &e))?,
         Err(p) => return Err(unreadable(path, &p)),
@@ -384,6 +406,7 @@ impl landfall_core::Decoder for OrcDecoder {
         let (path, batch_size) = (self.path.clone(), self.batch_size);
         // Only the reader is guarded: a panic in landfall's own checks and conforming is a
         // bug to see, not a corrupt file.
+        crate::orc_tail::check_tail(&bytes).map_err(|e| unreadable(&path, &e))?;
         let (timestamps, read) = guarded(&path, || {
             let builder = ArrowReaderBuilder::try_new(bytes).map_err(|e| unreadable(&path, &e))?;
             let (timestamps, read) = Timestamps::plan(&builder);
