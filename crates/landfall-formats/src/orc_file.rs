@@ -310,12 +310,12 @@ async fn check_tail_of<R: AsyncChunkReader>(path: &str, reader: &mut R) -> Resul
             .await
             .map_err(io)?;
     }
-    crate::orc_tail::check_tail(&tail).map_err(|e| unreadable(path, &e))
+    crate::orc_tail::check_tail(&tail, len).map_err(|e| unreadable(path, &e))
 }
 
 /// The Arrow schema of an ORC file held in memory (timestamps at microsecond precision).
 pub fn orc_schema(path: &str, bytes: Bytes) -> Result<SchemaRef, FormatError> {
-    crate::orc_tail::check_tail(&bytes).map_err(|e| unreadable(path, &e))?;
+    crate::orc_tail::check_tail(&bytes, bytes.len() as u64).map_err(|e| unreadable(path, &e))?;
     guarded(path, || {
         ArrowReaderBuilder::try_new(bytes)
             .map(|b| schemas(&b.schema()).0)
@@ -406,7 +406,8 @@ impl landfall_core::Decoder for OrcDecoder {
         let (path, batch_size) = (self.path.clone(), self.batch_size);
         // Only the reader is guarded: a panic in landfall's own checks and conforming is a
         // bug to see, not a corrupt file.
-        crate::orc_tail::check_tail(&bytes).map_err(|e| unreadable(&path, &e))?;
+        crate::orc_tail::check_tail(&bytes, bytes.len() as u64)
+            .map_err(|e| unreadable(&path, &e))?;
         let (timestamps, read) = guarded(&path, || {
             let builder = ArrowReaderBuilder::try_new(bytes).map_err(|e| unreadable(&path, &e))?;
             let (timestamps, read) = Timestamps::plan(&builder);

@@ -4,6 +4,10 @@
 //! ancestor) recursed until the stack overflowed, which aborts the process (no panic to
 //! catch). Found by fuzzing (crates/landfall-fuzz, `decode_orc`).
 //!
+//! It also refuses a postscript whose footer and metadata lengths exceed the file: orc-rust
+//! allocated the claimed length (a damaged file asked for petabytes and the allocation failure
+//! aborted the process; also found by fuzzing).
+//!
 //! The ORC specification stores types in pre-order: every subtype comes after its parent.
 //! [`check_tail`] reads the postscript and the footer (decompressing its blocks: zlib, snappy,
 //! zstd, lz4) and refuses a footer where a subtype is not after its parent or not a type at
@@ -28,9 +32,11 @@ pub(crate) fn tail_len(tail: &[u8]) -> Option<usize> {
     Some(1 + ps_len + ps.footer_length() as usize)
 }
 
-/// Check the type tree of the footer in `tail` (the file's last bytes, at least
-/// [`tail_len`] of them). A tail that does not parse is left to orc-rust's own errors.
-pub(crate) fn check_tail(tail: &[u8]) -> Result<(), String> {
+/// Check the lengths the postscript gives against the file's (`file_len`: orc-rust reads
+/// them unchecked and allocated what a damaged one said, petabytes, aborting the process) and
+/// the type tree of the footer in `tail` (the file's last bytes, at least [`tail_len`] of
+/// them). A tail that does not parse is left to orc-rust's own errors.
+pub(crate) fn check_tail(tail: &[u8], file_len: u64) -> Result<(), String> {
     let Some(ps_len) = tail.last().map(|b| *b as usize) else {
         return Ok(());
     };
@@ -40,6 +46,16 @@ pub(crate) fn check_tail(tail: &[u8]) -> Result<(), String> {
     let Ok(ps) = PostScript::decode(&tail[ps_start..tail.len() - 1]) else {
         return Ok(());
     };
+    let claimed = 1u64
+        .saturating_add(ps_len as u64)
+        .saturating_add(ps.footer_length())
+        .saturating_add(ps.metadata_length());
+    if claimed > file_len {
+        return Err(format!(
+            "its postscript says its footer and metadata take {} bytes, more than the file's {file_len}",
+            claimed - 1 - ps_len as u64
+        ));
+    }
     let footer_len = ps.footer_length() as usize;
     let Some(footer_start) = ps_start.checked_sub(footer_len) else {
         return Ok(());
