@@ -392,8 +392,18 @@ pub fn type_to_ddl(ty: &DataType) -> String {
     }
 }
 
+/// A column name as DDL: bare when it reads back as that name, else between backticks (a
+/// name starting with a digit, or a word the grammar gives a meaning; found by fuzzing:
+/// `000` printed bare did not parse again).
 fn quote(name: &str) -> String {
-    if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+    const WORDS: [&str; 3] = ["NOT", "NULL", "COMMENT"];
+    let bare = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !WORDS.iter().any(|w| w.eq_ignore_ascii_case(name));
+    if bare {
         name.to_string()
     } else {
         format!("`{}`", name.replace('`', "``"))

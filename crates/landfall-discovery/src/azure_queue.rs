@@ -331,6 +331,42 @@ impl MessageQueue for AzureQueue {
     }
 }
 
+/// Counts each queue attempt that failed (no answer, 5xx, 429, 408) as
+/// [`crate::FAILED_ATTEMPT`]: azure_core retries them inside the call.
+struct FailedAttempts(CountRequests);
+
+impl std::fmt::Debug for FailedAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FailedAttempts")
+    }
+}
+
+#[async_trait::async_trait]
+impl azure_core::http::policies::Policy for FailedAttempts {
+    async fn send(
+        &self,
+        ctx: &azure_core::http::Context,
+        request: &mut azure_core::http::Request,
+        next: &[Arc<dyn azure_core::http::policies::Policy>],
+    ) -> azure_core::http::policies::PolicyResult {
+        let Some((first, rest)) = next.split_first() else {
+            return Err(azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Other,
+                "no transport after the attempt counter",
+            ));
+        };
+        let r = first.send(ctx, request, rest).await;
+        let failed = match &r {
+            Ok(resp) => crate::failed_status(u16::from(resp.status())),
+            Err(_) => true,
+        };
+        if failed {
+            (self.0)(crate::FAILED_ATTEMPT, 1);
+        }
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,41 +401,5 @@ mod tests {
             sas,
             account_sas("devstoreaccount1", EMULATOR_KEY, expiry).unwrap()
         );
-    }
-}
-
-/// Counts each queue attempt that failed (no answer, 5xx, 429, 408) as
-/// [`crate::FAILED_ATTEMPT`]: azure_core retries them inside the call.
-struct FailedAttempts(CountRequests);
-
-impl std::fmt::Debug for FailedAttempts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FailedAttempts")
-    }
-}
-
-#[async_trait::async_trait]
-impl azure_core::http::policies::Policy for FailedAttempts {
-    async fn send(
-        &self,
-        ctx: &azure_core::http::Context,
-        request: &mut azure_core::http::Request,
-        next: &[Arc<dyn azure_core::http::policies::Policy>],
-    ) -> azure_core::http::policies::PolicyResult {
-        let Some((first, rest)) = next.split_first() else {
-            return Err(azure_core::Error::with_message(
-                azure_core::error::ErrorKind::Other,
-                "no transport after the attempt counter",
-            ));
-        };
-        let r = first.send(ctx, request, rest).await;
-        let failed = match &r {
-            Ok(resp) => crate::failed_status(u16::from(resp.status())),
-            Err(_) => true,
-        };
-        if failed {
-            (self.0)(crate::FAILED_ATTEMPT, 1);
-        }
-        r
     }
 }

@@ -25,9 +25,12 @@ pub use parsers::{config, ddl};
 #[cfg(feature = "services")]
 pub use services::{delta_log, listing_page, messages};
 
+/// What a fuzz target runs.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, as `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/` call it.
 #[cfg(feature = "services")]
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("decode", decode),
     ("decode_orc", decode_orc),
     ("infer", infer),
