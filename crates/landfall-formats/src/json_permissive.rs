@@ -86,6 +86,14 @@ fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
+/// Where reading resumes after a record refused to the end of its line from `from`: past
+/// that line's newline (counted in `line`), or `None` when the line goes on past `buf`.
+fn after_line(buf: &[u8], from: usize, line: &mut u64) -> Option<usize> {
+    let i = buf[from..].iter().position(|&b| b == b'\n')?;
+    *line += 1;
+    Some(from + i + 1)
+}
+
 fn newlines(b: &[u8]) -> u64 {
     b.iter().filter(|&&c| c == b'\n').count() as u64
 }
@@ -154,20 +162,17 @@ pub(crate) fn salvage(
                             let upto = eol.map_or(buf.len(), |i| stop + i);
                             tally.note(|| here(reason, &buf[start..upto]));
                             line += newlines(&buf[start..stop]);
-                            match eol {
-                                Some(i) => {
-                                    pos = stop + i + 1;
-                                    line += 1;
+                            match after_line(buf, stop, &mut line) {
+                                Some(p) => {
+                                    pos = p;
+                                    continue;
                                 }
                                 None => {
                                     pos = buf.len();
-                                    if !bounds.last {
-                                        end = End::SkipLine;
-                                    }
+                                    end = if bounds.last { end } else { End::SkipLine };
                                     break;
                                 }
                             }
-                            continue;
                         }
                         tally.note(|| here(reason, raw.get().as_bytes()));
                     }
@@ -193,16 +198,11 @@ pub(crate) fn salvage(
                     .map_or(buf.len(), |i| start + i);
                 tally.note(|| here(reason, &buf[start..upto]));
                 // Resynchronise on the next line: the broken record ends there at the latest.
-                match buf[start..].iter().position(|&b| b == b'\n') {
-                    Some(i) => {
-                        pos = start + i + 1;
-                        line += 1;
-                    }
+                match after_line(buf, start, &mut line) {
+                    Some(p) => pos = p,
                     None => {
                         pos = buf.len();
-                        if !bounds.last {
-                            end = End::SkipLine;
-                        }
+                        end = if bounds.last { end } else { End::SkipLine };
                         break;
                     }
                 }
