@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of every target in fuzz/ with cargo-fuzz (libFuzzer), on the nightly
 # toolchain: each target runs for FUZZ_SECONDS (default 600: ten CPU-minutes, one process), its
-# corpus in fuzz/corpus/<target> growing with what it finds and then minimised (cargo fuzz
-# cmin), so the kept corpus stays small. A crash stops the script with the failing input in
+# corpus in fuzz/corpus/<target> growing with what it finds and then minimised by edges, so the
+# kept corpus stays small. A crash stops the script with the failing input in
 # fuzz/artifacts/<target>/. Run two invocations on disjoint targets to use two cores.
 #   bench/fuzz.sh                 every target
 #   bench/fuzz.sh decode ddl      some
@@ -33,7 +33,14 @@ for t in "${targets[@]}"; do
     bash -c "cd fuzz && exec cargo +nightly fuzz run -O ${features[*]} $t -- -max_total_time=$seconds -rss_limit_mb=4096 -print_final_stats=1" > "$log" 2>&1
   rc=$?
   set -e
-  if [ $rc -eq 0 ]; then (cd fuzz && cargo +nightly fuzz cmin -O "${features[@]}" "$t" >> "artifacts/$t.log" 2>&1); fi
+  if [ $rc -eq 0 ]; then
+    # Minimised by edges (not edge counters): what the repository keeps stays small. The
+    # regression-* inputs (earlier findings) stay whatever they add.
+    min=$(mktemp -d)
+    "fuzz/target/x86_64-unknown-linux-gnu/release/$t" -merge=1 -use_counters=0 "$min" "fuzz/corpus/$t" >> "$log" 2>&1
+    cp fuzz/corpus/"$t"/regression-* "$min"/ 2>/dev/null || true
+    rm -rf "fuzz/corpus/$t" && mv "$min" "fuzz/corpus/$t"
+  fi
   cpu=$(awk '{printf "%.1f", ($2 + $3) / 60}' "fuzz/artifacts/$t.time" 2>/dev/null || echo "?")
   after=$(ls fuzz/corpus/"$t" | wc -l)
   execs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$" || echo "?")
