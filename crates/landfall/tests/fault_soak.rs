@@ -109,15 +109,7 @@ visibility_timeout = "10s"
 }
 
 async fn listed_rows(b1: &str, root: &Path) -> Vec<u64> {
-    let endpoint = moto_endpoint();
-    let opts = BTreeMap::from([
-        ("aws_endpoint", endpoint.as_str()),
-        ("aws_access_key_id", "test"),
-        ("aws_secret_access_key", "test"),
-        ("aws_region", "us-east-1"),
-        ("allow_http", "true"),
-    ]);
-    let s = store(&format!("s3://{b1}"), &opts);
+    let s = moto_store(&format!("s3://{b1}"));
     let copy = root.join("listed-copy");
     download(&s, "tables/listed", &copy).await;
     ids(&verify("delta", &copy, Some("listed")), "id")

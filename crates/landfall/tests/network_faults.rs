@@ -9,7 +9,6 @@
 
 mod common;
 use common::*;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -45,15 +44,7 @@ fn drain_through(proxy: &FaultProxy, run: &str, root: &std::path::Path) -> std::
 }
 
 async fn table_rows(run: &str, root: &std::path::Path) -> (Vec<u64>, i64) {
-    let endpoint = moto_endpoint();
-    let opts = BTreeMap::from([
-        ("aws_endpoint", endpoint.as_str()),
-        ("aws_access_key_id", "test"),
-        ("aws_secret_access_key", "test"),
-        ("aws_region", "us-east-1"),
-        ("allow_http", "true"),
-    ]);
-    let s = store("s3://landfall-test", &opts);
+    let s = moto_store("s3://landfall-test");
     let copy = root.join("copy");
     download(&s, &format!("{run}/table"), &copy).await;
     let v = verify("delta", &copy, Some("s"));

@@ -144,6 +144,21 @@ fn wait_for_rows(root: &Path, want: &[u64], d: &mut daemon::Daemon, deadline: In
     }
 }
 
+/// Each way of failing was injected: receives (`receive`) got a 500, a lost and a cut answer;
+/// deletes (`delete`) a lost answer and a closed connection.
+fn assert_every_fault(proxy: &FaultProxy, receive: &str, delete: &str, d: &mut daemon::Daemon) {
+    for (op, fault) in [
+        (receive, Fault::InternalError),
+        (receive, Fault::LoseAnswer),
+        (receive, Fault::CutAnswer),
+        (delete, Fault::LoseAnswer),
+        (delete, Fault::Close),
+    ] {
+        let n = proxy.count_where(|s| s.op == op && s.fault == fault);
+        assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
+    }
+}
+
 /// Wait (30 s at most) for `line` in the daemon's log.
 fn wait_logged(d: &mut daemon::Daemon, line: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -206,16 +221,7 @@ fn sqs_calls_failing_every_way_lose_and_duplicate_nothing() {
         &mut d,
         Instant::now() + Duration::from_secs(120),
     );
-    for (op, fault) in [
-        ("ReceiveMessage", Fault::InternalError),
-        ("ReceiveMessage", Fault::LoseAnswer),
-        ("ReceiveMessage", Fault::CutAnswer),
-        ("DeleteMessageBatch", Fault::LoseAnswer),
-        ("DeleteMessageBatch", Fault::Close),
-    ] {
-        let n = proxy.count_where(|s| s.op == op && s.fault == fault);
-        assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
-    }
+    assert_every_fault(&proxy, "ReceiveMessage", "DeleteMessageBatch", &mut d);
     on.store(false, Ordering::SeqCst);
     drains_once_faults_stop(root, &q, &want, &mut d);
     let (_, log) = d.stop(Duration::from_secs(30));
@@ -405,16 +411,7 @@ path = "{root}/table"
         &mut d,
         Instant::now() + Duration::from_secs(120),
     );
-    for (op, fault) in [
-        ("GetMessages", Fault::InternalError),
-        ("GetMessages", Fault::LoseAnswer),
-        ("GetMessages", Fault::CutAnswer),
-        ("DeleteMessage", Fault::LoseAnswer),
-        ("DeleteMessage", Fault::Close),
-    ] {
-        let n = proxy.count_where(|s| s.op == op && s.fault == fault);
-        assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
-    }
+    assert_every_fault(&proxy, "GetMessages", "DeleteMessage", &mut d);
     on.store(false, Ordering::SeqCst);
     let deadline = Instant::now() + Duration::from_secs(60);
     while az(&["peek", &queue])["count"].as_u64() != Some(0) {

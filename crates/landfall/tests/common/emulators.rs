@@ -179,6 +179,19 @@ pub fn store(
     std::sync::Arc::from(s)
 }
 
+/// An object_store client of `url` (`s3://bucket`) on moto server, with the test credentials.
+pub fn moto_store(url: &str) -> std::sync::Arc<dyn object_store::ObjectStore> {
+    let endpoint = moto_endpoint();
+    let opts = std::collections::BTreeMap::from([
+        ("aws_endpoint", endpoint.as_str()),
+        ("aws_access_key_id", "test"),
+        ("aws_secret_access_key", "test"),
+        ("aws_region", "us-east-1"),
+        ("allow_http", "true"),
+    ]);
+    store(url, &opts)
+}
+
 /// Copy every object under `prefix` of `s` into the directory `to`.
 pub async fn download(
     s: &std::sync::Arc<dyn object_store::ObjectStore>,
