@@ -42,6 +42,8 @@ pub struct LocationConfig {
     pub visibility_timeout: Option<String>,
     /// Long-poll wait of one receive (default `20s`).
     pub wait_time: Option<String>,
+    /// As `notifications.request_timeout` of a stream (default `20s`).
+    pub request_timeout: Option<String>,
     /// As `notifications.entry_check_interval` of a stream (default `5m`).
     pub entry_check_interval: Option<String>,
     /// Queue service endpoint (emulators, VPC endpoints).
@@ -166,6 +168,7 @@ pub(crate) fn validate_location(
         || l.receivers.is_some()
         || l.visibility_timeout.is_some()
         || l.wait_time.is_some()
+        || l.request_timeout.is_some()
         || l.entry_check_interval.is_some()
         || l.endpoint.is_some()
         || !l.resource_tags.is_empty();
@@ -188,6 +191,10 @@ pub(crate) fn validate_location(
                         .wait_time
                         .clone()
                         .unwrap_or_else(|| NotificationsConfig::default().wait_time),
+                    request_timeout: l
+                        .request_timeout
+                        .clone()
+                        .unwrap_or_else(crate::notifications::default_request_timeout),
                     endpoint: l.endpoint.clone(),
                     entry_check_interval: l
                         .entry_check_interval

@@ -66,6 +66,12 @@ pub struct NotificationsConfig {
     /// Long-poll wait of one receive (default `20s`, the SQS maximum).
     #[serde(default = "default_wait")]
     pub wait_time: String,
+    /// How long one queue request may go unanswered (beyond a receive's long-poll wait)
+    /// before it is abandoned and tried again: a connection that takes a request and never
+    /// answers must not hold a round or the visibility heartbeat (default `20s`, between 1s
+    /// and 10m).
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout: String,
     /// Queue service endpoint (emulators, VPC endpoints). Default: the source store's endpoint
     /// when it has one, else the cloud's.
     pub endpoint: Option<String>,
@@ -88,6 +94,7 @@ impl Default for NotificationsConfig {
             receivers: 1,
             visibility_timeout: default_visibility(),
             wait_time: default_wait(),
+            request_timeout: default_request_timeout(),
             endpoint: None,
             entry_check_interval: default_entry_check(),
             resource_tags: BTreeMap::new(),
@@ -106,6 +113,9 @@ fn default_visibility() -> String {
     "2m".into()
 }
 fn default_wait() -> String {
+    "20s".into()
+}
+pub(crate) fn default_request_timeout() -> String {
     "20s".into()
 }
 
@@ -130,6 +140,8 @@ pub struct NotificationsSpec {
     pub receivers: usize,
     pub visibility_timeout: Duration,
     pub wait_time: Duration,
+    /// How long one request may go unanswered beyond its long-poll wait.
+    pub request_timeout: Duration,
     pub endpoint: Option<String>,
     /// How often an owned bucket notification entry is checked.
     pub entry_check_interval: Duration,
@@ -293,6 +305,20 @@ pub(crate) fn validate_queue(
             format!("must exceed twice wait_time plus 5s ({}s): messages received early in a round must not reappear before it records them", (2 * w + Duration::from_secs(5)).as_secs()),
         ));
     }
+    let request_timeout = match humantime::parse_duration(&n.request_timeout) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= Duration::from_secs(600) => Some(d),
+        Ok(_) => {
+            errors.push((
+                "request_timeout",
+                format!("`{}` must be between 1s and 10m", n.request_timeout),
+            ));
+            None
+        }
+        Err(e) => {
+            errors.push(("request_timeout", format!("`{}`: {e}", n.request_timeout)));
+            None
+        }
+    };
     if let Some(e) = &n.endpoint
         && url::Url::parse(e).is_err()
     {
@@ -318,18 +344,29 @@ pub(crate) fn validate_queue(
             None
         }
     };
-    match (errors.is_empty(), visibility, wait, entry_check) {
-        (true, Some(visibility_timeout), Some(wait_time), Some(entry_check_interval)) => {
-            Ok(NotificationsSpec {
-                queue,
-                receivers: n.receivers,
-                visibility_timeout,
-                wait_time,
-                endpoint: n.endpoint.clone(),
-                entry_check_interval,
-                resource_tags: n.resource_tags.clone(),
-            })
-        }
+    match (
+        errors.is_empty(),
+        visibility,
+        wait,
+        request_timeout,
+        entry_check,
+    ) {
+        (
+            true,
+            Some(visibility_timeout),
+            Some(wait_time),
+            Some(request_timeout),
+            Some(entry_check_interval),
+        ) => Ok(NotificationsSpec {
+            queue,
+            receivers: n.receivers,
+            visibility_timeout,
+            wait_time,
+            request_timeout,
+            endpoint: n.endpoint.clone(),
+            entry_check_interval,
+            resource_tags: n.resource_tags.clone(),
+        }),
         _ => Err(errors),
     }
 }

@@ -127,12 +127,17 @@ pub fn account_sas(account: &str, key: &str, expiry: DateTime<Utc>) -> Result<St
     ))
 }
 
+/// Storage Queues delete and update one message per call: this many calls run at once.
+const CONCURRENT_CALLS: usize = 16;
+
 /// A client and when its SAS should be renewed (`None`: a given SAS, never renewed).
 type SignedClient = (Arc<QueueClient>, Option<DateTime<Utc>>);
 
 pub struct AzureQueue {
     settings: AzureQueueSettings,
     count: CountRequests,
+    /// How long one attempt may go unanswered before it is abandoned and retried.
+    request_timeout: std::time::Duration,
     /// The client and when its SAS should be renewed (`None`: a given SAS, never renewed).
     client: Mutex<Option<SignedClient>>,
 }
@@ -142,8 +147,15 @@ impl AzureQueue {
         AzureQueue {
             settings,
             count,
+            request_timeout: crate::queue::DEFAULT_REQUEST_TIMEOUT,
             client: Mutex::new(None),
         }
+    }
+
+    /// Abandon (and retry) an attempt unanswered for `t` (Storage Queues have no long poll).
+    pub fn with_request_timeout(mut self, t: std::time::Duration) -> Self {
+        self.request_timeout = t;
+        self
     }
 
     fn err(&self, op: &'static str, e: azure_core::Error) -> QueueError {
@@ -194,7 +206,10 @@ impl AzureQueue {
                     max_total_elapsed: azure_core::time::Duration::seconds(20),
                     ..Default::default()
                 }),
-                per_try_policies: vec![Arc::new(FailedAttempts(self.count.clone()))],
+                per_try_policies: vec![Arc::new(FailedAttempts {
+                    count: self.count.clone(),
+                    timeout: self.request_timeout,
+                })],
                 ..Default::default()
             },
             ..Default::default()
@@ -277,20 +292,28 @@ impl MessageQueue for AzureQueue {
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
+        use futures::StreamExt;
         let c = self.client()?;
-        let mut failed = Vec::new();
-        for r in receipts {
-            let (id, pop) = split_receipt(r);
-            (self.count)("DeleteMessage", 1);
-            match c.delete_message(id, pop, None).await {
-                Ok(_) => {}
-                // Gone already (deleted, or expired): nothing to retry.
-                Err(e) if e.http_status().map(u16::from) == Some(404) => {}
-                Err(e) if e.http_status().is_some() => failed.push(r.clone()),
-                Err(e) => return Err(self.err("DeleteMessage", e)),
-            }
-        }
-        Ok(failed)
+        // Storage Queues delete one message per call: calls run CONCURRENT_CALLS at a time.
+        let outcomes: Vec<_> = futures::stream::iter(receipts.to_vec())
+            .map(|r: String| {
+                let (c, count) = (c.clone(), self.count.clone());
+                async move {
+                    let (id, pop) = split_receipt(&r);
+                    count("DeleteMessage", 1);
+                    match c.delete_message(id, pop, None).await {
+                        Ok(_) => None,
+                        // Gone already (deleted, or expired): nothing to retry.
+                        Err(e) if e.http_status().map(u16::from) == Some(404) => None,
+                        // Refused, or no answer: the caller tries it again.
+                        Err(_) => Some(r),
+                    }
+                }
+            })
+            .buffer_unordered(CONCURRENT_CALLS)
+            .collect()
+            .await;
+        Ok(outcomes.into_iter().flatten().collect())
     }
 
     async fn extend(
@@ -298,22 +321,29 @@ impl MessageQueue for AzureQueue {
         receipts: &[String],
         visibility: Duration,
     ) -> Result<Vec<Option<String>>, QueueError> {
+        use futures::StreamExt;
         let c = self.client()?;
         let name = azure_core::http::headers::HeaderName::from_static("x-ms-popreceipt");
-        let mut out = Vec::with_capacity(receipts.len());
-        for r in receipts {
-            let (id, pop) = split_receipt(r);
-            (self.count)("UpdateMessage", 1);
-            let secs = visibility.as_secs().clamp(1, 7 * 86400) as i32;
-            out.push(match c.update_message(id, pop, secs, None).await {
-                Ok(rsp) => rsp
-                    .headers()
-                    .get_optional_str(&name)
-                    .map(|p| format!("{id}\n{p}")),
-                Err(_) => None,
-            });
-        }
-        Ok(out)
+        let secs = visibility.as_secs().clamp(1, 7 * 86400) as i32;
+        // One call per message, CONCURRENT_CALLS at a time, answers in the receipts' order.
+        Ok(futures::stream::iter(receipts.to_vec())
+            .map(|r: String| {
+                let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
+                async move {
+                    let (id, pop) = split_receipt(&r);
+                    count("UpdateMessage", 1);
+                    match c.update_message(id, pop, secs, None).await {
+                        Ok(rsp) => rsp
+                            .headers()
+                            .get_optional_str(&name)
+                            .map(|p| format!("{id}\n{p}")),
+                        Err(_) => None,
+                    }
+                }
+            })
+            .buffered(CONCURRENT_CALLS)
+            .collect()
+            .await)
     }
 
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {
@@ -331,9 +361,14 @@ impl MessageQueue for AzureQueue {
     }
 }
 
-/// Counts each queue attempt that failed (no answer, 5xx, 429, 408) as
-/// [`crate::FAILED_ATTEMPT`]: azure_core retries them inside the call.
-struct FailedAttempts(CountRequests);
+/// Bounds each queue attempt by `timeout` (an unanswered attempt fails as an I/O error,
+/// which azure_core retries on a new connection) and counts each attempt that failed (no
+/// answer, 5xx, 429, 408) as [`crate::FAILED_ATTEMPT`]: azure_core retries them inside the
+/// call.
+struct FailedAttempts {
+    count: CountRequests,
+    timeout: std::time::Duration,
+}
 
 impl std::fmt::Debug for FailedAttempts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -355,13 +390,19 @@ impl azure_core::http::policies::Policy for FailedAttempts {
                 "no transport after the attempt counter",
             ));
         };
-        let r = first.send(ctx, request, rest).await;
+        let r = match tokio::time::timeout(self.timeout, first.send(ctx, request, rest)).await {
+            Ok(r) => r,
+            Err(_) => Err(azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Io,
+                format!("no answer within {} s", self.timeout.as_secs_f64()),
+            )),
+        };
         let failed = match &r {
             Ok(resp) => crate::failed_status(u16::from(resp.status())),
             Err(_) => true,
         };
         if failed {
-            (self.0)(crate::FAILED_ATTEMPT, 1);
+            (self.count)(crate::FAILED_ATTEMPT, 1);
         }
         r
     }

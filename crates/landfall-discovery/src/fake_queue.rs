@@ -15,6 +15,8 @@ pub(crate) struct FakeQueue {
     pub fail_extend: AtomicBool,
     /// The next this many `receive` calls fail (retryably).
     pub fail_receives: AtomicU64,
+    /// The next this many `receive` calls never answer (a silent connection).
+    pub hang_receives: AtomicU64,
     pub retention: Option<Duration>,
 }
 
@@ -56,6 +58,13 @@ impl MessageQueue for FakeQueue {
                 detail: "injected failure".into(),
                 retryable: true,
             });
+        }
+        if self
+            .hang_receives
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return std::future::pending().await;
         }
         let mut q = self.queued.lock().unwrap();
         let n = max.min(q.len());

@@ -7,6 +7,12 @@
 //! the AWS default chain (environment, profile, instance role). Every call is counted by
 //! operation (`ReceiveMessage`, `DeleteMessageBatch`, `ChangeMessageVisibilityBatch`,
 //! `GetQueueAttributes`).
+//!
+//! Every request has a deadline ([`SqsQueue::with_request_timeout`], `request_timeout` in the
+//! configuration): a connection that takes a request and never answers is abandoned after
+//! that long (a receive: its long-poll wait plus that long) and the request tried again on a
+//! new one, so a silent network can delay a round but never hold it, or the visibility
+//! heartbeat, for good.
 
 use crate::CountRequests;
 use async_trait::async_trait;
@@ -127,22 +133,39 @@ impl AwsSettings {
     }
 }
 
+/// How long one queue request may go unanswered (beyond a receive's wait) by default.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// An SQS queue.
 pub struct SqsQueue {
     client: aws_sdk_sqs::Client,
     url: String,
     count: CountRequests,
+    request_timeout: Duration,
 }
 
 impl SqsQueue {
     pub fn new(config: &aws_config::SdkConfig, url: &str, count: CountRequests) -> Self {
+        Self::with_request_timeout(config, url, count, DEFAULT_REQUEST_TIMEOUT)
+    }
+
+    /// As [`SqsQueue::new`], each request abandoned (and tried again) when unanswered for
+    /// `request_timeout` beyond its long-poll wait.
+    pub fn with_request_timeout(
+        config: &aws_config::SdkConfig,
+        url: &str,
+        count: CountRequests,
+        request_timeout: Duration,
+    ) -> Self {
         let conf = aws_sdk_sqs::config::Builder::from(config)
             .interceptor(FailedAttempts(count.clone()))
+            .timeout_config(attempt_timeouts(request_timeout, request_timeout))
             .build();
         SqsQueue {
             client: aws_sdk_sqs::Client::from_conf(conf),
             url: url.to_string(),
             count,
+            request_timeout,
         }
     }
 
@@ -187,6 +210,17 @@ where
     }
 }
 
+/// Deadlines of one attempt: connecting, and the whole attempt.
+fn attempt_timeouts(
+    connect: Duration,
+    attempt: Duration,
+) -> aws_sdk_sqs::config::timeout::TimeoutConfig {
+    aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
+        .connect_timeout(connect)
+        .operation_attempt_timeout(attempt)
+        .build()
+}
+
 fn secs(d: Duration) -> i32 {
     d.as_secs().min(i32::MAX as u64) as i32
 }
@@ -212,6 +246,10 @@ impl MessageQueue for SqsQueue {
             .wait_time_seconds(secs(wait))
             .visibility_timeout(secs(visibility))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .customize()
+            .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(
+                attempt_timeouts(self.request_timeout, wait + self.request_timeout),
+            ))
             .send()
             .await
             .map_err(|e| self.err("ReceiveMessage", e))?;

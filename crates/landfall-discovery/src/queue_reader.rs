@@ -4,12 +4,14 @@
 //!
 //! One round receives with `receivers` concurrent long polls (10 messages each), continuing
 //! without waiting while receives come back full, up to [`MAX_MESSAGES_PER_ROUND`] or half a
-//! visibility timeout, whichever comes first. The messages are held from the moment they
-//! arrive until the caller acknowledges them, which deletes them; the caller does so only once
-//! what they carry is durably recorded. While messages are held (during the round too) a
-//! heartbeat extends their visibility every half timeout. A delivery whose extension failed may already
-//! be with another consumer: it is not deleted (its content is recorded, and recording is
-//! idempotent), and the next round reports it.
+//! visibility timeout after its first message, whichever comes first; calls still unanswered
+//! at three quarters of it are let go (what they would deliver comes to a later round). The
+//! messages are held from the moment they arrive until the caller acknowledges them, which
+//! deletes them; the caller does so only once what they carry is durably recorded. While
+//! messages are held (during the round too) a heartbeat extends their visibility every half
+//! timeout. A delivery whose extension failed may already be with another consumer: it is not
+//! deleted (its content is recorded, and recording is idempotent), and the next round reports
+//! it.
 //!
 //! A new round lets go of deliveries an earlier round never acknowledged (that round failed
 //! before recording): they become visible again and are received anew.
@@ -125,7 +127,27 @@ impl QueueReader {
             // extends them while the calls beside it still run), and taken before any error
             // is looked at: a failed call must not drop what the calls beside it received
             // (they would stay invisible for a visibility timeout, unheld).
-            while let Some(r) = calls.next().await {
+            // No call starts later than half a visibility timeout after the round's first
+            // message (below); calls already out are waited for until three quarters of it,
+            // before that message can expire even if no extension succeeds. Calls still out
+            // then (a silent connection) are let go: what they would have delivered becomes
+            // visible again and comes to a later round.
+            let mut abandoned = 0;
+            loop {
+                let next = match first_held {
+                    Some(t) => {
+                        let deadline = tokio::time::Instant::from_std(t + self.visibility * 3 / 4);
+                        match tokio::time::timeout_at(deadline, calls.next()).await {
+                            Ok(next) => next,
+                            Err(_) => {
+                                abandoned = calls.len();
+                                break;
+                            }
+                        }
+                    }
+                    None => calls.next().await,
+                };
+                let Some(r) = next else { break };
                 match r {
                     Ok(msgs) => {
                         all_full &= msgs.len() == 10;
@@ -141,6 +163,10 @@ impl QueueReader {
                         failed.get_or_insert(e);
                     }
                 }
+            }
+            if abandoned > 0 {
+                all_full = false;
+                tracing::warn!(owner = %self.owner, calls = abandoned, "receives still unanswered three quarters of a visibility timeout after the round's first message are let go; the round records what it has");
             }
             if let Some(e) = failed {
                 // Messages already received stay held and are returned; the error is
@@ -484,5 +510,33 @@ mod tests {
         // Every call failing, nothing received: the error.
         q.fail_receives.store(2, Ordering::SeqCst);
         assert!(reader.receive().await.is_err());
+    }
+
+    /// One of two receive calls never answers, the other returns messages: the round ends
+    /// 3/4 of a visibility timeout after its first message with those messages, instead of
+    /// waiting for the silent call (its messages would expire unrecorded meanwhile).
+    #[tokio::test]
+    async fn a_silent_receive_does_not_hold_the_round() {
+        let q = Arc::new(FakeQueue::default());
+        q.queued.lock().unwrap().extend((0..3).map(message));
+        q.hang_receives.store(1, Ordering::SeqCst);
+        let reader = QueueReader::new(
+            "test".into(),
+            q.clone(),
+            2,
+            Duration::from_secs(2),
+            Duration::ZERO,
+        );
+        let started = std::time::Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(30), reader.receive())
+            .await
+            .expect("the round ends without the silent call")
+            .expect("the messages");
+        assert_eq!(got.len(), 3);
+        assert!(
+            started.elapsed() >= Duration::from_millis(1400),
+            "ended at the deadline, not before: {:?}",
+            started.elapsed()
+        );
     }
 }

@@ -47,12 +47,19 @@ pub async fn open_queue(
                 }
             };
             let aws = crate::notify_setup::aws_settings(owner);
-            Arc::new(SqsQueue::new(&aws.sdk_config().await, &url, count))
+            Arc::new(SqsQueue::with_request_timeout(
+                &aws.sdk_config().await,
+                &url,
+                count,
+                owner.queue.request_timeout,
+            ))
         }
         QueueSpec::AzureQueue { name: queue } => {
             let settings = crate::notify_setup::azure_settings(owner, queue)?;
             account = Some(settings.account.clone());
-            Arc::new(AzureQueue::new(settings, count))
+            Arc::new(
+                AzureQueue::new(settings, count).with_request_timeout(owner.queue.request_timeout),
+            )
         }
     };
     let source = store_ref(owner.url, account).ok_or_else(|| {

@@ -3,7 +3,8 @@
 //! take object_store's writes). Inputs are uploaded with object_store (GCS: the emulator's JSON
 //! API); the resulting table is copied down and checked by the independent reader. The
 //! emulators are started by scripts/test.sh (LANDFALL_TEST_S3_ENDPOINT, LANDFALL_TEST_AZURITE=1,
-//! LANDFALL_TEST_GCS_ENDPOINT).
+//! LANDFALL_TEST_GCS_ENDPOINT). GCS requests also go through the fault proxy
+//! (common/fault_proxy.rs) failing every way.
 
 mod common;
 use common::*;
@@ -473,5 +474,101 @@ async fn gcs_listing_survives_keys_object_store_cannot_represent() {
             sa.display()
         ),
         &put,
+    );
+}
+
+/// GCS through the fault proxy in front of fake-gcs-server: one request in three (listing
+/// pages and object reads alike) fails, each way in turn (closed, lost answer, cut answer,
+/// `503 SlowDown`, `500`, reset, and no answer at all on a connection kept open, abandoned
+/// after the store's `timeout`). Every file lands once, in one commit per batch, and a second
+/// run finds nothing new.
+#[tokio::test(flavor = "multi_thread")]
+async fn gcs_requests_failing_every_way_lose_and_duplicate_nothing() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let endpoint = std::env::var("LANDFALL_TEST_GCS_ENDPOINT").unwrap();
+    let (bucket, run) = ("landfall-test", unique("gcsfault"));
+    for f in 0..20u64 {
+        let body: String = (f * 10..f * 10 + 10).map(row).collect();
+        gcs_upload(
+            &endpoint,
+            bucket,
+            &format!("{run}/landing/f{f:02}.json"),
+            body.as_bytes(),
+        );
+    }
+    const KINDS: [Fault; 7] = [
+        Fault::Close,
+        Fault::LoseAnswer,
+        Fault::CutAnswer,
+        Fault::SlowDown,
+        Fault::InternalError,
+        Fault::Reset,
+        Fault::Hang,
+    ];
+    let n = Arc::new(AtomicU64::new(0));
+    let proxy = {
+        let n = n.clone();
+        FaultProxy::start_rewriting_host(&endpoint, move |_| {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            if i % 3 == 1 {
+                KINDS[(i / 3) as usize % KINDS.len()]
+            } else {
+                Fault::Pass
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let table = root.join("table");
+    let sa = root.join("service-account.json");
+    std::fs::write(&sa, FAKE_GCS_SERVICE_ACCOUNT).unwrap();
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{local}/state"
+
+[stores.gcs]
+endpoint = "{proxy}"
+allow_http = true
+service_account_path = "{sa}"
+options = {{ timeout = "3s" }}
+
+[streams.cloud]
+source = "gs://{bucket}/{run}/landing"
+source_store = "gcs"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+max_files_per_trigger = 7
+
+[streams.cloud.sink]
+path = "{table}"
+"#,
+            local = root.display(),
+            proxy = proxy.endpoint(),
+            table = table.display(),
+            sa = sa.display()
+        ),
+    );
+    let out = drain(&cfg);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this run:  20 file(s), 200 row(s)"),
+        "{}",
+        text(&out)
+    );
+    for kind in KINDS {
+        assert!(proxy.count(kind) > 0, "no {kind:?} injected");
+    }
+    assert_exactly(
+        &ids(&verify("delta", &table, Some("cloud")), "id"),
+        &(0..200).collect::<Vec<_>>(),
+    );
+    assert_eq!(delta_version(&table), 3, "create + 3 batches, none twice");
+    let out = drain(&cfg);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("this run:  0 file(s)"),
+        "{}",
+        text(&out)
     );
 }

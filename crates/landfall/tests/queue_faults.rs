@@ -3,9 +3,12 @@
 //! themselves read directly:
 //!
 //! - every queue call failing now and then, each way a network fails it (`500`, the answer
-//!   lost after the call landed, the answer cut short, the connection closed): a lost
+//!   lost after the call landed, the answer cut short, the connection closed or reset, no
+//!   answer at all on a connection kept open): a lost
 //!   ReceiveMessage answer hides its messages for a visibility timeout, a lost DeleteMessageBatch
-//!   answer deletes them unseen, a closed one leaves them to come back, and the heartbeat's
+//!   answer deletes them unseen, a closed one leaves them to come back, a silent receive is
+//!   abandoned after `request_timeout` (before the fix it brought, the SDK waited for ever and
+//!   held the round), and the heartbeat's
 //!   extensions always fail. Every file lands exactly once, and once the faults stop the queue
 //!   drains to nothing;
 //! - a visibility timeout that expires while the stream holds messages (slow receives, every
@@ -56,6 +59,7 @@ queue_url = "{queue_url}"
 endpoint = "{proxy}"
 wait_time = "1s"
 visibility_timeout = "10s"
+request_timeout = "2s"
 receivers = 1
 
 [streams.ev.sink]
@@ -96,9 +100,9 @@ fn peek(queue_url: &str) -> (u64, u64) {
     )
 }
 
-/// A rule that faults SQS calls while `on`: receives get 500, a lost answer or a cut one in
-/// turn (half of them), deletes a lost answer or a closed connection (two in three), every
-/// visibility extension a 500.
+/// A rule that faults SQS calls while `on`: receives get 500, a lost answer, a cut one or
+/// no answer at all on a connection kept open (half of them), deletes a lost answer, a
+/// closed connection or a reset one (three in four), every visibility extension a 500.
 fn flaky_sqs(on: Arc<AtomicBool>) -> impl Fn(&Call) -> Fault + Send + Sync + 'static {
     let receives = AtomicU64::new(0);
     let deletes = AtomicU64::new(0);
@@ -107,15 +111,17 @@ fn flaky_sqs(on: Arc<AtomicBool>) -> impl Fn(&Call) -> Fault + Send + Sync + 'st
             return Fault::Pass;
         }
         match call.op.as_str() {
-            "ReceiveMessage" => match receives.fetch_add(1, Ordering::SeqCst) % 6 {
+            "ReceiveMessage" => match receives.fetch_add(1, Ordering::SeqCst) % 8 {
                 1 => Fault::InternalError,
                 3 => Fault::LoseAnswer,
                 5 => Fault::CutAnswer,
+                7 => Fault::Hang,
                 _ => Fault::Pass,
             },
-            "DeleteMessageBatch" => match deletes.fetch_add(1, Ordering::SeqCst) % 3 {
+            "DeleteMessageBatch" => match deletes.fetch_add(1, Ordering::SeqCst) % 4 {
                 0 => Fault::LoseAnswer,
                 1 => Fault::Close,
+                2 => Fault::Reset,
                 _ => Fault::Pass,
             },
             "ChangeMessageVisibilityBatch" => Fault::InternalError,
@@ -144,15 +150,17 @@ fn wait_for_rows(root: &Path, want: &[u64], d: &mut daemon::Daemon, deadline: In
     }
 }
 
-/// Each way of failing was injected: receives (`receive`) got a 500, a lost and a cut answer;
-/// deletes (`delete`) a lost answer and a closed connection.
+/// Each way of failing was injected: receives (`receive`) got a 500, a lost, a cut and no
+/// answer; deletes (`delete`) a lost answer, a closed and a reset connection.
 fn assert_every_fault(proxy: &FaultProxy, receive: &str, delete: &str, d: &mut daemon::Daemon) {
     for (op, fault) in [
         (receive, Fault::InternalError),
         (receive, Fault::LoseAnswer),
         (receive, Fault::CutAnswer),
+        (receive, Fault::Hang),
         (delete, Fault::LoseAnswer),
         (delete, Fault::Close),
+        (delete, Fault::Reset),
     ] {
         let n = proxy.count_where(|s| s.op == op && s.fault == fault);
         assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
@@ -334,15 +342,17 @@ fn azure_queue_calls_failing_every_way_lose_and_duplicate_nothing() {
                 return Fault::Pass;
             }
             match call.op.as_str() {
-                "GetMessages" => match receives.fetch_add(1, Ordering::SeqCst) % 6 {
+                "GetMessages" => match receives.fetch_add(1, Ordering::SeqCst) % 8 {
                     1 => Fault::InternalError,
                     3 => Fault::LoseAnswer,
                     5 => Fault::CutAnswer,
+                    7 => Fault::Hang,
                     _ => Fault::Pass,
                 },
-                "DeleteMessage" => match deletes.fetch_add(1, Ordering::SeqCst) % 3 {
+                "DeleteMessage" => match deletes.fetch_add(1, Ordering::SeqCst) % 4 {
                     0 => Fault::LoseAnswer,
                     1 => Fault::Close,
+                    2 => Fault::Reset,
                     _ => Fault::Pass,
                 },
                 "UpdateMessage" => Fault::InternalError,
@@ -374,6 +384,7 @@ queue_name = "{queue}"
 endpoint = "{proxy}/devstoreaccount1"
 wait_time = "1s"
 visibility_timeout = "10s"
+request_timeout = "2s"
 
 [streams.ev.sink]
 path = "{root}/table"

@@ -3,7 +3,7 @@
 //! connection closed before it was sent, an answer cut short, a slow answer, a `503 SlowDown`
 //! or a `500 InternalError`. Each request goes upstream on a connection of its own
 //! (`Connection: close`), so the proxy needs no HTTP framing beyond the head and
-//! `Content-Length`; the rule decides, per request ([`Call`]: method, path and the API
+//! `Content-Length`; a silent connection and a reset are made too. The rule decides, per request ([`Call`]: method, path and the API
 //! operation), what the client gets.
 #![allow(dead_code)]
 
@@ -35,6 +35,11 @@ pub enum Fault {
     /// The request lands; the client gets the answer's head and half its body, then the
     /// connection ends.
     CutAnswer,
+    /// The request is taken and never answered: the connection stays open, silent, until the
+    /// client gives up on it (or the proxy stops). Nothing goes upstream.
+    Hang,
+    /// The connection is reset (RST, `SO_LINGER` 0) without an answer; nothing goes upstream.
+    Reset,
 }
 
 /// One request as the rule sees it.
@@ -69,6 +74,23 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Proxy to `upstream` (`http://host:port`), deciding each request by `rule`.
     pub fn start(upstream: &str, rule: impl Fn(&Call) -> Fault + Send + Sync + 'static) -> Self {
+        Self::start_as(upstream, false, rule)
+    }
+
+    /// As [`FaultProxy::start`], the `Host` header set to the upstream's: for servers that
+    /// route by it (fake-gcs-server takes any other host for a bucket's virtual host).
+    pub fn start_rewriting_host(
+        upstream: &str,
+        rule: impl Fn(&Call) -> Fault + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_as(upstream, true, rule)
+    }
+
+    fn start_as(
+        upstream: &str,
+        rewrite_host: bool,
+        rule: impl Fn(&Call) -> Fault + Send + Sync + 'static,
+    ) -> Self {
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -89,8 +111,9 @@ impl FaultProxy {
                     let Ok(conn) = conn else { continue };
                     let (upstream, rule, seen, served) =
                         (upstream.clone(), rule.clone(), seen.clone(), served.clone());
+                    let stop = stop.clone();
                     std::thread::spawn(move || {
-                        let _ = serve(conn, &upstream, &*rule, &seen, &served);
+                        let _ = serve(conn, &upstream, rewrite_host, &*rule, &seen, &served, &stop);
                     });
                 }
             });
@@ -124,9 +147,11 @@ impl Drop for FaultProxy {
 fn serve(
     conn: TcpStream,
     upstream: &str,
+    rewrite_host: bool,
     rule: &Rule,
     seen: &Mutex<Vec<Seen>>,
     served: &AtomicU64,
+    stop: &AtomicBool,
 ) -> std::io::Result<()> {
     let mut client = conn.try_clone()?;
     let mut reader = BufReader::new(conn);
@@ -159,6 +184,10 @@ fn serve(
             if lower.starts_with("connection:") {
                 continue;
             }
+            if rewrite_host && lower.starts_with("host:") {
+                head.push(format!("Host: {upstream}\r\n"));
+                continue;
+            }
             head.push(line);
         }
         let mut body = vec![0u8; length];
@@ -181,6 +210,14 @@ fn serve(
             fault,
         });
         match fault {
+            Fault::Hang => {
+                hang(reader.get_mut(), stop);
+                return Ok(());
+            }
+            Fault::Reset => {
+                reset(&client);
+                return Ok(());
+            }
             Fault::Close => {
                 let _ = client.shutdown(std::net::Shutdown::Both);
                 return Ok(());
@@ -252,6 +289,44 @@ fn serve(
             return Ok(());
         }
     }
+}
+
+/// Keep `conn` open and silent until the client closes it or the proxy stops.
+fn hang(conn: &mut TcpStream, stop: &AtomicBool) {
+    let _ = conn.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+    let mut byte = [0u8; 1];
+    while !stop.load(Ordering::SeqCst) {
+        match conn.read(&mut byte) {
+            // The client gave up (closed) or sent more: either way it is no longer waiting.
+            Ok(_) => return,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Reset `conn`: with a zero linger time, closing it sends RST instead of FIN.
+fn reset(conn: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor and a `linger` of the size passed.
+    unsafe {
+        libc::setsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    // Both descriptors of the connection close as `serve` returns: the reset is sent then.
 }
 
 /// The API operation a request names (see [`Call::op`]).
