@@ -10,7 +10,8 @@
 //! ([`crate::Conformer`]): columns the file lacks are null, columns the stream lacks are
 //! rescued and reported as new columns, values that do not cast are rescued, as for Parquet.
 //! A file whose header, block framing, sync marker or block contents are wrong is corrupt
-//! (`ignore_corrupt_files` decides). The `xz` codec is not built in.
+//! (`ignore_corrupt_files` decides), also when arrow-avro panics on it (the reader is
+//! guarded, [`crate::panic_guard`]). The `xz` codec is not built in.
 
 use crate::conform::Conformer;
 use crate::error::FormatError;
@@ -179,14 +180,19 @@ impl AvroDecoder {
             // One batch of exactly the block's count: the reader is never asked for more (it
             // would spin on bytes past the counted objects), and rows missing from the block
             // make it corrupt.
-            let mut reader = arrow_avro::reader::ReaderBuilder::new()
-                .with_batch_size(count)
-                .build(std::io::Cursor::new(file))
-                .map_err(|e| self.corrupt(e))?;
-            let b = match reader.next() {
-                Some(b) => b.map_err(|e| self.corrupt(e))?,
-                None => return Err(self.corrupt("a block without its objects")),
-            };
+            // Only arrow-avro is guarded (see `crate::panic_guard`): a panic on a damaged
+            // block is the file's error.
+            let read = crate::panic_guard::guarded("Avro", || {
+                let mut reader = arrow_avro::reader::ReaderBuilder::new()
+                    .with_batch_size(count)
+                    .build(std::io::Cursor::new(file))
+                    .map_err(|e| e.to_string())?;
+                match reader.next() {
+                    Some(b) => b.map_err(|e| e.to_string()),
+                    None => Err("a block without its objects".to_string()),
+                }
+            });
+            let b = read.and_then(|r| r).map_err(|e| self.corrupt(e))?;
             if b.num_rows() != count {
                 return Err(self.corrupt(format!(
                     "a block says {count} objects but holds {}",
@@ -212,10 +218,14 @@ pub fn avro_schema(path: &str, head: &[u8]) -> Result<arrow_schema::Schema, Form
     let n = header_len(head)
         .map_err(|e| unreadable(&e))?
         .ok_or_else(|| unreadable(&"the file ends inside its header"))?;
-    let reader = arrow_avro::reader::ReaderBuilder::new()
-        .build(std::io::Cursor::new(&head[..n]))
-        .map_err(|e| unreadable(&e))?;
-    Ok(reader.schema().as_ref().clone())
+    crate::panic_guard::guarded("Avro", || {
+        arrow_avro::reader::ReaderBuilder::new()
+            .build(std::io::Cursor::new(&head[..n]))
+            .map(|r| r.schema().as_ref().clone())
+            .map_err(|e| e.to_string())
+    })
+    .and_then(|r| r)
+    .map_err(|e| unreadable(&e))
 }
 
 impl landfall_core::Decoder for AvroDecoder {

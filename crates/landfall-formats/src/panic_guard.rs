@@ -1,7 +1,8 @@
 //! Catching the panics of readers that panic on damaged files instead of failing: orc-rust
 //! (unchecked arithmetic and `unwrap`s on values read from the file) and the Parquet reader's
 //! decoding of the Arrow schema a writer embeds in the footer (arrow-ipc's flatbuffer
-//! conversion `expect`s and `unimplemented!`s on types it does not know). A panic inside one
+//! conversion `expect`s and `unimplemented!`s on types it does not know), and arrow-avro (no
+//! finding so far; guarded as the others, since it decodes untrusted blocks). A panic inside one
 //! of these becomes the file's error, so a damaged file is a corrupt file (skipped or stopping
 //! the stream, as `ignore_corrupt_files` says), never a crashed worker retried forever.
 //!
