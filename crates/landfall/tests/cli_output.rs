@@ -177,7 +177,7 @@ fn read_then_close(args: &[&str], lines: usize) -> std::process::Output {
         );
     }
     drop(reader);
-    child.wait_with_output().unwrap()
+    child.wait_with_output().kept()
 }
 
 /// `landfall <args>` writing to a pipe whose reader is gone before it starts.
@@ -190,7 +190,7 @@ fn closed_from_the_start(args: &[&str]) -> std::process::Output {
         .stdout(writer)
         .stderr(Stdio::piped())
         .output()
-        .unwrap()
+        .kept()
 }
 
 #[test]
@@ -304,7 +304,7 @@ fn a_closed_standard_error_does_not_panic() {
         .stdout(Stdio::piped())
         .stderr(writer)
         .output()
-        .unwrap();
+        .kept();
     // An invalid configuration: exit code 2 or 1, never the 101 of a panic.
     assert!(
         matches!(o.status.code(), Some(1 | 2)),
@@ -342,7 +342,7 @@ fn batch_log_lines_in_text_and_json() {
         .args(["run", "--config", cfg.to_str().unwrap(), "--available-now"])
         .env_remove("NO_COLOR")
         .output()
-        .unwrap();
+        .kept();
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let line = err

@@ -461,6 +461,7 @@ target_file_size = "64k"
         });
         let ran = t.elapsed();
         let err = std::fs::read_to_string(&stderr_path).unwrap();
+        keep_output("crash-round", err.as_bytes());
         let fp = fired_failpoint(&err);
         let ended = match (&fp, exit) {
             (Some(f), _) => format!("failpoint {f}"),

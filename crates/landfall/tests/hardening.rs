@@ -186,12 +186,12 @@ sink.path = "{root}/table"
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
+            let o = child.wait_with_output().kept();
             panic!("a fatal error was retried for a minute:\n{}", text(&o));
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait_with_output().kept();
     assert!(!status.success(), "{}", text(&o));
     let all = text(&o);
     assert!(
@@ -452,7 +452,7 @@ fn sigterm_before_draining_exits_non_zero() {
     while delta_version(&table) < 3 {
         if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
             let _ = child.kill();
-            panic!("{}", text(&child.wait_with_output().unwrap()));
+            panic!("{}", text(&child.wait_with_output().kept()));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -461,7 +461,7 @@ fn sigterm_before_draining_exits_non_zero() {
         .status()
         .unwrap();
     assert!(term.success());
-    let o = child.wait_with_output().unwrap();
+    let o = child.wait_with_output().kept();
     let all = text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     assert!(

@@ -258,7 +258,7 @@ fn a_racing_writer_of_the_bucket_configuration_cannot_drop_the_entry() {
     let cfg = owned_stream(root, &bucket, "landing", &queue, false);
     let racer = stale_writer(&bucket, 3.0);
     let setup = notifications_cli("setup", &cfg);
-    let raced = racer.wait_with_output().unwrap();
+    let raced = racer.wait_with_output().kept();
     assert!(raced.status.success());
     assert!(setup.status.success(), "{}", text(&setup));
     // The racer wrote its stale copy (without the entry) for 3 s after setup began.
@@ -297,7 +297,7 @@ fn a_racing_writer_of_the_bucket_configuration_cannot_drop_the_entry() {
             })
             .collect();
         for c in children {
-            let o = c.wait_with_output().unwrap();
+            let o = c.wait_with_output().kept();
             assert!(o.status.success(), "round {round}: {}", text(&o));
         }
         assert_eq!(

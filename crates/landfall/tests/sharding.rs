@@ -41,7 +41,7 @@ fn run_shards(cfg: &std::path::Path) -> Vec<BTreeMap<String, String>> {
     children
         .into_iter()
         .map(|c| {
-            let o = c.wait_with_output().unwrap();
+            let o = c.wait_with_output().kept();
             assert!(o.status.success(), "{}", text(&o));
             ran(&String::from_utf8_lossy(&o.stdout))
         })
@@ -167,7 +167,7 @@ fn file_events_streams_split_over_separate_state_volumes_get_every_file_once() {
             children
                 .into_iter()
                 .map(|c| {
-                    let o = c.wait_with_output().unwrap();
+                    let o = c.wait_with_output().kept();
                     assert!(o.status.success(), "{shards} shards, {round}: {}", text(&o));
                     ran(&String::from_utf8_lossy(&o.stdout))
                 })

@@ -60,7 +60,7 @@ impl Tmux {
         let out = self
             .cmd(&["capture-pane", "-p", "-t", "top"])
             .output()
-            .unwrap();
+            .kept();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -152,7 +152,7 @@ fn top_in_tmux_shows_the_api_and_follows_the_keys() {
     let piped = Command::new(bin())
         .args(["top", "--listen", &addr])
         .output()
-        .unwrap();
+        .kept();
     assert!(!piped.status.success());
     let err = String::from_utf8_lossy(&piped.stderr);
     assert!(

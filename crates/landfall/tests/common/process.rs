@@ -269,3 +269,17 @@ pub fn assert_no_stream_stopped_for_good(log: &str, who: &str) {
 pub fn schema_history(config: &Path, stream: &str) -> Vec<Value> {
     json_rows(config, &["schema", stream])
 }
+
+/// An output kept for the secret scan (see [`keep_output`]), for tests that run the binary
+/// with a `Command` of their own: `cmd.output().kept()`.
+pub trait Kept {
+    fn kept(self) -> Output;
+}
+
+impl Kept for std::io::Result<Output> {
+    fn kept(self) -> Output {
+        let o = self.expect("the landfall binary runs");
+        keep_output("cli", text(&o).as_bytes());
+        o
+    }
+}
