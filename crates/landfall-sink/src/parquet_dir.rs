@@ -53,6 +53,32 @@ pub struct ParquetDirCommitter {
     owner: std::sync::Mutex<Option<String>>,
 }
 
+/// Delete `path`: `true` if it was there, `false` if it was missing (not an error; a retry
+/// whose first attempt deleted it also says `false`). A delete is idempotent, so a failed one is
+/// tried again (four attempts over about three seconds plus the requests' own time): the
+/// store's client does not retry every request that may have reached the server (S3's
+/// `POST ?delete` that timed out is not), and a file left behind would fail its batch for a
+/// passing fault.
+pub(crate) async fn delete_idempotent(
+    store: &dyn ObjectStore,
+    path: &Path,
+) -> Result<bool, object_store::Error> {
+    let mut pause = std::time::Duration::from_millis(200);
+    for attempt in 1.. {
+        match store.delete(path).await {
+            Ok(()) => return Ok(true),
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) if attempt >= 4 => return Err(e),
+            Err(e) => {
+                tracing::debug!(path = %path, attempt, error = %e, "delete failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause *= 3;
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 /// Delete paths relative to the store root; a missing file is not an error. For a local store
 /// the object store's own temporary files of those paths (`<path>#<digits>`, left behind when
 /// the process was killed during the put or copy that creates `<path>`) go too: the store can
@@ -69,9 +95,9 @@ pub(crate) async fn delete_all(
             op: "delete",
             reason: e.to_string(),
         })?;
-        match store.delete(&path).await {
-            Ok(()) => removed += 1,
-            Err(object_store::Error::NotFound { .. }) => {}
+        match delete_idempotent(store, &path).await {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
             Err(e) => {
                 return Err(SinkError::Io {
                     location: location.to_string(),
@@ -207,10 +233,9 @@ impl ParquetDirCommitter {
                     .await
                     .map_err(|e| self.io("publish", format!("{} -> {}: {e}", f.staged, f.path)))?;
             }
-            match self.store.delete(&staged).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(self.io("delete staged file", e)),
-            }
+            delete_idempotent(self.store.as_ref(), &staged)
+                .await
+                .map_err(|e| self.io("delete staged file", e))?;
         }
         Ok(())
     }
