@@ -6,6 +6,7 @@
 # fuzz/artifacts/<target>/. Run two invocations on disjoint targets to use two cores.
 #   bench/fuzz.sh                 every target
 #   bench/fuzz.sh decode ddl      some
+#   FUZZ_SERVICES=1 bench/fuzz.sh decode   with the services build (one build for every target)
 # Prints, per target: CPU seconds, executions, corpus size before and after, crashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ targets=("$@")
 # The decoder targets build without the `services` crates (RocksDB, AWS SDKs, deltalake); the
 # three targets over queue messages, list pages and the Delta log need them.
 features=()
+[ -z "${FUZZ_SERVICES:-}" ] || features=(--features services)
 for t in "${targets[@]}"; do
   case "$t" in messages|delta_log|listing_page) features=(--features services) ;; esac
 done

@@ -42,7 +42,8 @@ pub struct LocationConfig {
     pub visibility_timeout: Option<String>,
     /// Long-poll wait of one receive (default `20s`).
     pub wait_time: Option<String>,
-    /// As `notifications.request_timeout` of a stream (default `20s`).
+    /// As `notifications.request_timeout` of a stream (default `20s` or a third of
+    /// `visibility_timeout`).
     pub request_timeout: Option<String>,
     /// As `notifications.entry_check_interval` of a stream (default `5m`).
     pub entry_check_interval: Option<String>,
@@ -191,10 +192,7 @@ pub(crate) fn validate_location(
                         .wait_time
                         .clone()
                         .unwrap_or_else(|| NotificationsConfig::default().wait_time),
-                    request_timeout: l
-                        .request_timeout
-                        .clone()
-                        .unwrap_or_else(crate::notifications::default_request_timeout),
+                    request_timeout: l.request_timeout.clone(),
                     endpoint: l.endpoint.clone(),
                     entry_check_interval: l
                         .entry_check_interval

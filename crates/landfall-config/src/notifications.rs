@@ -68,10 +68,10 @@ pub struct NotificationsConfig {
     pub wait_time: String,
     /// How long one queue request may go unanswered (beyond a receive's long-poll wait)
     /// before it is abandoned and tried again: a connection that takes a request and never
-    /// answers must not hold a round or the visibility heartbeat (default `20s`, between 1s
-    /// and 10m).
-    #[serde(default = "default_request_timeout")]
-    pub request_timeout: String,
+    /// answers must not hold a round or the visibility heartbeat (default `20s` or a third of
+    /// `visibility_timeout`, whichever is shorter; at least 1s, at most a third of
+    /// `visibility_timeout`).
+    pub request_timeout: Option<String>,
     /// Queue service endpoint (emulators, VPC endpoints). Default: the source store's endpoint
     /// when it has one, else the cloud's.
     pub endpoint: Option<String>,
@@ -94,7 +94,7 @@ impl Default for NotificationsConfig {
             receivers: 1,
             visibility_timeout: default_visibility(),
             wait_time: default_wait(),
-            request_timeout: default_request_timeout(),
+            request_timeout: None,
             endpoint: None,
             entry_check_interval: default_entry_check(),
             resource_tags: BTreeMap::new(),
@@ -115,8 +115,9 @@ fn default_visibility() -> String {
 fn default_wait() -> String {
     "20s".into()
 }
-pub(crate) fn default_request_timeout() -> String {
-    "20s".into()
+/// The request timeout when none is set: 20 s, or a third of the visibility timeout.
+fn default_request_timeout(visibility: Duration) -> Duration {
+    Duration::from_secs(20).min(visibility / 3)
 }
 
 /// Which queue service a notification stream reads.
@@ -305,19 +306,29 @@ pub(crate) fn validate_queue(
             format!("must exceed twice wait_time plus 5s ({}s): messages received early in a round must not reappear before it records them", (2 * w + Duration::from_secs(5)).as_secs()),
         ));
     }
-    let request_timeout = match humantime::parse_duration(&n.request_timeout) {
-        Ok(d) if d >= Duration::from_secs(1) && d <= Duration::from_secs(600) => Some(d),
-        Ok(_) => {
-            errors.push((
-                "request_timeout",
-                format!("`{}` must be between 1s and 10m", n.request_timeout),
-            ));
-            None
-        }
-        Err(e) => {
-            errors.push(("request_timeout", format!("`{}`: {e}", n.request_timeout)));
-            None
-        }
+    let request_timeout = match (&n.request_timeout, visibility) {
+        (None, v) => v.map(default_request_timeout),
+        (Some(t), v) => match humantime::parse_duration(t) {
+            Ok(d) if d < Duration::from_secs(1) => {
+                errors.push(("request_timeout", format!("`{t}` must be at least 1s")));
+                None
+            }
+            Ok(d) if v.is_some_and(|v| d > v / 3) => {
+                errors.push((
+                    "request_timeout",
+                    format!(
+                        "`{t}` must be at most a third of visibility_timeout ({} s): the heartbeat must extend held messages before they expire",
+                        v.map_or(0.0, |v| (v / 3).as_secs_f64())
+                    ),
+                ));
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                errors.push(("request_timeout", format!("`{t}`: {e}")));
+                None
+            }
+        },
     };
     if let Some(e) = &n.endpoint
         && url::Url::parse(e).is_err()
@@ -455,5 +466,41 @@ mod tests {
                 "notifications.wait_time"
             ]
         );
+    }
+
+    #[test]
+    fn the_request_timeout_defaults_to_a_third_of_the_visibility_and_never_exceeds_it() {
+        let spec = |json: &str| {
+            let n: NotificationsConfig = serde_json::from_str(json).unwrap();
+            validate_discovery(
+                "ev",
+                DiscoveryMode::Notifications,
+                Some(&n),
+                &loc("s3://b/p"),
+            )
+        };
+        let t = |json: &str| spec(json).unwrap().unwrap().request_timeout;
+        assert_eq!(t("{}"), Duration::from_secs(20), "2m visibility: 20 s");
+        assert_eq!(
+            t(r#"{"visibility_timeout":"30s","wait_time":"1s"}"#),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            t(r#"{"visibility_timeout":"10s","wait_time":"1s","request_timeout":"2s"}"#),
+            Duration::from_secs(2)
+        );
+        for (json, says) in [
+            (
+                r#"{"visibility_timeout":"10s","wait_time":"1s","request_timeout":"4s"}"#,
+                "at most a third of visibility_timeout",
+            ),
+            (r#"{"request_timeout":"500ms"}"#, "at least 1s"),
+            (r#"{"request_timeout":"soon"}"#, "`soon`"),
+        ] {
+            let e = spec(json).unwrap_err();
+            assert_eq!(e.len(), 1, "{e:?}");
+            assert_eq!(e[0].0, "notifications.request_timeout");
+            assert!(e[0].1.contains(says), "{json}: {}", e[0].1);
+        }
     }
 }

@@ -325,25 +325,30 @@ impl MessageQueue for AzureQueue {
         let c = self.client()?;
         let name = azure_core::http::headers::HeaderName::from_static("x-ms-popreceipt");
         let secs = visibility.as_secs().clamp(1, 7 * 86400) as i32;
-        // One call per message, CONCURRENT_CALLS at a time, answers in the receipts' order.
-        Ok(futures::stream::iter(receipts.to_vec())
-            .map(|r: String| {
-                let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
-                async move {
-                    let (id, pop) = split_receipt(&r);
-                    count("UpdateMessage", 1);
-                    match c.update_message(id, pop, secs, None).await {
-                        Ok(rsp) => rsp
-                            .headers()
-                            .get_optional_str(&name)
-                            .map(|p| format!("{id}\n{p}")),
-                        Err(_) => None,
+        // One call per message, CONCURRENT_CALLS at a time (a slow call does not hold the
+        // others back), answers put back in the receipts' order.
+        let mut answers: Vec<(usize, Option<String>)> =
+            futures::stream::iter(receipts.to_vec().into_iter().enumerate())
+                .map(|(i, r): (usize, String)| {
+                    let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
+                    async move {
+                        let (id, pop) = split_receipt(&r);
+                        count("UpdateMessage", 1);
+                        let renewed = match c.update_message(id, pop, secs, None).await {
+                            Ok(rsp) => rsp
+                                .headers()
+                                .get_optional_str(&name)
+                                .map(|p| format!("{id}\n{p}")),
+                            Err(_) => None,
+                        };
+                        (i, renewed)
                     }
-                }
-            })
-            .buffered(CONCURRENT_CALLS)
-            .collect()
-            .await)
+                })
+                .buffer_unordered(CONCURRENT_CALLS)
+                .collect()
+                .await;
+        answers.sort_unstable_by_key(|(i, _)| *i);
+        Ok(answers.into_iter().map(|(_, r)| r).collect())
     }
 
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {

@@ -157,9 +157,18 @@ impl SqsQueue {
         count: CountRequests,
         request_timeout: Duration,
     ) -> Self {
+        use aws_sdk_sqs::config::retry::{RetryPartition, TokenBucket};
         let conf = aws_sdk_sqs::config::Builder::from(config)
             .interceptor(FailedAttempts(count.clone()))
             .timeout_config(attempt_timeouts(request_timeout, request_timeout))
+            // Each queue retries on its own, without the SDK's process-wide retry quota: a
+            // partition's timeouts would empty it (10 tokens each) and leave every SQS call of
+            // the process without retries for hours. Attempts stay bounded (3 per call).
+            .retry_partition(
+                RetryPartition::custom(format!("landfall-sqs {url}"))
+                    .token_bucket(TokenBucket::unlimited())
+                    .build(),
+            )
             .build();
         SqsQueue {
             client: aws_sdk_sqs::Client::from_conf(conf),
@@ -210,13 +219,17 @@ where
     }
 }
 
-/// Deadlines of one attempt: connecting, and the whole attempt.
+/// The SDK's own connect timeout (aws-config's default), kept unless the request timeout is
+/// shorter.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
+
+/// Deadlines of one attempt: connecting (at most [`CONNECT_TIMEOUT`]), and the whole attempt.
 fn attempt_timeouts(
     connect: Duration,
     attempt: Duration,
 ) -> aws_sdk_sqs::config::timeout::TimeoutConfig {
     aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
-        .connect_timeout(connect)
+        .connect_timeout(connect.min(CONNECT_TIMEOUT))
         .operation_attempt_timeout(attempt)
         .build()
 }

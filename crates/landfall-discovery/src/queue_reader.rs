@@ -4,14 +4,24 @@
 //!
 //! One round receives with `receivers` concurrent long polls (10 messages each), continuing
 //! without waiting while receives come back full, up to [`MAX_MESSAGES_PER_ROUND`] or half a
-//! visibility timeout after its first message, whichever comes first; calls still unanswered
-//! at three quarters of it are let go (what they would deliver comes to a later round). The
+//! visibility timeout after its first message (counted from when the receive that brought it
+//! was sent: the queue started the message's timeout after that), whichever comes first;
+//! calls still unanswered at three quarters of it are let go (what they would deliver comes to
+//! a later round). The
 //! messages are held from the moment they arrive until the caller acknowledges them, which
 //! deletes them; the caller does so only once what they carry is durably recorded. While
 //! messages are held (during the round too) a heartbeat extends their visibility every half
-//! timeout. A delivery whose extension failed may already be with another consumer: it is not
-//! deleted (its content is recorded, and recording is idempotent), and the next round reports
-//! it.
+//! timeout.
+//!
+//! Each held delivery carries the instant before which it is surely invisible to every other
+//! consumer: the moment its receive (or last successful extension) was *sent*, plus the
+//! visibility timeout it asked for, less a margin (a tenth of the timeout, at least half a
+//! second) for the queue's clock. A delivery acknowledged before that instant is deleted even
+//! if an extension failed: nobody else can have received it. One acknowledged after it may
+//! already be with another consumer: it is not deleted (its content is recorded, and recording
+//! is idempotent), it comes back and is recognised as known, and the next round reports it as
+//! kept. The heartbeat tries again at its next tick for deliveries whose extension failed while
+//! they are still surely invisible.
 //!
 //! A new round lets go of deliveries an earlier round never acknowledged (that round failed
 //! before recording): they become visible again and are received anew.
@@ -24,7 +34,7 @@ use landfall_core::{AckToken, SeamError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// At most this many messages are received before the round's content is recorded.
 pub const MAX_MESSAGES_PER_ROUND: usize = 1000;
@@ -35,7 +45,19 @@ const DRAIN_WAIT: Duration = Duration::from_secs(1);
 /// A received delivery not yet acknowledged.
 struct Held {
     receipt: String,
-    extension_failed: bool,
+    /// Until when no other consumer can have received it (see the module docs).
+    ours_until: Instant,
+}
+
+/// What is taken off a visibility timeout for the queue's clock: a tenth, at least 0.5 s.
+fn clock_margin(visibility: Duration) -> Duration {
+    (visibility / 10).max(Duration::from_millis(500))
+}
+
+/// Until when a delivery received (or extended) by a request sent at `sent` asking for
+/// `visibility` is surely invisible to other consumers.
+fn ours_until(sent: Instant, visibility: Duration) -> Instant {
+    sent + visibility.saturating_sub(clock_margin(visibility))
 }
 
 type HeldMap = Arc<Mutex<HashMap<String, Held>>>;
@@ -51,7 +73,7 @@ pub struct QueueReader {
     heartbeat: tokio::task::JoinHandle<()>,
     /// Receive with a short wait (runs that stop once the queue is drained).
     no_wait: AtomicBool,
-    /// Deliveries not deleted since the last round because their extension failed.
+    /// Deliveries not deleted since the last round: held past their visibility timeout.
     kept: AtomicU64,
 }
 
@@ -98,7 +120,7 @@ impl QueueReader {
         self.no_wait.store(no_wait, Ordering::SeqCst);
     }
 
-    /// Deliveries left undeleted since the last call because their extension failed.
+    /// Deliveries left undeleted since the last call: held past their visibility timeout.
     pub fn take_kept(&self) -> u64 {
         self.kept.swap(0, Ordering::SeqCst)
     }
@@ -106,8 +128,9 @@ impl QueueReader {
     /// One round: up to [`MAX_MESSAGES_PER_ROUND`] messages, held until acknowledged.
     pub async fn receive(&self) -> SeamResult<Vec<QueueMessage>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        // When the round's first message arrived: the round is bounded by that message's age.
-        let mut first_held: Option<std::time::Instant> = None;
+        // When the receive that brought the round's first message was sent (its visibility
+        // timeout started after that): the round is bounded by that message's age.
+        let mut first_held: Option<Instant> = None;
         let mut out: Vec<QueueMessage> = Vec::new();
         // Draining runs still long-poll briefly: a short poll samples only some SQS servers
         // and may come back empty while messages wait.
@@ -117,6 +140,8 @@ impl QueueReader {
             self.wait
         };
         loop {
+            // The server starts a delivery's visibility timeout after this instant.
+            let sent = Instant::now();
             let mut calls: FuturesUnordered<_> = (0..self.receivers)
                 .map(|_| self.queue.receive(10, wait, self.visibility))
                 .collect();
@@ -153,9 +178,9 @@ impl QueueReader {
                         all_full &= msgs.len() == 10;
                         any |= !msgs.is_empty();
                         if !msgs.is_empty() {
-                            first_held.get_or_insert_with(std::time::Instant::now);
+                            first_held.get_or_insert(sent);
                         }
-                        self.hold(&msgs);
+                        self.hold(&msgs, ours_until(sent, self.visibility));
                         out.extend(msgs);
                     }
                     Err(e) => {
@@ -198,30 +223,32 @@ impl QueueReader {
 
     /// Hold `msgs` as they arrive: the heartbeat extends them from then on, also while the
     /// round goes on receiving.
-    fn hold(&self, msgs: &[QueueMessage]) {
+    fn hold(&self, msgs: &[QueueMessage], ours_until: Instant) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         for m in msgs {
             held.insert(
                 m.receipt.clone(),
                 Held {
                     receipt: m.receipt.clone(),
-                    extension_failed: false,
+                    ours_until,
                 },
             );
         }
     }
 
-    /// Delete the messages whose content is recorded. Deliveries whose visibility could not
-    /// be extended are left (another consumer may hold them now). Failed deletes are retried
-    /// twice; a message still not deleted comes back and is recognised as known.
+    /// Delete the messages whose content is recorded. Deliveries that may have become visible
+    /// again (their visibility could not be extended in time) are left: another consumer may
+    /// hold them now. Failed deletes are retried twice; a message still not deleted comes back
+    /// and is recognised as known.
     pub async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
         let mut receipts = Vec::with_capacity(tokens.len());
         let mut kept = 0u64;
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
             for t in tokens {
                 match held.remove(&t.0) {
-                    Some(h) if !h.extension_failed => receipts.push(h.receipt),
+                    Some(h) if now < h.ours_until => receipts.push(h.receipt),
                     Some(_) => kept += 1,
                     // Released by a later round: it will be received again.
                     None => {}
@@ -230,7 +257,7 @@ impl QueueReader {
         }
         if kept > 0 {
             self.kept.fetch_add(kept, Ordering::SeqCst);
-            tracing::warn!(owner = %self.owner, messages = kept, "messages whose visibility could not be extended are not deleted; they will be received again and recognised as known");
+            tracing::warn!(owner = %self.owner, messages = kept, "messages whose visibility could not be extended in time are not deleted (another consumer may hold them); they will be received again and recognised as known");
         }
         let mut delay = Duration::from_millis(200);
         for attempt in 0..3 {
@@ -257,42 +284,63 @@ impl QueueReader {
     }
 }
 
-/// Every half visibility timeout, extend what is held.
+/// Every half visibility timeout, extend what is held and still surely invisible to other
+/// consumers. The ticks keep their pace whatever an extension takes, and an extension
+/// unanswered after a third of the timeout counts as failed: a delivery extended at one tick
+/// is extended again before it could expire. A delivery whose extension failed keeps its
+/// earlier bound and is tried again at the next tick while that bound lies ahead; past it, it
+/// is no longer extended (and not deleted).
 async fn heartbeat(owner: String, queue: Arc<dyn MessageQueue>, held: HeldMap, every: Duration) {
     let period = (every / 2).max(Duration::from_secs(1));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::time::sleep(period).await;
+        ticks.tick().await;
+        let now = Instant::now();
         let receipts: Vec<(String, String)> = held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, h)| !h.extension_failed)
+            .filter(|(_, h)| now < h.ours_until)
             .map(|(k, h)| (k.clone(), h.receipt.clone()))
             .collect();
         if receipts.is_empty() {
             continue;
         }
         let current: Vec<String> = receipts.iter().map(|(_, r)| r.clone()).collect();
-        let outcome = queue.extend(&current, every).await;
+        let sent = Instant::now();
+        let outcome = match tokio::time::timeout(every / 3, queue.extend(&current, every)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(crate::queue::QueueError {
+                op: "extend",
+                queue: queue.describe(),
+                detail: format!(
+                    "no answer within {} s (a third of the visibility timeout)",
+                    (every / 3).as_secs_f64()
+                ),
+                retryable: true,
+            }),
+        };
         let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
         match outcome {
             Ok(renewed) => {
+                let mut failed = 0;
                 for ((token, _), new) in receipts.iter().zip(renewed) {
-                    if let Some(h) = held.get_mut(token) {
-                        match new {
-                            Some(r) => h.receipt = r,
-                            None => h.extension_failed = true,
+                    match (held.get_mut(token), new) {
+                        (Some(h), Some(r)) => {
+                            h.receipt = r;
+                            h.ours_until = ours_until(sent, every);
                         }
+                        (Some(_), None) => failed += 1,
+                        (None, _) => {}
                     }
+                }
+                if failed > 0 {
+                    tracing::warn!(owner = %owner, messages = failed, "could not extend the visibility of some held messages; tried again at the next tick, and not deleted once they may have become visible");
                 }
             }
             Err(e) => {
-                tracing::warn!(owner = %owner, error = %e, "could not extend the visibility of held messages; they will not be deleted");
-                for (token, _) in &receipts {
-                    if let Some(h) = held.get_mut(token) {
-                        h.extension_failed = true;
-                    }
-                }
+                tracing::warn!(owner = %owner, error = %e, "could not extend the visibility of held messages; tried again at the next tick, and not deleted once they may have become visible");
             }
         }
     }
@@ -533,10 +581,10 @@ mod tests {
             .expect("the round ends without the silent call")
             .expect("the messages");
         assert_eq!(got.len(), 3);
+        let took = started.elapsed();
         assert!(
-            started.elapsed() >= Duration::from_millis(1400),
-            "ended at the deadline, not before: {:?}",
-            started.elapsed()
+            took >= Duration::from_millis(1400) && took < Duration::from_secs(5),
+            "ended at the deadline (1.5 s), not before nor long after: {took:?}"
         );
     }
 }

@@ -4,8 +4,9 @@
 //! - the ambiguous commit: the PUT of a Delta commit lands and its answer is lost, for every
 //!   commit of the run; the batch must be recorded once, its rows once, and no second commit
 //!   of it written;
-//! - a network that fails one request in five (connections closed before the request went
-//!   on, answers lost, `503 SlowDown`) for a whole drain: every row exactly once.
+//! - a network that fails one request in four or five (connections closed or reset before the
+//!   request went on, answers lost, `503 SlowDown`, and among the first 200 requests no answer
+//!   at all on a connection kept open) for a whole drain: every row exactly once.
 
 mod common;
 use common::*;
@@ -23,6 +24,9 @@ fn drain_through(proxy: &FaultProxy, run: &str, root: &std::path::Path) -> std::
                 ("access_key_id", "test".into()),
                 ("secret_access_key", "test".into()),
                 ("allow_http", true.into()),
+                // A request unanswered for 3 s is abandoned and retried (object_store's
+                // default is 30 s).
+                ("options.timeout", "3s".into()),
             ],
         )
         .stream(
@@ -104,15 +108,24 @@ async fn one_request_in_five_failing_loses_and_duplicates_nothing() {
     inputs(root);
     let n = Arc::new(AtomicU64::new(0));
     let proxy = FaultProxy::start(&moto_endpoint(), move |_| {
-        match n.fetch_add(1, Ordering::SeqCst) % 15 {
-            3 => Fault::Close,
-            8 => Fault::LoseAnswer,
+        match n.fetch_add(1, Ordering::SeqCst) % 25 {
+            3 | 18 => Fault::Close,
+            8 | 23 => Fault::LoseAnswer,
             13 => Fault::SlowDown,
+            16 => Fault::Reset,
+            // Each costs the 3 s timeout: eight of them.
+            21 if n.load(Ordering::SeqCst) <= 200 => Fault::Hang,
             _ => Fault::Pass,
         }
     });
     let out = drain_through(&proxy, &run, root);
-    for f in [Fault::Close, Fault::LoseAnswer, Fault::SlowDown] {
+    for f in [
+        Fault::Close,
+        Fault::LoseAnswer,
+        Fault::SlowDown,
+        Fault::Reset,
+        Fault::Hang,
+    ] {
         assert!(proxy.count(f) > 0, "no {f:?} injected");
     }
     assert!(out.status.success(), "{}", text(&out));

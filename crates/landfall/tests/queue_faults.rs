@@ -59,7 +59,7 @@ queue_url = "{queue_url}"
 endpoint = "{proxy}"
 wait_time = "1s"
 visibility_timeout = "10s"
-request_timeout = "2s"
+request_timeout = "3s"
 receivers = 1
 
 [streams.ev.sink]
@@ -102,10 +102,12 @@ fn peek(queue_url: &str) -> (u64, u64) {
 
 /// A rule that faults SQS calls while `on`: receives get 500, a lost answer, a cut one or
 /// no answer at all on a connection kept open (half of them), deletes a lost answer, a
-/// closed connection or a reset one (three in four), every visibility extension a 500.
+/// closed connection or a reset one (three in four), every visibility extension a 500 or (one
+/// in four) no answer.
 fn flaky_sqs(on: Arc<AtomicBool>) -> impl Fn(&Call) -> Fault + Send + Sync + 'static {
     let receives = AtomicU64::new(0);
     let deletes = AtomicU64::new(0);
+    let extends = AtomicU64::new(0);
     move |call| {
         if !on.load(Ordering::SeqCst) {
             return Fault::Pass;
@@ -124,7 +126,11 @@ fn flaky_sqs(on: Arc<AtomicBool>) -> impl Fn(&Call) -> Fault + Send + Sync + 'st
                 2 => Fault::Reset,
                 _ => Fault::Pass,
             },
-            "ChangeMessageVisibilityBatch" => Fault::InternalError,
+            // Every extension fails: a 500, or (one in four) no answer at all.
+            "ChangeMessageVisibilityBatch" => match extends.fetch_add(1, Ordering::SeqCst) % 4 {
+                3 => Fault::Hang,
+                _ => Fault::InternalError,
+            },
             _ => Fault::Pass,
         }
     }
@@ -150,9 +156,13 @@ fn wait_for_rows(root: &Path, want: &[u64], d: &mut daemon::Daemon, deadline: In
     }
 }
 
-/// Each way of failing was injected: receives (`receive`) got a 500, a lost, a cut and no
-/// answer; deletes (`delete`) a lost answer, a closed and a reset connection.
-fn assert_every_fault(proxy: &FaultProxy, receive: &str, delete: &str, d: &mut daemon::Daemon) {
+/// Each way of failing was injected: receives got a 500, a lost, a cut and no answer; deletes a
+/// lost answer, a closed and a reset connection; visibility extensions a 500 and no answer.
+fn assert_every_fault(
+    proxy: &FaultProxy,
+    [receive, delete, extend]: [&str; 3],
+    d: &mut daemon::Daemon,
+) {
     for (op, fault) in [
         (receive, Fault::InternalError),
         (receive, Fault::LoseAnswer),
@@ -161,6 +171,8 @@ fn assert_every_fault(proxy: &FaultProxy, receive: &str, delete: &str, d: &mut d
         (delete, Fault::LoseAnswer),
         (delete, Fault::Close),
         (delete, Fault::Reset),
+        (extend, Fault::InternalError),
+        (extend, Fault::Hang),
     ] {
         let n = proxy.count_where(|s| s.op == op && s.fault == fault);
         assert!(n > 0, "no {op} got {fault:?}:\n{}", d.process.logs());
@@ -229,7 +241,15 @@ fn sqs_calls_failing_every_way_lose_and_duplicate_nothing() {
         &mut d,
         Instant::now() + Duration::from_secs(120),
     );
-    assert_every_fault(&proxy, "ReceiveMessage", "DeleteMessageBatch", &mut d);
+    assert_every_fault(
+        &proxy,
+        [
+            "ReceiveMessage",
+            "DeleteMessageBatch",
+            "ChangeMessageVisibilityBatch",
+        ],
+        &mut d,
+    );
     on.store(false, Ordering::SeqCst);
     drains_once_faults_stop(root, &q, &want, &mut d);
     let (_, log) = d.stop(Duration::from_secs(30));
@@ -251,6 +271,13 @@ fn put_files_from(root: &Path, bucket: &str, from: u64, to: u64) {
     aws(&["putmany", bucket, f.to_str().unwrap()]);
 }
 
+/// A visibility timeout that runs out while the daemon holds messages. Every extension is
+/// refused (403: the permission is missing) and each receive is answered after 1.5 s, so a
+/// round's deliveries live on their first timeout (10 s). A delivery acknowledged while it is
+/// surely still invisible to others is deleted even so; the daemon is then frozen (SIGSTOP, as
+/// a paused VM or a throttled container) for longer than the timeout while it holds messages:
+/// those become visible again before they are acknowledged, are kept, received again and
+/// recognised as known. Every file lands once.
 #[test]
 fn a_visibility_timeout_expiring_mid_round_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -258,10 +285,6 @@ fn a_visibility_timeout_expiring_mid_round_duplicates_nothing() {
     let bucket = unique("vismid");
     let wired = aws(&["wire", &bucket, &bucket, "landing/"]);
     let q = wired["queue_url"].as_str().unwrap().to_string();
-    // 300 events; each receive (ten messages) is answered after 1.5 s, so receiving them all
-    // takes far longer than the 10 s visibility timeout, and every extension is refused at
-    // once (403: the permission is missing), so a round holding messages when the heartbeat
-    // ticks keeps them.
     let on = Arc::new(AtomicBool::new(true));
     let proxy = {
         let on = on.clone();
@@ -283,6 +306,40 @@ fn a_visibility_timeout_expiring_mid_round_duplicates_nothing() {
     // Uploaded once the stream runs (its first listing found nothing): the queue carries them.
     wait_logged(&mut d, "stream started");
     put_files(root, &bucket, 300);
+    let count = |d: &daemon::Daemon, reason: &str| {
+        daemon::metric_sum(
+            &daemon::get(&d.addr, "/metrics").1,
+            "landfall_queue_messages_total",
+            &format!("reason=\"{reason}\""),
+        )
+    };
+    // Frozen while it receives: whatever it holds then outlives its visibility timeout.
+    let mut pauses = 0;
+    while count(&d, "kept") == 0.0 {
+        assert!(
+            pauses < 5,
+            "no delivery kept after {pauses} pauses:\n{}",
+            d.process.logs()
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while count(&d, "files") == 0.0 {
+            assert!(
+                Instant::now() < deadline,
+                "nothing received:\n{}",
+                d.process.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        d.process.signal("STOP");
+        std::thread::sleep(Duration::from_secs(11));
+        d.process.signal("CONT");
+        pauses += 1;
+        // The round goes on and acknowledges (or fails and the next one reports) in seconds.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while count(&d, "kept") == 0.0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
     let want: Vec<u64> = (0..900).collect();
     wait_for_rows(
         root,
@@ -290,23 +347,13 @@ fn a_visibility_timeout_expiring_mid_round_duplicates_nothing() {
         &mut d,
         Instant::now() + Duration::from_secs(120),
     );
-    // Some deliveries were kept for a failed extension and received again.
+    // Deliveries kept were received again, and recognised as known.
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let scrape = daemon::get(&d.addr, "/metrics").1;
-        let count = |reason: &str| {
-            daemon::metric_sum(
-                &scrape,
-                "landfall_queue_messages_total",
-                &format!("reason=\"{reason}\""),
-            )
-        };
-        if count("files") > 300.0 && count("kept") > 0.0 {
-            break;
-        }
+    while count(&d, "files") <= 300.0 {
         assert!(
             Instant::now() < deadline,
-            "no delivery kept and received again:\n{scrape}"
+            "no kept delivery received again:\n{}",
+            daemon::get(&d.addr, "/metrics").1
         );
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -324,8 +371,9 @@ fn a_visibility_timeout_expiring_mid_round_duplicates_nothing() {
 
 /// Azure Storage Queue calls on Azurite failing every way (the test plays Event Grid: each
 /// upload's BlobCreated event is enqueued by tests/notify/azurite.py): receives get a 500, a
-/// lost answer or a cut one; deletes a lost answer or a closed connection; every visibility
-/// update a 500. Every blob lands once, and once the faults stop the queue drains.
+/// lost answer, a cut one or none at all; deletes (16 at a time) a lost answer, a closed or a
+/// reset connection; every visibility update a 500 or no answer. Every blob lands once, and
+/// once the faults stop the queue drains.
 #[test]
 fn azure_queue_calls_failing_every_way_lose_and_duplicate_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -336,7 +384,12 @@ fn azure_queue_calls_failing_every_way_lose_and_duplicate_nothing() {
     let (_, queue_url) = azurite();
     let on = Arc::new(AtomicBool::new(true));
     let proxy = {
-        let (on, receives, deletes) = (on.clone(), AtomicU64::new(0), AtomicU64::new(0));
+        let (on, receives, deletes, extends) = (
+            on.clone(),
+            AtomicU64::new(0),
+            AtomicU64::new(0),
+            AtomicU64::new(0),
+        );
         FaultProxy::start(&queue_url, move |call| {
             if !on.load(Ordering::SeqCst) {
                 return Fault::Pass;
@@ -355,7 +408,10 @@ fn azure_queue_calls_failing_every_way_lose_and_duplicate_nothing() {
                     2 => Fault::Reset,
                     _ => Fault::Pass,
                 },
-                "UpdateMessage" => Fault::InternalError,
+                "UpdateMessage" => match extends.fetch_add(1, Ordering::SeqCst) % 4 {
+                    3 => Fault::Hang,
+                    _ => Fault::InternalError,
+                },
                 _ => Fault::Pass,
             }
         })
@@ -384,7 +440,7 @@ queue_name = "{queue}"
 endpoint = "{proxy}/devstoreaccount1"
 wait_time = "1s"
 visibility_timeout = "10s"
-request_timeout = "2s"
+request_timeout = "3s"
 
 [streams.ev.sink]
 path = "{root}/table"
@@ -422,7 +478,11 @@ path = "{root}/table"
         &mut d,
         Instant::now() + Duration::from_secs(120),
     );
-    assert_every_fault(&proxy, "GetMessages", "DeleteMessage", &mut d);
+    assert_every_fault(
+        &proxy,
+        ["GetMessages", "DeleteMessage", "UpdateMessage"],
+        &mut d,
+    );
     on.store(false, Ordering::SeqCst);
     let deadline = Instant::now() + Duration::from_secs(60);
     while az(&["peek", &queue])["count"].as_u64() != Some(0) {

@@ -63,8 +63,9 @@ pub struct QueueRound {
     pub removed_events: u64,
     /// Events of other kinds, or about another bucket or container.
     pub other_events: u64,
-    /// Deliveries whose visibility could not be extended: their files are admitted, but the
-    /// messages are not deleted (they come back, and the ledger keeps them from duplicating).
+    /// Deliveries held past their visibility timeout (their extensions failed): their files
+    /// are admitted, but the messages are not deleted (they come back, and the ledger keeps
+    /// them from duplicating). Reported as `kept`.
     pub extension_failures: u64,
     /// Directories renamed into the source (Azure `DirectoryRenamed`), which name none of
     /// their files: each was listed in the round.

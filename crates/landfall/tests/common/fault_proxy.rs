@@ -20,8 +20,8 @@ pub enum Fault {
     /// The request reaches the upstream, its answer never reaches the client (the connection
     /// is closed): the ambiguous outcome.
     LoseAnswer,
-    /// The connection is closed (FIN, not RST) before anything is sent upstream: the client
-    /// sees it end without an answer. A reset (RST) is not made.
+    /// The connection is closed (FIN) before anything is sent upstream: the client sees it
+    /// end without an answer ([`Fault::Reset`] sends an RST instead).
     Close,
     /// `503 SlowDown`, as S3 throttles, without going upstream.
     SlowDown,
