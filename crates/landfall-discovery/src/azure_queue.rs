@@ -328,7 +328,7 @@ impl MessageQueue for AzureQueue {
         // One call per message, CONCURRENT_CALLS at a time (a slow call does not hold the
         // others back), answers put back in the receipts' order.
         let mut answers: Vec<(usize, Option<String>)> =
-            futures::stream::iter(receipts.to_vec().into_iter().enumerate())
+            futures::stream::iter(receipts.iter().cloned().enumerate())
                 .map(|(i, r): (usize, String)| {
                     let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
                     async move {
