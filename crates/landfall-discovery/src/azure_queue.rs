@@ -13,7 +13,7 @@
 //! are counted as `ReceiveMessages`, `DeleteMessage`, `UpdateMessage`, `GetQueueProperties`.
 
 use crate::CountRequests;
-use crate::queue::{MessageQueue, QueueError, QueueMessage};
+use crate::queue::{Extension, MessageQueue, QueueError, QueueMessage};
 use async_trait::async_trait;
 use azure_core::http::{ClientOptions, ExponentialRetryOptions, RetryOptions, Url};
 use azure_storage_queue::models::{
@@ -320,28 +320,41 @@ impl MessageQueue for AzureQueue {
         &self,
         receipts: &[String],
         visibility: Duration,
-    ) -> Result<Vec<Option<String>>, QueueError> {
+        budget: Duration,
+    ) -> Result<Vec<Extension>, QueueError> {
         use futures::StreamExt;
         let c = self.client()?;
         let name = azure_core::http::headers::HeaderName::from_static("x-ms-popreceipt");
         let secs = visibility.as_secs().clamp(1, 7 * 86400) as i32;
-        // One call per message, CONCURRENT_CALLS at a time (a slow call does not hold the
-        // others back), answers put back in the receipts' order.
-        let mut answers: Vec<(usize, Option<String>)> =
+        // One call per message, CONCURRENT_CALLS at a time, each within the budget (a slow
+        // call does not hold the others back), answers put back in the receipts' order.
+        let mut answers: Vec<(usize, Extension)> =
             futures::stream::iter(receipts.iter().cloned().enumerate())
                 .map(|(i, r): (usize, String)| {
                     let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
                     async move {
                         let (id, pop) = split_receipt(&r);
                         count("UpdateMessage", 1);
-                        let renewed = match c.update_message(id, pop, secs, None).await {
-                            Ok(rsp) => rsp
-                                .headers()
-                                .get_optional_str(&name)
-                                .map(|p| format!("{id}\n{p}")),
-                            Err(_) => None,
+                        let call = c.update_message(id, pop, secs, None);
+                        let outcome = match tokio::time::timeout(budget, call).await {
+                            Ok(Ok(rsp)) => match rsp.headers().get_optional_str(&name) {
+                                Some(p) => Extension::Renewed(format!("{id}\n{p}")),
+                                None => Extension::Unknown,
+                            },
+                            // Refused: not applied, the pop receipt still holds. A 404 is
+                            // not: after a lost answer the client's retry carries the old pop
+                            // receipt, which the applied first attempt replaced.
+                            Ok(Err(e))
+                                if e.http_status()
+                                    .map(u16::from)
+                                    .is_some_and(|s| (400..500).contains(&s) && s != 404) =>
+                            {
+                                Extension::Refused
+                            }
+                            // Perhaps applied, under a pop receipt never seen.
+                            Ok(Err(_)) | Err(_) => Extension::Unknown,
                         };
-                        (i, renewed)
+                        (i, outcome)
                     }
                 })
                 .buffer_unordered(CONCURRENT_CALLS)

@@ -1,6 +1,6 @@
 //! An in-memory [`MessageQueue`] for unit tests of the queue consumers.
 
-use crate::queue::{MessageQueue, QueueError, QueueMessage};
+use crate::queue::{Extension, MessageQueue, QueueError, QueueMessage};
 use async_trait::async_trait;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,6 +13,8 @@ pub(crate) struct FakeQueue {
     pub queued: Mutex<Vec<QueueMessage>>,
     pub deleted: Mutex<Vec<String>>,
     pub fail_extend: AtomicBool,
+    /// Extension calls made.
+    pub extends: AtomicU64,
     /// The next this many `receive` calls fail (retryably).
     pub fail_receives: AtomicU64,
     /// The next this many `receive` calls never answer (a silent connection).
@@ -81,11 +83,16 @@ impl MessageQueue for FakeQueue {
         &self,
         receipts: &[String],
         _visibility: Duration,
-    ) -> Result<Vec<Option<String>>, QueueError> {
+        _budget: Duration,
+    ) -> Result<Vec<Extension>, QueueError> {
+        self.extends.fetch_add(1, Ordering::SeqCst);
         let fail = self.fail_extend.load(Ordering::SeqCst);
         Ok(receipts
             .iter()
-            .map(|r| (!fail).then(|| r.clone()))
+            .map(|r| match fail {
+                true => Extension::Refused,
+                false => Extension::Renewed(r.clone()),
+            })
             .collect())
     }
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {

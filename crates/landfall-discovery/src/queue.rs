@@ -46,6 +46,20 @@ pub struct QueueError {
 }
 
 /// A message queue of storage events.
+/// What became of one delivery's visibility extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extension {
+    /// Extended: the receipt to use from now on (Azure issues a new one, SQS keeps it).
+    Renewed(String),
+    /// Not extended, and the receipt still holds (SQS: a failed or unanswered change never
+    /// shortens the visibility nor changes the receipt; Azure: refused with a 4xx).
+    Refused,
+    /// Perhaps extended under a receipt that was never seen (Azure: an update unanswered or
+    /// failing with a 5xx may have been applied, and it replaces the pop receipt): the delivery
+    /// can be neither extended nor deleted any more.
+    Unknown,
+}
+
 #[async_trait]
 pub trait MessageQueue: Send + Sync {
     /// The queue, for messages (its URL or name).
@@ -60,13 +74,15 @@ pub trait MessageQueue: Send + Sync {
     ) -> Result<Vec<QueueMessage>, QueueError>;
     /// Delete deliveries by receipt; returns the receipts that could not be deleted.
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError>;
-    /// Keep deliveries invisible for `visibility` from now. Returns, per receipt in order, the
-    /// receipt to use from now on (Azure issues a new one) or `None` if the extension failed.
+    /// Keep deliveries invisible for `visibility` from now, each call given at most `budget`.
+    /// Returns, per receipt in order, what became of it; a call that fails or is unanswered
+    /// within the budget answers for its own deliveries only.
     async fn extend(
         &self,
         receipts: &[String],
         visibility: Duration,
-    ) -> Result<Vec<Option<String>>, QueueError>;
+        budget: Duration,
+    ) -> Result<Vec<Extension>, QueueError>;
     /// The approximate number of visible messages, when the queue can tell.
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError>;
     /// How long the queue keeps a message, when it can tell.
@@ -321,39 +337,59 @@ impl MessageQueue for SqsQueue {
         &self,
         receipts: &[String],
         visibility: Duration,
-    ) -> Result<Vec<Option<String>>, QueueError> {
-        let mut out: Vec<Option<String>> = receipts.iter().cloned().map(Some).collect();
-        for (c, chunk) in receipts.chunks(10).enumerate() {
-            (self.count)("ChangeMessageVisibilityBatch", 1);
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(r)
-                        .visibility_timeout(secs(visibility))
-                        .build()
-                        .expect("id and receipt handle are set")
+        budget: Duration,
+    ) -> Result<Vec<Extension>, QueueError> {
+        use futures::StreamExt;
+        // Batches of ten, CONCURRENT_BATCHES at a time, each within the budget: a slow batch
+        // costs its own ten deliveries only.
+        const CONCURRENT_BATCHES: usize = 16;
+        let mut answers: Vec<(usize, Vec<Extension>)> =
+            futures::stream::iter(receipts.chunks(10).map(<[String]>::to_vec).enumerate())
+                .map(|(c, chunk): (usize, Vec<String>)| async move {
+                    (self.count)("ChangeMessageVisibilityBatch", 1);
+                    let entries = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            ChangeMessageVisibilityBatchRequestEntry::builder()
+                                .id(i.to_string())
+                                .receipt_handle(r)
+                                .visibility_timeout(secs(visibility))
+                                .build()
+                                .expect("id and receipt handle are set")
+                        })
+                        .collect();
+                    let call = self
+                        .client
+                        .change_message_visibility_batch()
+                        .queue_url(&self.url)
+                        .set_entries(Some(entries))
+                        .send();
+                    let mut out: Vec<Extension> = chunk
+                        .iter()
+                        .map(|r| Extension::Renewed(r.clone()))
+                        .collect();
+                    match tokio::time::timeout(budget, call).await {
+                        Ok(Ok(res)) => {
+                            for f in res.failed() {
+                                if let Ok(i) = f.id().parse::<usize>()
+                                    && let Some(slot) = out.get_mut(i)
+                                {
+                                    *slot = Extension::Refused;
+                                }
+                            }
+                        }
+                        // Failed or unanswered: SQS keeps the receipt, and a change that
+                        // landed only lengthened the visibility.
+                        Ok(Err(_)) | Err(_) => out.fill(Extension::Refused),
+                    }
+                    (c, out)
                 })
-                .collect();
-            let res = self
-                .client
-                .change_message_visibility_batch()
-                .queue_url(&self.url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| self.err("ChangeMessageVisibilityBatch", e))?;
-            for f in res.failed() {
-                if let Ok(i) = f.id().parse::<usize>()
-                    && let Some(slot) = out.get_mut(c * 10 + i)
-                {
-                    *slot = None;
-                }
-            }
-        }
-        Ok(out)
+                .buffer_unordered(CONCURRENT_BATCHES)
+                .collect()
+                .await;
+        answers.sort_unstable_by_key(|(c, _)| *c);
+        Ok(answers.into_iter().flat_map(|(_, a)| a).collect())
     }
 
     async fn retention(&self) -> Result<Option<Duration>, QueueError> {

@@ -572,28 +572,32 @@ mod tests {
         assert_eq!(deleted, ["r0", "r1", "r2", "r3", "r4", "r5", "r6"]);
     }
 
-    /// Every extension fails. A message acknowledged while it is surely still invisible to
-    /// others (its 2 s timeout less the 0.5 s margin) is deleted all the same; one acknowledged
-    /// later may be with another consumer: it is kept and reported.
+    /// Every extension is refused. A message acknowledged while it is surely still invisible
+    /// to others (its 4 s timeout less the 0.5 s margin) is deleted all the same; one
+    /// acknowledged later may be with another consumer: it is kept and reported.
     #[tokio::test]
     async fn a_message_whose_visibility_could_not_be_extended_is_deleted_only_in_time() {
         let q = Arc::new(FakeQueue::default());
         q.fail_extend.store(true, Ordering::SeqCst);
         let bodies = vec![s3_event("ObjectCreated:Put", "landing/a.json", 5, "e1")];
-        let d = discovery(q.clone(), &bodies, Duration::from_secs(2));
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(4));
         let b = d.discover(None).await.unwrap();
         assert_eq!(b.files.len(), 1);
-        // Past the heartbeat's first tick (1 s, half the timeout, whose extension fails) and
-        // before 1.5 s after the receive was sent.
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // The heartbeat ticks every second and extends from 1.1 s on: the tick at 2 s tried
+        // (and was refused); the bound is 3.5 s after the receive.
+        tokio::time::sleep(Duration::from_millis(2300)).await;
+        assert!(
+            q.extends.load(Ordering::SeqCst) >= 1,
+            "an extension was tried"
+        );
         d.acknowledge(b.ack).await.unwrap();
         assert_eq!(*q.deleted.lock().unwrap(), ["r0"]);
 
         let bodies = vec![s3_event("ObjectCreated:Put", "landing/b.json", 5, "e2")];
-        let d = discovery(q.clone(), &bodies, Duration::from_secs(2));
+        let d = discovery(q.clone(), &bodies, Duration::from_secs(4));
         let b = d.discover(None).await.unwrap();
         assert_eq!(b.files.len(), 1);
-        tokio::time::sleep(Duration::from_millis(1700)).await;
+        tokio::time::sleep(Duration::from_millis(4500)).await;
         d.acknowledge(b.ack).await.unwrap();
         assert_eq!(*q.deleted.lock().unwrap(), ["r0"], "kept, not deleted");
         let next = d.discover(None).await.unwrap();

@@ -26,7 +26,7 @@
 //! A new round lets go of deliveries an earlier round never acknowledged (that round failed
 //! before recording): they become visible again and are received anew.
 
-use crate::queue::{MessageQueue, QueueMessage};
+use crate::queue::{Extension, MessageQueue, QueueMessage};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use landfall_core::seams::SeamResult;
@@ -34,7 +34,8 @@ use landfall_core::{AckToken, SeamError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// At most this many messages are received before the round's content is recorded.
 pub const MAX_MESSAGES_PER_ROUND: usize = 1000;
@@ -49,15 +50,17 @@ struct Held {
     ours_until: Instant,
 }
 
-/// What is taken off a visibility timeout for the queue's clock: a tenth, at least 0.5 s.
-fn clock_margin(visibility: Duration) -> Duration {
+/// What is taken off a visibility timeout: a tenth, at least 0.5 s. It covers the time between
+/// the check and the queue applying a delete, which the checks bound by it.
+fn margin(visibility: Duration) -> Duration {
     (visibility / 10).max(Duration::from_millis(500))
 }
 
 /// Until when a delivery received (or extended) by a request sent at `sent` asking for
-/// `visibility` is surely invisible to other consumers.
+/// `visibility` is surely invisible to other consumers. The queues take whole seconds.
 fn ours_until(sent: Instant, visibility: Duration) -> Instant {
-    sent + visibility.saturating_sub(clock_margin(visibility))
+    let asked = Duration::from_secs(visibility.as_secs());
+    sent + asked.saturating_sub(margin(visibility))
 }
 
 type HeldMap = Arc<Mutex<HashMap<String, Held>>>;
@@ -161,7 +164,7 @@ impl QueueReader {
             loop {
                 let next = match first_held {
                     Some(t) => {
-                        let deadline = tokio::time::Instant::from_std(t + self.visibility * 3 / 4);
+                        let deadline = t + self.visibility * 3 / 4;
                         match tokio::time::timeout_at(deadline, calls.next()).await {
                             Ok(next) => next,
                             Err(_) => {
@@ -241,41 +244,46 @@ impl QueueReader {
     /// hold them now. Failed deletes are retried twice; a message still not deleted comes back
     /// and is recognised as known.
     pub async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
-        let mut receipts = Vec::with_capacity(tokens.len());
-        let mut kept = 0u64;
+        let mut bounds: HashMap<String, Instant> = HashMap::with_capacity(tokens.len());
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            let now = Instant::now();
             for t in tokens {
-                match held.remove(&t.0) {
-                    Some(h) if now < h.ours_until => receipts.push(h.receipt),
-                    Some(_) => kept += 1,
-                    // Released by a later round: it will be received again.
-                    None => {}
+                // None: released by a later round; it will be received again.
+                if let Some(h) = held.remove(&t.0) {
+                    bounds.insert(h.receipt, h.ours_until);
                 }
+            }
+        }
+        let mut receipts: Vec<String> = bounds.keys().cloned().collect();
+        let mut kept = 0u64;
+        let mut delay = Duration::from_millis(200);
+        for attempt in 0..3 {
+            // Each attempt deletes only what is surely still this consumer's, and is given
+            // until the first of those bounds (less than the margin before it lands).
+            let now = Instant::now();
+            let before = receipts.len();
+            receipts.retain(|r| bounds.get(r).is_some_and(|&b| now < b));
+            kept += (before - receipts.len()) as u64;
+            let Some(&until) = receipts.iter().filter_map(|r| bounds.get(r)).min() else {
+                break;
+            };
+            match tokio::time::timeout_at(until, self.queue.delete(&receipts)).await {
+                Ok(Ok(failed)) => receipts = failed,
+                Ok(Err(e)) if attempt == 2 || !e.retryable => {
+                    tracing::warn!(owner = %self.owner, error = %e, messages = receipts.len(), "could not delete messages whose content is recorded; they will be received again and recognised as known");
+                    receipts.clear();
+                    break;
+                }
+                Ok(Err(_)) | Err(_) => {}
+            }
+            if !receipts.is_empty() && attempt < 2 {
+                tokio::time::sleep(delay).await;
+                delay *= 4;
             }
         }
         if kept > 0 {
             self.kept.fetch_add(kept, Ordering::SeqCst);
-            tracing::warn!(owner = %self.owner, messages = kept, "messages whose visibility could not be extended in time are not deleted (another consumer may hold them); they will be received again and recognised as known");
-        }
-        let mut delay = Duration::from_millis(200);
-        for attempt in 0..3 {
-            if receipts.is_empty() {
-                break;
-            }
-            match self.queue.delete(&receipts).await {
-                Ok(failed) => receipts = failed,
-                Err(e) if attempt == 2 || !e.retryable => {
-                    tracing::warn!(owner = %self.owner, error = %e, messages = receipts.len(), "could not delete messages whose content is recorded; they will be received again and recognised as known");
-                    return Ok(());
-                }
-                Err(_) => {}
-            }
-            if !receipts.is_empty() {
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-            }
+            tracing::warn!(owner = %self.owner, messages = kept, "messages held past their visibility timeout (their extensions failed) are not deleted: another consumer may hold them; they will be received again and recognised as known");
         }
         if !receipts.is_empty() {
             tracing::warn!(owner = %self.owner, messages = receipts.len(), "some messages whose content is recorded could not be deleted; they will be received again and recognised as known");
@@ -284,64 +292,67 @@ impl QueueReader {
     }
 }
 
-/// Every half visibility timeout, extend what is held and still surely invisible to other
-/// consumers. The ticks keep their pace whatever an extension takes, and an extension
-/// unanswered after a third of the timeout counts as failed: a delivery extended at one tick
-/// is extended again before it could expire. A delivery whose extension failed keeps its
-/// earlier bound and is tried again at the next tick while that bound lies ahead; past it, it
-/// is no longer extended (and not deleted).
+/// Every quarter visibility timeout, extend what is held, still surely invisible to other
+/// consumers, and within 0.6 of a timeout of its bound (a delivery is extended about every
+/// half timeout, as before). Each call is given a third of the timeout, and never beyond the
+/// delivery's bound: what it extends was surely still this consumer's. A refused extension
+/// keeps the delivery's bound and is tried again at the next tick while that lies ahead, one
+/// whose outcome is unknown (Azure: the pop receipt may have changed) ends its bound: it is
+/// neither extended nor deleted any more. The ticks keep their pace whatever a call takes.
 async fn heartbeat(owner: String, queue: Arc<dyn MessageQueue>, held: HeldMap, every: Duration) {
-    let period = (every / 2).max(Duration::from_secs(1));
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let period = (every / 4).max(Duration::from_millis(250));
+    let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
         let now = Instant::now();
-        let receipts: Vec<(String, String)> = held
+        let due: Vec<(String, String, Instant)> = held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, h)| now < h.ours_until)
-            .map(|(k, h)| (k.clone(), h.receipt.clone()))
+            .filter(|(_, h)| now < h.ours_until && h.ours_until - now <= every * 6 / 10)
+            .map(|(k, h)| (k.clone(), h.receipt.clone(), h.ours_until))
             .collect();
-        if receipts.is_empty() {
+        let Some(first_bound) = due.iter().map(|(_, _, b)| *b).min() else {
             continue;
-        }
-        let current: Vec<String> = receipts.iter().map(|(_, r)| r.clone()).collect();
+        };
+        let current: Vec<String> = due.iter().map(|(_, r, _)| r.clone()).collect();
+        let budget = (every / 3).min(first_bound - now);
         let sent = Instant::now();
-        let outcome = match tokio::time::timeout(every / 3, queue.extend(&current, every)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(crate::queue::QueueError {
-                op: "extend",
-                queue: queue.describe(),
-                detail: format!(
-                    "no answer within {} s (a third of the visibility timeout)",
-                    (every / 3).as_secs_f64()
-                ),
-                retryable: true,
-            }),
+        // The queue bounds each call by the budget; this bounds the whole, should it not.
+        let all = |e: Extension| vec![e; current.len()];
+        let outcome = match tokio::time::timeout(budget * 2, queue.extend(&current, every, budget))
+            .await
+        {
+            Ok(Ok(outcome)) if outcome.len() == current.len() => outcome,
+            // No call made (no client): nothing changed.
+            Ok(Err(e)) => {
+                tracing::warn!(owner = %owner, error = %e, "could not extend the visibility of held messages");
+                all(Extension::Refused)
+            }
+            // Nothing known of any of them: for Azure a receipt may have changed.
+            Ok(Ok(_)) | Err(_) => all(Extension::Unknown),
         };
         let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
-        match outcome {
-            Ok(renewed) => {
-                let mut failed = 0;
-                for ((token, _), new) in receipts.iter().zip(renewed) {
-                    match (held.get_mut(token), new) {
-                        (Some(h), Some(r)) => {
-                            h.receipt = r;
-                            h.ours_until = ours_until(sent, every);
-                        }
-                        (Some(_), None) => failed += 1,
-                        (None, _) => {}
-                    }
+        let (mut refused, mut unknown) = (0, 0);
+        for ((token, _, _), ext) in due.iter().zip(outcome) {
+            let Some(h) = held.get_mut(token) else {
+                continue;
+            };
+            match ext {
+                Extension::Renewed(r) => {
+                    h.receipt = r;
+                    h.ours_until = ours_until(sent, every);
                 }
-                if failed > 0 {
-                    tracing::warn!(owner = %owner, messages = failed, "could not extend the visibility of some held messages; tried again at the next tick, and not deleted once they may have become visible");
+                Extension::Refused => refused += 1,
+                Extension::Unknown => {
+                    unknown += 1;
+                    h.ours_until = now;
                 }
             }
-            Err(e) => {
-                tracing::warn!(owner = %owner, error = %e, "could not extend the visibility of held messages; tried again at the next tick, and not deleted once they may have become visible");
-            }
+        }
+        if refused + unknown > 0 {
+            tracing::warn!(owner = %owner, refused, unknown, "could not extend the visibility of held messages; a refused one is tried again while it is surely still invisible, and none is deleted once it may have become visible");
         }
     }
 }

@@ -174,8 +174,9 @@ async fn three_modes_under_network_faults_and_kill_9_lose_and_duplicate_nothing(
         committed > 0.0,
         "no batch committed under the faults:\n{scrape}"
     );
+    // With no faults (LANDFALL_SOAK_FAULT_PCT=0: a crash soak only) there is nothing to count.
     assert!(
-        retried > 0.0,
+        retried > 0.0 || pct == 0,
         "no failed attempt counted under the faults:\n{scrape}"
     );
     let written: Vec<u64> = writers.into_iter().map(FlowingWriter::stop).collect();
@@ -186,7 +187,7 @@ async fn three_modes_under_network_faults_and_kill_9_lose_and_duplicate_nothing(
         .map(|f| (format!("{f:?}"), proxy.count(*f)))
         .collect();
     for (kind, n) in &faulted {
-        assert!(*n > 0, "no {kind} injected: {faulted:?}");
+        assert!(*n > 0 || pct == 0, "no {kind} injected: {faulted:?}");
     }
     // Deliveries the killed daemons held come back after their visibility timeout (later
     // still for a receive the proxy delayed past the kill): wait until none is in flight.

@@ -60,6 +60,8 @@ pub struct Seen {
     pub path: String,
     pub op: String,
     pub fault: Fault,
+    /// The request body of a queue call (one with an `op`), its first 64 KiB; else empty.
+    pub body: String,
 }
 
 type Rule = dyn Fn(&Call) -> Fault + Send + Sync;
@@ -203,11 +205,16 @@ fn serve(
             op: op.clone(),
         });
         served.fetch_add(1, Ordering::Relaxed);
+        let kept_body = match op.is_empty() {
+            true => String::new(),
+            false => String::from_utf8_lossy(&body[..body.len().min(64 << 10)]).into_owned(),
+        };
         seen.lock().unwrap().push(Seen {
             method,
             path,
             op,
             fault,
+            body: kept_body,
         });
         match fault {
             Fault::Hang => {
