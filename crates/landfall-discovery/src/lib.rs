@@ -34,6 +34,8 @@ mod partitions;
 mod queue;
 mod queue_discovery;
 mod queue_reader;
+#[cfg(test)]
+mod queue_reader_tests;
 mod raw_list;
 mod setup;
 mod stores;
