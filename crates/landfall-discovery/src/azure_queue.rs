@@ -320,34 +320,39 @@ impl MessageQueue for AzureQueue {
         &self,
         receipts: &[String],
         visibility: Duration,
-        budget: Duration,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Extension>, QueueError> {
         use futures::StreamExt;
         let c = self.client()?;
         let name = azure_core::http::headers::HeaderName::from_static("x-ms-popreceipt");
         let secs = visibility.as_secs().clamp(1, 7 * 86400) as i32;
-        // One call per message, CONCURRENT_CALLS at a time, each within the budget (a slow
-        // call does not hold the others back), answers put back in the receipts' order.
+        // One call per message, CONCURRENT_CALLS at a time, each by the deadline (a slow call
+        // does not hold the others back; one not started by then is not sent), answers put
+        // back in the receipts' order.
         let mut answers: Vec<(usize, Extension)> =
             futures::stream::iter(receipts.iter().cloned().enumerate())
                 .map(|(i, r): (usize, String)| {
                     let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
                     async move {
+                        if tokio::time::Instant::now() >= deadline {
+                            return (i, Extension::Refused);
+                        }
                         let (id, pop) = split_receipt(&r);
                         count("UpdateMessage", 1);
                         let call = c.update_message(id, pop, secs, None);
-                        let outcome = match tokio::time::timeout(budget, call).await {
+                        let outcome = match tokio::time::timeout_at(deadline, call).await {
                             Ok(Ok(rsp)) => match rsp.headers().get_optional_str(&name) {
                                 Some(p) => Extension::Renewed(format!("{id}\n{p}")),
                                 None => Extension::Unknown,
                             },
-                            // Refused: not applied, the pop receipt still holds. A 404 is
-                            // not: after a lost answer the client's retry carries the old pop
-                            // receipt, which the applied first attempt replaced.
+                            // Refused for want of permission: not applied, the pop receipt
+                            // still holds. Any other failure is not a clear refusal: after a
+                            // lost answer the client's retry carries the pop receipt the applied
+                            // first attempt replaced (400 PopReceiptMismatch, or 404).
                             Ok(Err(e))
                                 if e.http_status()
                                     .map(u16::from)
-                                    .is_some_and(|s| (400..500).contains(&s) && s != 404) =>
+                                    .is_some_and(|s| s == 401 || s == 403) =>
                             {
                                 Extension::Refused
                             }

@@ -83,7 +83,7 @@ impl MessageQueue for FakeQueue {
         &self,
         receipts: &[String],
         _visibility: Duration,
-        _budget: Duration,
+        _deadline: tokio::time::Instant,
     ) -> Result<Vec<Extension>, QueueError> {
         self.extends.fetch_add(1, Ordering::SeqCst);
         let fail = self.fail_extend.load(Ordering::SeqCst);

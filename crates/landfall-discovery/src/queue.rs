@@ -45,21 +45,23 @@ pub struct QueueError {
     pub retryable: bool,
 }
 
-/// A message queue of storage events.
 /// What became of one delivery's visibility extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Extension {
     /// Extended: the receipt to use from now on (Azure issues a new one, SQS keeps it).
     Renewed(String),
     /// Not extended, and the receipt still holds (SQS: a failed or unanswered change never
-    /// shortens the visibility nor changes the receipt; Azure: refused with a 4xx).
+    /// shortens the visibility nor changes the receipt; Azure: refused with 401 or 403, or
+    /// never sent because its deadline had passed).
     Refused,
     /// Perhaps extended under a receipt that was never seen (Azure: an update unanswered or
-    /// failing with a 5xx may have been applied, and it replaces the pop receipt): the delivery
-    /// can be neither extended nor deleted any more.
+    /// failing otherwise may have been applied, and it replaces the pop receipt; a later
+    /// attempt of the client then meets a stale receipt): the delivery can be neither extended
+    /// nor deleted any more.
     Unknown,
 }
 
+/// A message queue of storage events.
 #[async_trait]
 pub trait MessageQueue: Send + Sync {
     /// The queue, for messages (its URL or name).
@@ -74,14 +76,14 @@ pub trait MessageQueue: Send + Sync {
     ) -> Result<Vec<QueueMessage>, QueueError>;
     /// Delete deliveries by receipt; returns the receipts that could not be deleted.
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError>;
-    /// Keep deliveries invisible for `visibility` from now, each call given at most `budget`.
-    /// Returns, per receipt in order, what became of it; a call that fails or is unanswered
-    /// within the budget answers for its own deliveries only.
+    /// Keep deliveries invisible for `visibility` from now, every call answered by `deadline`
+    /// (one not started by then is not sent). Returns, per receipt in order, what became of
+    /// it; a call that fails or is unanswered answers for its own deliveries only.
     async fn extend(
         &self,
         receipts: &[String],
         visibility: Duration,
-        budget: Duration,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Extension>, QueueError>;
     /// The approximate number of visible messages, when the queue can tell.
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError>;
@@ -337,15 +339,18 @@ impl MessageQueue for SqsQueue {
         &self,
         receipts: &[String],
         visibility: Duration,
-        budget: Duration,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Extension>, QueueError> {
         use futures::StreamExt;
-        // Batches of ten, CONCURRENT_BATCHES at a time, each within the budget: a slow batch
+        // Batches of ten, CONCURRENT_BATCHES at a time, each by the deadline: a slow batch
         // costs its own ten deliveries only.
         const CONCURRENT_BATCHES: usize = 16;
         let mut answers: Vec<(usize, Vec<Extension>)> =
             futures::stream::iter(receipts.chunks(10).map(<[String]>::to_vec).enumerate())
                 .map(|(c, chunk): (usize, Vec<String>)| async move {
+                    if tokio::time::Instant::now() >= deadline {
+                        return (c, vec![Extension::Refused; chunk.len()]);
+                    }
                     (self.count)("ChangeMessageVisibilityBatch", 1);
                     let entries = chunk
                         .iter()
@@ -369,7 +374,7 @@ impl MessageQueue for SqsQueue {
                         .iter()
                         .map(|r| Extension::Renewed(r.clone()))
                         .collect();
-                    match tokio::time::timeout(budget, call).await {
+                    match tokio::time::timeout_at(deadline, call).await {
                         Ok(Ok(res)) => {
                             for f in res.failed() {
                                 if let Ok(i) = f.id().parse::<usize>()

@@ -7,21 +7,20 @@
 //! visibility timeout after its first message (counted from when the receive that brought it
 //! was sent: the queue started the message's timeout after that), whichever comes first;
 //! calls still unanswered at three quarters of it are let go (what they would deliver comes to
-//! a later round). The
-//! messages are held from the moment they arrive until the caller acknowledges them, which
-//! deletes them; the caller does so only once what they carry is durably recorded. While
-//! messages are held (during the round too) a heartbeat extends their visibility every half
-//! timeout.
+//! a later round). The messages are held from the moment they arrive until the caller
+//! acknowledges them, which deletes them; the caller does so only once what they carry is
+//! durably recorded. While messages are held (during the round too) a heartbeat extends their
+//! visibility about every half timeout.
 //!
 //! Each held delivery carries the instant before which it is surely invisible to every other
 //! consumer: the moment its receive (or last successful extension) was *sent*, plus the
-//! visibility timeout it asked for, less a margin (a tenth of the timeout, at least half a
-//! second) for the queue's clock. A delivery acknowledged before that instant is deleted even
-//! if an extension failed: nobody else can have received it. One acknowledged after it may
-//! already be with another consumer: it is not deleted (its content is recorded, and recording
-//! is idempotent), it comes back and is recognised as known, and the next round reports it as
-//! kept. The heartbeat tries again at its next tick for deliveries whose extension failed while
-//! they are still surely invisible.
+//! visibility timeout it asked for in whole seconds, less a margin (a tenth of the timeout, at
+//! least half a second) for the time a delete takes to land. A delivery acknowledged before
+//! that instant is deleted even if an extension failed: nobody else can have received it. One
+//! acknowledged after it may already be with another consumer: it is not deleted (its content
+//! is recorded, and recording is idempotent), it comes back and is recognised as known, and
+//! the next round reports it as kept. The heartbeat tries again at its next tick for
+//! deliveries whose extension was refused while they are still surely invisible.
 //!
 //! A new round lets go of deliveries an earlier round never acknowledged (that round failed
 //! before recording): they become visible again and are received anew.
@@ -73,6 +72,10 @@ pub struct QueueReader {
     visibility: Duration,
     wait: Duration,
     held: HeldMap,
+    /// Held by the heartbeat from an extension's call until its answers are applied, and by
+    /// an acknowledgement while it takes its deliveries: a delete never races an update that
+    /// would replace its receipt (Azure).
+    extending: Arc<tokio::sync::Mutex<()>>,
     heartbeat: tokio::task::JoinHandle<()>,
     /// Receive with a short wait (runs that stop once the queue is drained).
     no_wait: AtomicBool,
@@ -95,10 +98,11 @@ impl QueueReader {
         wait: Duration,
     ) -> Self {
         let held: HeldMap = Arc::default();
+        let extending: Arc<tokio::sync::Mutex<()>> = Arc::default();
         let heartbeat = tokio::spawn(heartbeat(
             owner.clone(),
             queue.clone(),
-            held.clone(),
+            (held.clone(), extending.clone()),
             visibility,
         ));
         QueueReader {
@@ -108,6 +112,7 @@ impl QueueReader {
             visibility,
             wait,
             held,
+            extending,
             heartbeat,
             no_wait: AtomicBool::new(false),
             kept: AtomicU64::new(0),
@@ -246,6 +251,8 @@ impl QueueReader {
     pub async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
         let mut bounds: HashMap<String, Instant> = HashMap::with_capacity(tokens.len());
         {
+            // After an extension in flight has applied its answers (new receipts, bounds).
+            let _extending = self.extending.lock().await;
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             for t in tokens {
                 // None: released by a later round; it will be received again.
@@ -283,7 +290,7 @@ impl QueueReader {
         }
         if kept > 0 {
             self.kept.fetch_add(kept, Ordering::SeqCst);
-            tracing::warn!(owner = %self.owner, messages = kept, "messages held past their visibility timeout (their extensions failed) are not deleted: another consumer may hold them; they will be received again and recognised as known");
+            tracing::warn!(owner = %self.owner, messages = kept, "messages not deleted before their visibility timeout could have run out (extensions failed or deletes were slow) are left: another consumer may hold them; they will be received again and recognised as known");
         }
         if !receipts.is_empty() {
             tracing::warn!(owner = %self.owner, messages = receipts.len(), "some messages whose content is recorded could not be deleted; they will be received again and recognised as known");
@@ -292,46 +299,49 @@ impl QueueReader {
     }
 }
 
-/// Every quarter visibility timeout, extend what is held, still surely invisible to other
-/// consumers, and within 0.6 of a timeout of its bound (a delivery is extended about every
-/// half timeout, as before). Each call is given a third of the timeout, and never beyond the
-/// delivery's bound: what it extends was surely still this consumer's. A refused extension
-/// keeps the delivery's bound and is tried again at the next tick while that lies ahead, one
-/// whose outcome is unknown (Azure: the pop receipt may have changed) ends its bound: it is
-/// neither extended nor deleted any more. The ticks keep their pace whatever a call takes.
-async fn heartbeat(owner: String, queue: Arc<dyn MessageQueue>, held: HeldMap, every: Duration) {
+/// Every quarter visibility timeout, extend what is held and has between a sixth and 0.6 of a
+/// timeout left before its bound (a delivery is extended about every half timeout, and one
+/// refused is tried again at the next tick). Every call is answered by the earliest bound among
+/// them and within a quarter timeout (so the ticks keep their pace): what it extends was surely
+/// still this consumer's. One whose outcome is unknown (Azure: the pop receipt may have
+/// changed) ends its bound: it is neither extended nor deleted any more.
+async fn heartbeat(
+    owner: String,
+    queue: Arc<dyn MessageQueue>,
+    (held, extending): (HeldMap, Arc<tokio::sync::Mutex<()>>),
+    every: Duration,
+) {
     let period = (every / 4).max(Duration::from_millis(250));
     let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        let _extending = extending.lock().await;
         let now = Instant::now();
         let due: Vec<(String, String, Instant)> = held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, h)| now < h.ours_until && h.ours_until - now <= every * 6 / 10)
+            .filter(|(_, h)| {
+                let left = h.ours_until.saturating_duration_since(now);
+                left >= every / 6 && left <= every * 6 / 10
+            })
             .map(|(k, h)| (k.clone(), h.receipt.clone(), h.ours_until))
             .collect();
         let Some(first_bound) = due.iter().map(|(_, _, b)| *b).min() else {
             continue;
         };
         let current: Vec<String> = due.iter().map(|(_, r, _)| r.clone()).collect();
-        let budget = (every / 3).min(first_bound - now);
+        let deadline = first_bound.min(now + period);
         let sent = Instant::now();
-        // The queue bounds each call by the budget; this bounds the whole, should it not.
-        let all = |e: Extension| vec![e; current.len()];
-        let outcome = match tokio::time::timeout(budget * 2, queue.extend(&current, every, budget))
-            .await
-        {
-            Ok(Ok(outcome)) if outcome.len() == current.len() => outcome,
+        let outcome = match queue.extend(&current, every, deadline).await {
+            Ok(outcome) if outcome.len() == current.len() => outcome,
+            Ok(_) => vec![Extension::Unknown; current.len()],
             // No call made (no client): nothing changed.
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::warn!(owner = %owner, error = %e, "could not extend the visibility of held messages");
-                all(Extension::Refused)
+                vec![Extension::Refused; current.len()]
             }
-            // Nothing known of any of them: for Azure a receipt may have changed.
-            Ok(Ok(_)) | Err(_) => all(Extension::Unknown),
         };
         let mut held = held.lock().unwrap_or_else(|e| e.into_inner());
         let (mut refused, mut unknown) = (0, 0);
