@@ -254,39 +254,13 @@ async fn gcs_on_fake_gcs_server_to_delta() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let table = root.join("table");
-    // No OAuth: object_store sends an empty bearer token (what an emulator accepts) on every
-    // request. `google_skip_signature` would do for listing and reading only: object_store
-    // 0.13.2 still fetches a token from the metadata server for writes with it.
-    let sa = root.join("service-account.json");
-    std::fs::write(&sa, FAKE_GCS_SERVICE_ACCOUNT).unwrap();
-    let cfg = write_config(
+    let cfg = gcs_stream_config(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{local}/state"
-
-[stores.gcs]
-endpoint = "{endpoint}"
-allow_http = true
-service_account_path = "{sa}"
-
-[streams.cloud]
-source = "gs://{bucket}/{run}/landing"
-source_store = "gcs"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-partition_columns = ["part"]
-max_files_per_trigger = 4
-
-[streams.cloud.sink]
-path = "{table}"
-partition_by = ["part"]
-"#,
-            local = root.display(),
-            table = table.display(),
-            sa = sa.display()
-        ),
+        &endpoint,
+        &format!("gs://{bucket}/{run}/landing"),
+        "",
+        "partition_columns = [\"part\"]\nmax_files_per_trigger = 4",
+        "partition_by = [\"part\"]",
     );
     let out = drain(&cfg);
     assert!(
@@ -520,36 +494,13 @@ async fn gcs_requests_failing_every_way_lose_and_duplicate_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let table = root.join("table");
-    let sa = root.join("service-account.json");
-    std::fs::write(&sa, FAKE_GCS_SERVICE_ACCOUNT).unwrap();
-    let cfg = write_config(
+    let cfg = gcs_stream_config(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{local}/state"
-
-[stores.gcs]
-endpoint = "{proxy}"
-allow_http = true
-service_account_path = "{sa}"
-options = {{ timeout = "3s" }}
-
-[streams.cloud]
-source = "gs://{bucket}/{run}/landing"
-source_store = "gcs"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-max_files_per_trigger = 7
-
-[streams.cloud.sink]
-path = "{table}"
-"#,
-            local = root.display(),
-            proxy = proxy.endpoint(),
-            table = table.display(),
-            sa = sa.display()
-        ),
+        &proxy.endpoint(),
+        &format!("gs://{bucket}/{run}/landing"),
+        "options = { timeout = \"3s\" }",
+        "max_files_per_trigger = 7",
+        "",
     );
     let out = drain(&cfg);
     assert!(
@@ -571,4 +522,49 @@ path = "{table}"
         "{}",
         text(&out)
     );
+}
+
+/// The configuration of one JSON stream `cloud` from `source` on a GCS store at `endpoint`
+/// into a Delta table at `root/table`, with extra lines for the store, the stream and the
+/// sink. No OAuth: object_store sends an empty bearer token (what an emulator accepts) on every
+/// request. `google_skip_signature` would do for listing and reading only: object_store
+/// 0.13.2 still fetches a token from the metadata server for writes with it.
+fn gcs_stream_config(
+    root: &std::path::Path,
+    endpoint: &str,
+    source: &str,
+    store_extra: &str,
+    stream_extra: &str,
+    sink_extra: &str,
+) -> std::path::PathBuf {
+    let sa = root.join("service-account.json");
+    std::fs::write(&sa, FAKE_GCS_SERVICE_ACCOUNT).unwrap();
+    write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{local}/state"
+
+[stores.gcs]
+endpoint = "{endpoint}"
+allow_http = true
+service_account_path = "{sa}"
+{store_extra}
+
+[streams.cloud]
+source = "{source}"
+source_store = "gcs"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+{stream_extra}
+
+[streams.cloud.sink]
+path = "{local}/table"
+{sink_extra}
+"#,
+            local = root.display(),
+            sa = sa.display()
+        ),
+    )
 }
