@@ -304,35 +304,63 @@ impl MessageQueue for SqsQueue {
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
-        let mut failed = Vec::new();
-        for chunk in receipts.chunks(10) {
-            (self.count)("DeleteMessageBatch", 1);
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    DeleteMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(r)
-                        .build()
-                        .expect("id and receipt handle are set")
+        use futures::StreamExt;
+        // Batches of ten, 16 at a time; a batch that fails leaves its own ten for the caller
+        // to try again, and the others are deleted. Only when every batch failed is the error
+        // returned.
+        let outcomes: Vec<(Vec<String>, Result<Vec<String>, QueueError>)> =
+            futures::stream::iter(receipts.chunks(10).map(<[String]>::to_vec))
+                .map(|chunk: Vec<String>| async move {
+                    (self.count)("DeleteMessageBatch", 1);
+                    let entries = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            DeleteMessageBatchRequestEntry::builder()
+                                .id(i.to_string())
+                                .receipt_handle(r)
+                                .build()
+                                .expect("id and receipt handle are set")
+                        })
+                        .collect();
+                    let sent = self
+                        .client
+                        .delete_message_batch()
+                        .queue_url(&self.url)
+                        .set_entries(Some(entries))
+                        .send()
+                        .await;
+                    let outcome = match sent {
+                        Ok(out) => Ok(out
+                            .failed()
+                            .iter()
+                            .filter_map(|f| f.id().parse::<usize>().ok())
+                            .filter_map(|i| chunk.get(i).cloned())
+                            .collect()),
+                        Err(e) => Err(self.err("DeleteMessageBatch", e)),
+                    };
+                    (chunk, outcome)
                 })
-                .collect();
-            let out = self
-                .client
-                .delete_message_batch()
-                .queue_url(&self.url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| self.err("DeleteMessageBatch", e))?;
-            for f in out.failed() {
-                if let Some(r) = f.id().parse::<usize>().ok().and_then(|i| chunk.get(i)) {
-                    failed.push(r.clone());
+                .buffer_unordered(16)
+                .collect()
+                .await;
+        let (mut failed, mut error, mut any_ok) = (Vec::new(), None, false);
+        for (chunk, outcome) in outcomes {
+            match outcome {
+                Ok(f) => {
+                    any_ok = true;
+                    failed.extend(f);
+                }
+                Err(e) => {
+                    error.get_or_insert(e);
+                    failed.extend(chunk);
                 }
             }
         }
-        Ok(failed)
+        match error {
+            Some(e) if !any_ok => Err(e),
+            _ => Ok(failed),
+        }
     }
 
     async fn extend(
