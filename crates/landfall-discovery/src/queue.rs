@@ -74,8 +74,14 @@ pub trait MessageQueue: Send + Sync {
         wait: Duration,
         visibility: Duration,
     ) -> Result<Vec<QueueMessage>, QueueError>;
-    /// Delete deliveries by receipt; returns the receipts that could not be deleted.
+    /// Delete deliveries by receipt; returns the receipts that could not be deleted (a call
+    /// that failed leaves its own receipts there), or an error when every call failed.
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError>;
+    /// Whether a visibility extension replaces the receipt (Azure's pop receipt): a delete
+    /// must then wait for an extension in flight.
+    fn renews_receipts(&self) -> bool {
+        false
+    }
     /// Keep deliveries invisible for `visibility` from now, every call answered by `deadline`
     /// (one not started by then is not sent). Returns, per receipt in order, what became of
     /// it; a call that fails or is unanswered answers for its own deliveries only.
@@ -344,7 +350,7 @@ impl MessageQueue for SqsQueue {
                 .buffer_unordered(16)
                 .collect()
                 .await;
-        let (mut failed, mut error, mut any_ok) = (Vec::new(), None, false);
+        let (mut failed, mut error, mut any_ok) = (Vec::new(), None::<QueueError>, false);
         for (chunk, outcome) in outcomes {
             match outcome {
                 Ok(f) => {
@@ -352,14 +358,22 @@ impl MessageQueue for SqsQueue {
                     failed.extend(f);
                 }
                 Err(e) => {
-                    error.get_or_insert(e);
                     failed.extend(chunk);
+                    // Retryable if any failed call was.
+                    match &mut error {
+                        Some(first) => first.retryable |= e.retryable,
+                        None => error = Some(e),
+                    }
                 }
             }
         }
         match error {
             Some(e) if !any_ok => Err(e),
-            _ => Ok(failed),
+            Some(e) => {
+                tracing::warn!(queue = %self.url, error = %e, "some DeleteMessageBatch calls failed; their messages are tried again");
+                Ok(failed)
+            }
+            None => Ok(failed),
         }
     }
 

@@ -20,7 +20,7 @@
 //! acknowledged after it may already be with another consumer: it is not deleted (its content
 //! is recorded, and recording is idempotent), it comes back and is recognised as known, and
 //! the next round reports it as kept. The heartbeat tries again at its next tick for
-//! deliveries whose extension was refused while they are still surely invisible.
+//! deliveries whose extension was refused while at least a sixth of a timeout is left.
 //!
 //! A new round lets go of deliveries an earlier round never acknowledged (that round failed
 //! before recording): they become visible again and are received anew.
@@ -251,8 +251,12 @@ impl QueueReader {
     pub async fn acknowledge(&self, tokens: Vec<AckToken>) -> SeamResult<()> {
         let mut bounds: HashMap<String, Instant> = HashMap::with_capacity(tokens.len());
         {
-            // After an extension in flight has applied its answers (new receipts, bounds).
-            let _extending = self.extending.lock().await;
+            // Where an extension replaces receipts (Azure), after one in flight has applied
+            // its answers: the delete uses the newest receipt.
+            let _extending = match self.queue.renews_receipts() {
+                true => Some(self.extending.lock().await),
+                false => None,
+            };
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             for t in tokens {
                 // None: released by a later round; it will be received again.
