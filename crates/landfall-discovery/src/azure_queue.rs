@@ -13,7 +13,7 @@
 //! are counted as `ReceiveMessages`, `DeleteMessage`, `UpdateMessage`, `GetQueueProperties`.
 
 use crate::CountRequests;
-use crate::queue::{Extension, MessageQueue, QueueError, QueueMessage};
+use crate::queue::{Extension, MessageQueue, QueueError, QueueMessage, concurrently};
 use async_trait::async_trait;
 use azure_core::http::{ClientOptions, ExponentialRetryOptions, RetryOptions, Url};
 use azure_storage_queue::models::{
@@ -126,9 +126,6 @@ pub fn account_sas(account: &str, key: &str, expiry: DateTime<Utc>) -> Result<St
         enc(&sig)
     ))
 }
-
-/// Storage Queues delete and update one message per call: this many calls run at once.
-const CONCURRENT_CALLS: usize = 16;
 
 /// A client and when its SAS should be renewed (`None`: a given SAS, never renewed).
 type SignedClient = (Arc<QueueClient>, Option<DateTime<Utc>>);
@@ -296,27 +293,23 @@ impl MessageQueue for AzureQueue {
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
-        use futures::StreamExt;
         let c = self.client()?;
         // Storage Queues delete one message per call: calls run CONCURRENT_CALLS at a time.
-        let outcomes: Vec<_> = futures::stream::iter(receipts.to_vec())
-            .map(|r: String| {
-                let (c, count) = (c.clone(), self.count.clone());
-                async move {
-                    let (id, pop) = split_receipt(&r);
-                    count("DeleteMessage", 1);
-                    match c.delete_message(id, pop, None).await {
-                        Ok(_) => None,
-                        // Gone already (deleted, or expired): nothing to retry.
-                        Err(e) if e.http_status().map(u16::from) == Some(404) => None,
-                        // Refused, or no answer: the caller tries it again.
-                        Err(_) => Some(r),
-                    }
+        let outcomes = concurrently(receipts.iter().cloned(), |r: String| {
+            let (c, count) = (c.clone(), self.count.clone());
+            async move {
+                let (id, pop) = split_receipt(&r);
+                count("DeleteMessage", 1);
+                match c.delete_message(id, pop, None).await {
+                    Ok(_) => None,
+                    // Gone already (deleted, or expired): nothing to retry.
+                    Err(e) if e.http_status().map(u16::from) == Some(404) => None,
+                    // Refused, or no answer: the caller tries it again.
+                    Err(_) => Some(r),
                 }
-            })
-            .buffer_unordered(CONCURRENT_CALLS)
-            .collect()
-            .await;
+            }
+        })
+        .await;
         Ok(outcomes.into_iter().flatten().collect())
     }
 
@@ -326,54 +319,47 @@ impl MessageQueue for AzureQueue {
         visibility: Duration,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Extension>, QueueError> {
-        use futures::StreamExt;
         let c = self.client()?;
         let name = azure_core::http::headers::HeaderName::from_static("x-ms-popreceipt");
         let secs = visibility.as_secs().clamp(1, 7 * 86400) as i32;
         // One call per message, CONCURRENT_CALLS at a time, each by the deadline (a slow call
         // does not hold the others back; one not started by then is not sent), answers put
         // back in the receipts' order.
-        let mut answers: Vec<(usize, Extension)> =
-            futures::stream::iter(receipts.iter().cloned().enumerate())
-                .map(|(i, r): (usize, String)| {
-                    let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
-                    async move {
-                        // Not sent unless a twelfth of the timeout is left: a call cut off at
-                        // the deadline would leave its delivery unknown.
-                        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                        if left < visibility / 12 {
-                            return (i, Extension::Refused);
-                        }
-                        let (id, pop) = split_receipt(&r);
-                        count("UpdateMessage", 1);
-                        let call = c.update_message(id, pop, secs, None);
-                        let outcome = match tokio::time::timeout_at(deadline, call).await {
-                            Ok(Ok(rsp)) => match rsp.headers().get_optional_str(&name) {
-                                Some(p) => Extension::Renewed(format!("{id}\n{p}")),
-                                None => Extension::Unknown,
-                            },
-                            // Refused for want of permission: not applied, the pop receipt
-                            // still holds. Any other failure is not a clear refusal: after a
-                            // lost answer the client's retry carries the pop receipt the applied
-                            // first attempt replaced (400 PopReceiptMismatch, or 404).
-                            Ok(Err(e))
-                                if e.http_status()
-                                    .map(u16::from)
-                                    .is_some_and(|s| s == 401 || s == 403) =>
-                            {
-                                Extension::Refused
-                            }
-                            // Perhaps applied, under a pop receipt never seen.
-                            Ok(Err(_)) | Err(_) => Extension::Unknown,
-                        };
-                        (i, outcome)
+        let answers = concurrently(receipts.iter().cloned(), |r: String| {
+            let (c, name, count) = (c.clone(), name.clone(), self.count.clone());
+            async move {
+                // Not sent unless a twelfth of the timeout is left: a call cut off at
+                // the deadline would leave its delivery unknown.
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left < visibility / 12 {
+                    return Extension::Refused;
+                }
+                let (id, pop) = split_receipt(&r);
+                count("UpdateMessage", 1);
+                let call = c.update_message(id, pop, secs, None);
+                match tokio::time::timeout_at(deadline, call).await {
+                    Ok(Ok(rsp)) => match rsp.headers().get_optional_str(&name) {
+                        Some(p) => Extension::Renewed(format!("{id}\n{p}")),
+                        None => Extension::Unknown,
+                    },
+                    // Refused for want of permission: not applied, the pop receipt
+                    // still holds. Any other failure is not a clear refusal: after a
+                    // lost answer the client's retry carries the pop receipt the applied
+                    // first attempt replaced (400 PopReceiptMismatch, or 404).
+                    Ok(Err(e))
+                        if e.http_status()
+                            .map(u16::from)
+                            .is_some_and(|s| s == 401 || s == 403) =>
+                    {
+                        Extension::Refused
                     }
-                })
-                .buffer_unordered(CONCURRENT_CALLS)
-                .collect()
-                .await;
-        answers.sort_unstable_by_key(|(i, _)| *i);
-        Ok(answers.into_iter().map(|(_, r)| r).collect())
+                    // Perhaps applied, under a pop receipt never seen.
+                    Ok(Err(_)) | Err(_) => Extension::Unknown,
+                }
+            }
+        })
+        .await;
+        Ok(answers)
     }
 
     async fn approximate_depth(&self) -> Result<Option<u64>, QueueError> {

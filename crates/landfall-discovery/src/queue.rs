@@ -45,6 +45,29 @@ pub struct QueueError {
     pub retryable: bool,
 }
 
+/// How many queue calls a delete or an extension runs at once.
+pub(crate) const CONCURRENT_CALLS: usize = 16;
+
+/// `call` on every item, [`CONCURRENT_CALLS`] at a time (a slow call does not hold the others
+/// back), the answers in the items' order.
+pub(crate) async fn concurrently<T, R, F>(
+    items: impl IntoIterator<Item = T>,
+    call: impl Fn(T) -> F,
+) -> Vec<R>
+where
+    F: std::future::Future<Output = R>,
+{
+    use futures::StreamExt;
+    let call = &call;
+    let mut answers: Vec<(usize, R)> = futures::stream::iter(items.into_iter().enumerate())
+        .map(|(i, item)| async move { (i, call(item).await) })
+        .buffer_unordered(CONCURRENT_CALLS)
+        .collect()
+        .await;
+    answers.sort_unstable_by_key(|(i, _)| *i);
+    answers.into_iter().map(|(_, r)| r).collect()
+}
+
 /// What became of one delivery's visibility extension.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Extension {
@@ -310,46 +333,44 @@ impl MessageQueue for SqsQueue {
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<Vec<String>, QueueError> {
-        use futures::StreamExt;
-        // Batches of ten, 16 at a time; a batch that fails leaves its own ten for the caller
-        // to try again, and the others are deleted. Only when every batch failed is the error
-        // returned.
-        let outcomes: Vec<(Vec<String>, Result<Vec<String>, QueueError>)> =
-            futures::stream::iter(receipts.chunks(10).map(<[String]>::to_vec))
-                .map(|chunk: Vec<String>| async move {
-                    (self.count)("DeleteMessageBatch", 1);
-                    let entries = chunk
+        // Batches of ten, CONCURRENT_CALLS at a time; a batch that fails leaves its own ten
+        // for the caller to try again, and the others are deleted. Only when every batch
+        // failed is the error returned.
+        let outcomes: Vec<(Vec<String>, Result<Vec<String>, QueueError>)> = concurrently(
+            receipts.chunks(10).map(<[String]>::to_vec),
+            |chunk| async move {
+                (self.count)("DeleteMessageBatch", 1);
+                let entries = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        DeleteMessageBatchRequestEntry::builder()
+                            .id(i.to_string())
+                            .receipt_handle(r)
+                            .build()
+                            .expect("id and receipt handle are set")
+                    })
+                    .collect();
+                let sent = self
+                    .client
+                    .delete_message_batch()
+                    .queue_url(&self.url)
+                    .set_entries(Some(entries))
+                    .send()
+                    .await;
+                let outcome = match sent {
+                    Ok(out) => Ok(out
+                        .failed()
                         .iter()
-                        .enumerate()
-                        .map(|(i, r)| {
-                            DeleteMessageBatchRequestEntry::builder()
-                                .id(i.to_string())
-                                .receipt_handle(r)
-                                .build()
-                                .expect("id and receipt handle are set")
-                        })
-                        .collect();
-                    let sent = self
-                        .client
-                        .delete_message_batch()
-                        .queue_url(&self.url)
-                        .set_entries(Some(entries))
-                        .send()
-                        .await;
-                    let outcome = match sent {
-                        Ok(out) => Ok(out
-                            .failed()
-                            .iter()
-                            .filter_map(|f| f.id().parse::<usize>().ok())
-                            .filter_map(|i| chunk.get(i).cloned())
-                            .collect()),
-                        Err(e) => Err(self.err("DeleteMessageBatch", e)),
-                    };
-                    (chunk, outcome)
-                })
-                .buffer_unordered(16)
-                .collect()
-                .await;
+                        .filter_map(|f| f.id().parse::<usize>().ok())
+                        .filter_map(|i| chunk.get(i).cloned())
+                        .collect()),
+                    Err(e) => Err(self.err("DeleteMessageBatch", e)),
+                };
+                (chunk, outcome)
+            },
+        )
+        .await;
         let (mut failed, mut error, mut any_ok) = (Vec::new(), None::<QueueError>, false);
         for (chunk, outcome) in outcomes {
             match outcome {
@@ -383,60 +404,56 @@ impl MessageQueue for SqsQueue {
         visibility: Duration,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Extension>, QueueError> {
-        use futures::StreamExt;
-        // Batches of ten, CONCURRENT_BATCHES at a time, each by the deadline: a slow batch
-        // costs its own ten deliveries only.
-        const CONCURRENT_BATCHES: usize = 16;
-        let mut answers: Vec<(usize, Vec<Extension>)> =
-            futures::stream::iter(receipts.chunks(10).map(<[String]>::to_vec).enumerate())
-                .map(|(c, chunk): (usize, Vec<String>)| async move {
-                    if tokio::time::Instant::now() >= deadline {
-                        return (c, vec![Extension::Refused; chunk.len()]);
-                    }
-                    (self.count)("ChangeMessageVisibilityBatch", 1);
-                    let entries = chunk
-                        .iter()
-                        .enumerate()
-                        .map(|(i, r)| {
-                            ChangeMessageVisibilityBatchRequestEntry::builder()
-                                .id(i.to_string())
-                                .receipt_handle(r)
-                                .visibility_timeout(secs(visibility))
-                                .build()
-                                .expect("id and receipt handle are set")
-                        })
-                        .collect();
-                    let call = self
-                        .client
-                        .change_message_visibility_batch()
-                        .queue_url(&self.url)
-                        .set_entries(Some(entries))
-                        .send();
-                    let mut out: Vec<Extension> = chunk
-                        .iter()
-                        .map(|r| Extension::Renewed(r.clone()))
-                        .collect();
-                    match tokio::time::timeout_at(deadline, call).await {
-                        Ok(Ok(res)) => {
-                            for f in res.failed() {
-                                if let Ok(i) = f.id().parse::<usize>()
-                                    && let Some(slot) = out.get_mut(i)
-                                {
-                                    *slot = Extension::Refused;
-                                }
+        // Batches of ten, CONCURRENT_CALLS at a time, each by the deadline: a slow batch costs
+        // its own ten deliveries only.
+        let answers: Vec<Vec<Extension>> = concurrently(
+            receipts.chunks(10).map(<[String]>::to_vec),
+            |chunk| async move {
+                if tokio::time::Instant::now() >= deadline {
+                    return vec![Extension::Refused; chunk.len()];
+                }
+                (self.count)("ChangeMessageVisibilityBatch", 1);
+                let entries = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        ChangeMessageVisibilityBatchRequestEntry::builder()
+                            .id(i.to_string())
+                            .receipt_handle(r)
+                            .visibility_timeout(secs(visibility))
+                            .build()
+                            .expect("id and receipt handle are set")
+                    })
+                    .collect();
+                let call = self
+                    .client
+                    .change_message_visibility_batch()
+                    .queue_url(&self.url)
+                    .set_entries(Some(entries))
+                    .send();
+                let mut out: Vec<Extension> = chunk
+                    .iter()
+                    .map(|r| Extension::Renewed(r.clone()))
+                    .collect();
+                match tokio::time::timeout_at(deadline, call).await {
+                    Ok(Ok(res)) => {
+                        for f in res.failed() {
+                            if let Ok(i) = f.id().parse::<usize>()
+                                && let Some(slot) = out.get_mut(i)
+                            {
+                                *slot = Extension::Refused;
                             }
                         }
-                        // Failed or unanswered: SQS keeps the receipt, and a change that
-                        // landed only lengthened the visibility.
-                        Ok(Err(_)) | Err(_) => out.fill(Extension::Refused),
                     }
-                    (c, out)
-                })
-                .buffer_unordered(CONCURRENT_BATCHES)
-                .collect()
-                .await;
-        answers.sort_unstable_by_key(|(c, _)| *c);
-        Ok(answers.into_iter().flat_map(|(_, a)| a).collect())
+                    // Failed or unanswered: SQS keeps the receipt, and a change that
+                    // landed only lengthened the visibility.
+                    Ok(Err(_)) | Err(_) => out.fill(Extension::Refused),
+                }
+                out
+            },
+        )
+        .await;
+        Ok(answers.into_iter().flatten().collect())
     }
 
     async fn retention(&self) -> Result<Option<Duration>, QueueError> {

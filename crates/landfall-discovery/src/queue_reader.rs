@@ -366,7 +366,7 @@ async fn heartbeat(
             }
         }
         if refused + unknown > 0 {
-            tracing::warn!(owner = %owner, refused, unknown, "could not extend the visibility of held messages; a refused one is tried again while it is surely still invisible, and none is deleted once it may have become visible");
+            tracing::warn!(owner = %owner, refused, unknown, "could not extend the visibility of held messages; a refused one is tried again while a sixth of a timeout is left before its bound, and none is deleted once it may have become visible");
         }
     }
 }
