@@ -6,7 +6,7 @@
 //! read fails with a reason the worker acts on (`changed_after_listing`, `missing`), and a
 //! store error that leaves the file unchanged is transient (the batch is retried).
 //!
-//! [`fetch`] reads a whole file (small ones in one piece, large ones as a stream of chunks);
+//! [`fetch`] reads a whole file (small ones in one piece, large ones in pieces of megabytes);
 //! [`PinnedReader`] serves the ranged reads of the Parquet and ORC readers, which read the
 //! footer and then one row group (stripe) at a time.
 
@@ -14,11 +14,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use landfall_core::seams::SeamResult;
 use landfall_core::{FileMeta, SeamError, SkipKind, SkipReason};
 use landfall_discovery::file_meta;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
@@ -293,32 +292,147 @@ impl orc_rust::reader::AsyncChunkReader for PinnedOrcReader {
     }
 }
 
-/// Open one file for reading, pinned to the listed version and size: small files are read
-/// whole (so several can be in flight), large ones become a stream of chunks.
+/// The bytes of one file, in order: one piece for a small file, pieces of about
+/// [`LOCAL_PIECE`] or [`REMOTE_PIECE`] for a large one. A piece that cannot be read says why
+/// (the file changed or went away after its first piece, or the store failed).
+pub(crate) type Body = BoxStream<'static, Result<Bytes, FileError>>;
+
+/// A large local file is read by one blocking reader in pieces of this size (one hand-off to
+/// the decoder per piece: object_store's own stream reads 8 KiB at a time, each read a trip
+/// through the blocking pool and a wake-up).
+const LOCAL_PIECE: u64 = 4 << 20;
+/// A large remote file is read by pinned ranged GETs of this size...
+const REMOTE_PIECE: u64 = 8 << 20;
+/// ...and at most this many pieces are read ahead of the decoder (local or remote).
+const PIECES_AHEAD: usize = 2;
+
+/// The piece sizes (local, remote). With `LANDFALL_STREAM_FILES_FROM` set below the default,
+/// tests stream small files: pieces are then 4 KiB, so a test crosses many piece boundaries.
+fn piece_sizes() -> (u64, u64) {
+    if stream_files_from() < DECODE_WHOLE_BELOW {
+        (4 << 10, 4 << 10)
+    } else {
+        (LOCAL_PIECE, REMOTE_PIECE)
+    }
+}
+
+/// Open one file for reading, pinned to the listed version and size. A small file is read
+/// whole in one request (so several can be in flight). A large local file is one open file
+/// read by a blocking reader in pieces; a large remote file is a sequence of pinned ranged
+/// GETs, each checked against the listing like the first. One metadata call per file: the
+/// first GET's answer (object_store's local GET opens the file and reads its metadata once).
 pub(crate) async fn fetch(
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
-) -> Result<(FileMeta, BoxStream<'static, SeamResult<Bytes>>), FileError> {
+) -> Result<(FileMeta, Body), FileError> {
+    let (local, remote) = piece_sizes();
+    let whole_below = FETCH_WHOLE_BELOW.min(stream_files_from());
+    fetch_in_pieces(store, meta, whole_below, (local, remote)).await
+}
+
+/// [`fetch`] with its sizes given: files below `whole_below` bytes in one piece, others in
+/// pieces of `(local, remote)` bytes.
+async fn fetch_in_pieces(
+    store: Arc<dyn ObjectStore>,
+    meta: FileMeta,
+    whole_below: u64,
+    (local_piece, remote_piece): (u64, u64),
+) -> Result<(FileMeta, Body), FileError> {
     let path = object_path(&meta)?;
-    let result = pinned_get(&store, &path, &meta, 0..meta.size).await?;
-    let body = if meta.size < FETCH_WHOLE_BELOW.min(stream_files_from()) {
-        let p = meta.path.clone();
-        let bytes = result
-            .bytes()
-            .await
-            .map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}")))?;
-        if bytes.len() as u64 != meta.size {
-            return Err(changed(&meta, bytes.len() as u64));
-        }
-        futures::stream::once(async move { Ok(bytes) }).boxed()
+    let whole = meta.size < whole_below;
+    let first = if whole {
+        0..meta.size
     } else {
-        let p = meta.path.clone();
-        result
-            .into_stream()
-            .map(move |c| c.map_err(|e| SeamError::retryable(format!("{p}: read failed: {e}"))))
-            .boxed()
+        0..remote_piece.min(meta.size)
+    };
+    let result = pinned_get(&store, &path, &meta, first.clone()).await?;
+    let body = match result.payload {
+        // A local GET is an open file handle (the range only bounds what object_store itself
+        // would read): the reader takes the whole listed size from it, version checked once.
+        GetResultPayload::File(file, _) if !whole => local_pieces(file, meta.clone(), local_piece),
+        payload => {
+            let head = collect(GetResult { payload, ..result }, &meta, first.clone()).await?;
+            let head = futures::stream::once(futures::future::ready(Ok(head)));
+            if first.end < meta.size {
+                head.chain(remote_pieces(store, path, meta.clone(), first.end, remote_piece))
+                    .boxed()
+            } else {
+                head.boxed()
+            }
+        }
     };
     Ok((meta, body))
+}
+
+/// The bytes of a pinned GET's answer, which must be all of `range`.
+async fn collect(
+    result: GetResult,
+    meta: &FileMeta,
+    range: Range<u64>,
+) -> Result<Bytes, FileError> {
+    let bytes = result.bytes().await.map_err(|e| {
+        FileError::Transient(SeamError::retryable(format!(
+            "{}: read failed: {e}",
+            meta.path
+        )))
+    })?;
+    if bytes.len() as u64 != range.end - range.start {
+        return Err(changed(meta, bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// The rest of a remote file from `from`: pinned ranged GETs of `piece` bytes, in order,
+/// [`PIECES_AHEAD`] in flight.
+fn remote_pieces(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    meta: FileMeta,
+    from: u64,
+    piece: u64,
+) -> Body {
+    let size = meta.size;
+    futures::stream::iter((from..size).step_by(piece as usize))
+        .map(move |start| {
+            let (store, path, meta) = (store.clone(), path.clone(), meta.clone());
+            async move {
+                let range = start..(start + piece).min(meta.size);
+                let result = pinned_get(&store, &path, &meta, range.clone()).await?;
+                collect(result, &meta, range).await
+            }
+        })
+        .buffered(PIECES_AHEAD)
+        .boxed()
+}
+
+/// An open local file, read from its start by one blocking task in pieces of `piece` bytes,
+/// [`PIECES_AHEAD`] pieces ahead of the decoder. A file shorter than listed (truncated while
+/// read) is `changed_after_listing`; dropping the stream stops the reader.
+fn local_pieces(file: std::fs::File, meta: FileMeta, piece: u64) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut file = file;
+        let mut at = 0;
+        while at < meta.size {
+            let want = piece.min(meta.size - at);
+            let mut buf = Vec::with_capacity(want as usize);
+            let piece = match (&mut file).take(want).read_to_end(&mut buf) {
+                Ok(n) if n as u64 == want => Ok(Bytes::from(buf)),
+                Ok(n) => Err(changed(&meta, at + n as u64)),
+                Err(e) => Err(FileError::Transient(SeamError::retryable(format!(
+                    "{}: read failed: {e}",
+                    meta.path
+                )))),
+            };
+            let failed = piece.is_err();
+            if tx.blocking_send(piece).is_err() || failed {
+                return;
+            }
+            at += want;
+        }
+    });
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|p| (p, rx)) }).boxed()
 }
 
 /// GET `range` pinned to the listed version, and check what the store answers with against
@@ -512,6 +626,105 @@ mod tests {
             }
             other => panic!("expected a corrupt file, got {:?}", other.map(|b| b.len())),
         }
+    }
+
+    /// Every piece of a body, in order, and the error that ended it (if one did).
+    async fn pieces(mut body: Body) -> (Vec<Bytes>, Option<FileError>) {
+        let mut out = Vec::new();
+        while let Some(p) = body.next().await {
+            match p {
+                Ok(b) => out.push(b),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    fn assert_changed(e: Option<FileError>) {
+        match e {
+            Some(FileError::Unreadable(r)) => {
+                assert_eq!(r.kind, SkipKind::ChangedAfterListing, "{}", r.detail)
+            }
+            Some(other) => panic!("expected changed_after_listing, got {other}"),
+            None => panic!("the change went unnoticed"),
+        }
+    }
+
+    fn content(len: usize) -> Bytes {
+        (0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>().into()
+    }
+
+    /// A large local file comes in pieces of the asked size from one open file, all of its
+    /// bytes in order; one truncated while it is read ends with `changed_after_listing`.
+    #[tokio::test]
+    async fn a_local_file_is_read_in_pieces_and_a_truncation_is_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
+        );
+        let body = content(10_000);
+        let meta = listed(&store, "in/a.json", body.clone()).await;
+        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 1, (3000, 3000))
+            .await
+            .unwrap();
+        let (got, err) = pieces(read).await;
+        assert!(err.is_none());
+        assert_eq!(
+            got.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [3000, 3000, 3000, 1000]
+        );
+        assert_eq!(got.concat(), body);
+
+        // Ten pieces: the reader runs at most three ahead (two queued, one waiting), so the
+        // truncation below lands before it reaches the end.
+        let meta = listed(&store, "in/b.json", content(10_000)).await;
+        let (_, read) = fetch_in_pieces(store.clone(), meta, 1, (1000, 1000))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("in/b.json"))
+            .unwrap()
+            .set_len(4500)
+            .unwrap();
+        let (got, err) = pieces(read).await;
+        assert!(got.len() <= 4, "{} pieces read before the truncation", got.len());
+        assert_changed(err);
+    }
+
+    /// A large remote file comes as pinned ranged GETs; a rewrite between two pieces is
+    /// `changed_after_listing`, never old bytes followed by new ones.
+    #[tokio::test]
+    async fn a_remote_file_is_read_by_pinned_ranges_and_a_rewrite_between_them_is_a_change() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let body = content(10_000);
+        let meta = listed(&store, "in/a.json", body.clone()).await;
+        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 1, (3000, 4000))
+            .await
+            .unwrap();
+        let (got, err) = pieces(read).await;
+        assert!(err.is_none());
+        assert_eq!(
+            got.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [4000, 4000, 2000]
+        );
+        assert_eq!(got.concat(), body);
+
+        // Below the whole-file size: one piece.
+        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 20_000, (3000, 4000))
+            .await
+            .unwrap();
+        assert_eq!(pieces(read).await.0, [body.clone()]);
+
+        let (_, mut read) = fetch_in_pieces(store.clone(), meta, 1, (3000, 4000))
+            .await
+            .unwrap();
+        assert_eq!(read.next().await.unwrap().unwrap().len(), 4000);
+        listed(&store, "in/a.json", body).await;
+        let (got, err) = pieces(read).await;
+        assert!(got.is_empty());
+        assert_changed(err);
     }
 
     #[tokio::test]

@@ -12,12 +12,11 @@
 //! Large Parquet files are not streamed as bytes: their footer is read first, then one row
 //! group at a time through ranged reads, so memory follows the row group, not the file.
 
-use crate::pinned::{FileError, PinnedReader, fetch, stream_files_from};
+use crate::pinned::{Body, FileError, PinnedReader, fetch, stream_files_from};
 use crate::schema::StreamSchema;
 use arrow::array::RecordBatch;
 use bytes::Bytes;
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileKey, FileMeta, SeamError, SkipReason};
 use landfall_discovery::{display_path, hive_partitions, relative_path};
@@ -213,7 +212,7 @@ async fn read_file(
 async fn stream_file(
     job: &DecodeJob,
     meta: &FileMeta,
-    mut body: BoxStream<'static, SeamResult<Bytes>>,
+    mut body: Body,
     tx: &mpsc::Sender<SeamResult<Decoded>>,
     sent: &mut bool,
 ) -> Result<(), FileError> {

@@ -1,7 +1,9 @@
 //! Admission with a large ledger: fill a RocksDB ledger with `N` tracked files (default
 //! 1,000,000) through `admit` in pages of 1,000, then time what one discovery round costs once
 //! the ledger is large: `may_be_new` on a page of 1,000 known files, on a page of 1,000 new
-//! ones, and `admit` of 1,000 new files. Prints JSON with rates and the process RSS. Run by
+//! ones, and `admit` of 1,000 new files; then a restart (the ledger closed, opened again and
+//! read as a worker reads it before its first round). Prints JSON with rates, the restart's
+//! time and the process RSS. Run by
 //! bench/admission_bench.sh (a release build is faster; the figures in docs/benchmarks.md say
 //! which was used).
 //!
@@ -85,6 +87,17 @@ fn main() {
         let keyed: Vec<_> = files.iter().map(|m| (m.key(false), m.clone())).collect();
         assert_eq!(ledger.admit(&keyed, None, Utc::now()).unwrap(), 1000);
     });
+    // A restart: the ledger closed and opened again, and what a worker reads before its
+    // first round (an open batch to recover, the summary, the listing cursor).
+    drop(ledger);
+    let t = Instant::now();
+    let ledger = landfall_state::open_rocks("bench", dir.path()).expect("reopen");
+    let open_s = t.elapsed().as_secs_f64();
+    ledger.open_batch().expect("open batch");
+    let summary = ledger.summary().expect("summary");
+    ledger.cursor().expect("cursor");
+    let restart_s = t.elapsed().as_secs_f64();
+    assert!(summary.files_by_state.iter().map(|(_, c)| c).sum::<u64>() >= n);
     let per_s = |secs: f64| (1000.0 / secs).round();
     println!(
         "{}",
@@ -99,6 +112,7 @@ fn main() {
                 "lookup_new": (new_s * 1000.0 * 10.0).round() / 10.0,
                 "admit": (admit_s * 1000.0 * 10.0).round() / 10.0,
             },
+            "restart_s": {"open": (open_s * 1000.0).round() / 1000.0, "open_and_recover": (restart_s * 1000.0).round() / 1000.0},
             "rss_mb": {"start": rss_start.round(), "filled": rss_filled.round(), "end": rss_mb().round()},
         })
     );

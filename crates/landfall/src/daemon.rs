@@ -23,7 +23,6 @@ pub fn run(
     bars: Option<crate::bars::Bars>,
     opts: RunOptions,
 ) -> ExitCode {
-    crate::memory::tune();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -35,7 +34,6 @@ pub fn run(
         }
     };
     rt.block_on(async move {
-        crate::memory::spawn_trimmer();
         let (tx, rx) = tokio::sync::watch::channel(false);
         // The endpoints outlive the streams: the last batches stay observable while they
         // finish, and /readyz says the process is shutting down.

@@ -1,50 +1,31 @@
-//! Keeping a long-running daemon's resident memory flat under glibc's allocator.
+//! The process's allocator: jemalloc, for every allocation (Rust's, RocksDB's C++ and the
+//! AWS crypto library's alike).
 //!
-//! The daemon's live heap is small and bounded (about 20-30 MB: RocksDB's memtables and block
-//! cache, a batch's buffers), but glibc's malloc keeps what is freed: each thread that
-//! allocates may get an arena of its own (up to 8 per core), freed blocks stay inside arenas,
-//! and the threshold above which blocks get their own mapping grows with every large block
-//! freed, so later large blocks fragment the arenas too. The memory soak
-//! (bench/soak_memory.py, docs/benchmarks.md) showed resident memory climbing for minutes
-//! while the heap stayed flat. So, on glibc:
-//! - at most two arenas and a fixed 256 KiB mmap threshold (unless the operator set
-//!   `MALLOC_ARENA_MAX` / `MALLOC_MMAP_THRESHOLD_`, which then win);
-//! - `malloc_trim` every few seconds hands free pages of every arena back to the system.
+//! A long-running daemon's live heap is small and bounded (about 20-30 MB: RocksDB's memtables
+//! and block cache, one batch's buffers), but what it frees must go back to the system or the
+//! resident size climbs for hours. glibc's malloc needed hand tuning for that (two arenas, a
+//! fixed 256 KiB mmap threshold and `malloc_trim` every 5 s), and the fixed threshold cost
+//! throughput: every buffer above 256 KiB became its own mapping (241,000 minor faults and a
+//! munmap each on 1 GB of NDJSON, docs/benchmarks.md). jemalloc purges by itself instead:
+//! - `background_thread:true`: a background thread returns unused dirty pages on a timer, so
+//!   an idle daemon shrinks without an allocation to trigger the purge;
+//! - `dirty_decay_ms:1000,muzzy_decay_ms:0`: freed pages are handed back (`MADV_DONTNEED`)
+//!   after about a second, never parked as "muzzy" pages (`MADV_FREE`), which the kernel
+//!   counts as resident until it needs them;
+//! - `narenas:4`: fewer arenas than jemalloc's default of four per core, since the daemon's
+//!   threads are a few tokio workers and blocking readers, not hundreds of clients.
 //!
-//! Other allocators and platforms are left alone.
+//! An operator's `MALLOC_CONF` is read after these and wins (jemalloc's own rule), e.g.
+//! `MALLOC_CONF=dirty_decay_ms:10000` for more throughput at a higher resident size.
 
-use std::time::Duration;
+/// jemalloc serves every allocation of the process (`unprefixed_malloc_on_supported_platforms`
+/// also replaces `malloc` for C and C++ code on Linux).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// How often free memory is returned to the system.
-const TRIM_EVERY: Duration = Duration::from_secs(5);
-
-/// Set the allocator's limits; call before any thread is started.
-pub fn tune() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallopt only changes allocator parameters; it is called before other
-        // threads exist.
-        unsafe {
-            if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-                libc::mallopt(libc::M_ARENA_MAX, 2);
-            }
-            if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
-            }
-        }
-    }
-}
-
-/// Return free memory to the system periodically, for as long as the runtime runs.
-pub fn spawn_trimmer() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    tokio::spawn(async {
-        let mut every = tokio::time::interval(TRIM_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            // SAFETY: malloc_trim is thread-safe; it only releases free pages.
-            let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
-        }
-    });
-}
+/// The options jemalloc reads when it starts (a NUL-terminated C string; the symbol is the
+/// unprefixed `malloc_conf` because the allocator replaces `malloc`).
+#[allow(non_upper_case_globals)]
+#[unsafe(export_name = "malloc_conf")]
+pub static malloc_conf: &[u8; 70] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:4\0";
