@@ -21,6 +21,7 @@ pub mod progress;
 pub mod protocol;
 pub mod schema;
 pub mod shard;
+mod split;
 pub mod stream;
 pub mod supervisor;
 pub mod timeline;

@@ -305,6 +305,8 @@ const LOCAL_PIECE: u64 = 4 << 20;
 const REMOTE_PIECE: u64 = 8 << 20;
 /// ...and at most this many pieces are read ahead of the decoder (local or remote).
 const PIECES_AHEAD: usize = 2;
+/// Local files up to this size are read on the task that asked, without a blocking task.
+const READ_INLINE_UP_TO: u64 = 64 << 10;
 
 /// The piece sizes (local, remote). With `LANDFALL_STREAM_FILES_FROM` set below the default,
 /// tests stream small files: pieces are then 4 KiB, so a test crosses many piece boundaries.
@@ -350,6 +352,13 @@ async fn fetch_in_pieces(
         // A local GET is an open file handle (the range only bounds what object_store itself
         // would read): the reader takes the whole listed size from it, version checked once.
         GetResultPayload::File(file, _) if !whole => local_pieces(file, meta.clone(), local_piece),
+        // A small local file is read right here: reading a few pages from the page cache costs
+        // less than the hand-off to the blocking pool and back that `bytes()` would make (the
+        // small-file shape spent more time in futex wake-ups than in decoding).
+        GetResultPayload::File(mut file, _) if meta.size <= READ_INLINE_UP_TO => {
+            let bytes = read_piece(&mut file, &meta, 0, meta.size)?;
+            futures::stream::once(futures::future::ready(Ok(bytes))).boxed()
+        }
         payload => {
             let head = collect(GetResult { payload, ..result }, &meta, first.clone()).await?;
             let head = futures::stream::once(futures::future::ready(Ok(head)));
@@ -405,26 +414,37 @@ fn remote_pieces(
         .boxed()
 }
 
+/// The next `want` bytes of an open local file (at `at` of it, for the message): all of them,
+/// or `changed_after_listing` when the file ends sooner (truncated since it was listed).
+fn read_piece(
+    file: &mut std::fs::File,
+    meta: &FileMeta,
+    at: u64,
+    want: u64,
+) -> Result<Bytes, FileError> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(want as usize);
+    match file.take(want).read_to_end(&mut buf) {
+        Ok(n) if n as u64 == want => Ok(Bytes::from(buf)),
+        Ok(n) => Err(changed(meta, at + n as u64)),
+        Err(e) => Err(FileError::Transient(SeamError::retryable(format!(
+            "{}: read failed: {e}",
+            meta.path
+        )))),
+    }
+}
+
 /// An open local file, read from its start by one blocking task in pieces of `piece` bytes,
 /// [`PIECES_AHEAD`] pieces ahead of the decoder. A file shorter than listed (truncated while
 /// read) is `changed_after_listing`; dropping the stream stops the reader.
 fn local_pieces(file: std::fs::File, meta: FileMeta, piece: u64) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
     tokio::task::spawn_blocking(move || {
-        use std::io::Read;
         let mut file = file;
         let mut at = 0;
         while at < meta.size {
             let want = piece.min(meta.size - at);
-            let mut buf = Vec::with_capacity(want as usize);
-            let piece = match (&mut file).take(want).read_to_end(&mut buf) {
-                Ok(n) if n as u64 == want => Ok(Bytes::from(buf)),
-                Ok(n) => Err(changed(&meta, at + n as u64)),
-                Err(e) => Err(FileError::Transient(SeamError::retryable(format!(
-                    "{}: read failed: {e}",
-                    meta.path
-                )))),
-            };
+            let piece = read_piece(&mut file, &meta, at, want);
             let failed = piece.is_err();
             if tx.blocking_send(piece).is_err() || failed {
                 return;
@@ -674,6 +694,11 @@ mod tests {
             [3000, 3000, 3000, 1000]
         );
         assert_eq!(got.concat(), body);
+        // Below the whole-file size (and small): one piece, read inline.
+        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 20_000, (3000, 3000))
+            .await
+            .unwrap();
+        assert_eq!(pieces(read).await.0, [body.clone()]);
 
         // Ten pieces: the reader runs at most three ahead (two queued, one waiting), so the
         // truncation below lands before it reaches the end.

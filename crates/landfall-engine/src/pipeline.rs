@@ -9,6 +9,8 @@
 //! file that does not decode is `corrupt`. The worker decides what each means (skip it, or stop
 //! the stream); other errors (network) fail the batch as retryable.
 //!
+//! Large line-delimited JSON files are cut at newlines and decoded on every core
+//! ([`crate::split`]); other large files are decoded in order as their pieces come.
 //! Large Parquet files are not streamed as bytes: their footer is read first, then one row
 //! group at a time through ranged reads, so memory follows the row group, not the file.
 
@@ -47,7 +49,7 @@ pub struct DecodeJob {
 }
 
 impl DecodeJob {
-    fn show(&self, object_path: &str) -> String {
+    pub(crate) fn show(&self, object_path: &str) -> String {
         display_path(&self.source, object_path)
     }
 }
@@ -124,6 +126,15 @@ pub fn spawn(
                     stream_columnar(&job, store.clone(), &meta, &tx, &mut sent).await
                 }
                 Ok(FileRead::Large(meta)) => match fetch(store.clone(), meta).await {
+                    Ok((meta, body))
+                        if landfall_formats::splits_at_newlines(
+                            job.format,
+                            &meta.path,
+                            &job.options,
+                        ) =>
+                    {
+                        crate::split::stream_split(&job, &meta, body, &tx, &mut sent, cores).await
+                    }
                     Ok((meta, body)) => stream_file(&job, &meta, body, &tx, &mut sent).await,
                     Err(e) => Err(e),
                 },
@@ -284,7 +295,7 @@ async fn stream_columnar(
 }
 
 /// One file being decoded: its decoder, its path partition values, and its row count.
-struct FileDecoder {
+pub(crate) struct FileDecoder {
     path: String,
     /// The path as the user wrote the source, for errors.
     shown: String,
@@ -296,7 +307,7 @@ struct FileDecoder {
 }
 
 impl FileDecoder {
-    fn new(job: &DecodeJob, meta: &FileMeta) -> SeamResult<Self> {
+    pub(crate) fn new(job: &DecodeJob, meta: &FileMeta) -> SeamResult<Self> {
         let schema = &job.schema;
         // Decode errors name the file as the user wrote the source.
         let decoder = landfall_formats::decoder(
@@ -337,10 +348,19 @@ impl FileDecoder {
         })
     }
 
+    /// Decode a part of the file starting at 1-based `line`, byte `offset` (split.rs).
+    pub(crate) fn start_at(&mut self, line: u64, offset: u64) {
+        self.decoder.start_at(line, offset);
+    }
+
     /// Decode a chunk (`None`: the end of the file) into partitions; at the end, `FileDone`.
     /// Only the decoder's errors say the file is corrupt; errors adding path columns or
     /// splitting partitions are the stream's (its schema, its partitioning) and stop it.
-    fn feed(&mut self, job: &DecodeJob, chunk: Option<Bytes>) -> Result<Vec<Decoded>, FileError> {
+    pub(crate) fn feed(
+        &mut self,
+        job: &DecodeJob,
+        chunk: Option<Bytes>,
+    ) -> Result<Vec<Decoded>, FileError> {
         let decoded = match &chunk {
             Some(c) => self.decoder.push(c.clone()),
             None => self.decoder.finish(),

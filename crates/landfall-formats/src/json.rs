@@ -302,7 +302,8 @@ impl JsonDecoder {
     fn settle(&mut self) {
         for p in self.pending.drain(..) {
             self.at.offset += p.len() as u64;
-            self.at.line += p.iter().filter(|&&b| b == b'\n').count() as u64;
+            // memchr counts with SIMD (its iterator's `count` is specialised).
+            self.at.line += memchr::memchr_iter(b'\n', &p).count() as u64;
         }
     }
 
@@ -508,6 +509,10 @@ impl landfall_core::Decoder for JsonDecoder {
             .as_ref()
             .map(|f| f.new_columns.fields().to_vec())
             .unwrap_or_default()
+    }
+
+    fn start_at(&mut self, line: u64, offset: u64) {
+        self.at = Position { offset, line };
     }
 
     fn first_malformed(&self) -> Option<String> {

@@ -44,7 +44,7 @@ enum Check {
 #[derive(Debug, Clone)]
 enum Node {
     Leaf(Check),
-    Object(Vec<(String, Node)>),
+    Object(Vec<Member>),
     List(Box<Node>),
     /// A map's values.
     Map(Box<Node>),
@@ -84,10 +84,41 @@ fn node(ty: &DataType) -> Option<Node> {
     }
 }
 
-fn object(fields: &Fields) -> Option<Vec<(String, Node)>> {
-    let members: Vec<(String, Node)> = fields
+/// A checked member of an object: its name, the name's first eight bytes as one number (most
+/// keys are told apart by length and those without a byte comparison), and its node.
+#[derive(Debug, Clone)]
+struct Member {
+    name: Box<[u8]>,
+    head: u64,
+    node: Node,
+}
+
+/// A key's first eight bytes (zero-padded) as one number.
+fn head(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_le_bytes(b)
+}
+
+impl Member {
+    fn named(&self, key: &[u8], key_head: u64) -> bool {
+        self.name.len() == key.len()
+            && self.head == key_head
+            && (key.len() <= 8 || self.name[8..] == key[8..])
+    }
+}
+
+fn object(fields: &Fields) -> Option<Vec<Member>> {
+    let members: Vec<Member> = fields
         .iter()
-        .filter_map(|f| node(f.data_type()).map(|n| (f.name().clone(), n)))
+        .filter_map(|f| {
+            node(f.data_type()).map(|node| Member {
+                name: f.name().as_bytes().into(),
+                head: head(f.name().as_bytes()),
+                node,
+            })
+        })
         .collect();
     (!members.is_empty()).then_some(members)
 }
@@ -95,7 +126,7 @@ fn object(fields: &Fields) -> Option<Vec<(String, Node)>> {
 /// The columns of a schema whose literals are checked, by JSON path.
 #[derive(Debug, Clone)]
 pub(crate) struct ExactColumns {
-    root: Vec<(String, Node)>,
+    root: Vec<Member>,
 }
 
 impl ExactColumns {
@@ -321,12 +352,10 @@ impl<'a> Scan<'a> {
         }
     }
 
-    fn object(&mut self, members: &[(String, Node)], depth: usize) -> Option<bool> {
+    fn object(&mut self, members: &[Member], depth: usize) -> Option<bool> {
         self.members(depth, |k| {
-            members
-                .iter()
-                .find(|(name, _)| name.as_bytes() == k)
-                .map(|(_, n)| n)
+            let h = head(k);
+            members.iter().find(|m| m.named(k, h)).map(|m| &m.node)
         })
     }
 

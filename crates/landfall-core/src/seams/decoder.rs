@@ -34,6 +34,11 @@ pub trait Decoder: Send {
     fn new_columns(&self) -> Vec<arrow_schema::Field> {
         Vec::new()
     }
+    /// The bytes about to be pushed are a part of the file starting at 1-based `line`, byte
+    /// `offset` (a file cut at newlines and decoded in parts), so reports carry the file's
+    /// positions. Called before the first push; only decoders of formats that can be cut
+    /// (`landfall_formats::splits_at_newlines`) act on it.
+    fn start_at(&mut self, _line: u64, _offset: u64) {}
 }
 
 /// A boxed decoder is a decoder (wrappers hold `Box<dyn Decoder>`).
@@ -58,6 +63,9 @@ impl<T: Decoder + ?Sized> Decoder for Box<T> {
     }
     fn new_columns(&self) -> Vec<arrow_schema::Field> {
         (**self).new_columns()
+    }
+    fn start_at(&mut self, line: u64, offset: u64) {
+        (**self).start_at(line, offset)
     }
 }
 

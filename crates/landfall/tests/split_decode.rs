@@ -1,0 +1,192 @@
+//! A large JSON-lines file cut at newlines and decoded in parts on every core
+//! (crates/landfall-engine/src/split.rs) against the same file decoded in one go. Forced here
+//! with `LANDFALL_STREAM_FILES_FROM=1`, which also makes parts of 16 KiB, so a 460 KB file is
+//! about 28 parts. The same rows, the same rescued values, the same malformed records at the same
+//! lines and bytes, the same new column found in the last part (schema evolution reads the
+//! batch again), one `FileDone` for the file; and a `fail_fast` error names the file's line.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+const LINES: u64 = 6000;
+
+/// The big file's lines: mostly good rows; every 997th line (from 500) not JSON, every
+/// 1,499th (from 700) an id that is no BIGINT (rescued), and near the end one row with a
+/// column no earlier row has. Returns the text and the 1-based lines that are not JSON.
+fn big_file() -> (String, Vec<u64>) {
+    let mut text = String::new();
+    let mut bad = Vec::new();
+    for i in 0..LINES {
+        let line = if i % 997 == 500 {
+            bad.push(i + 1);
+            format!("not json {i}")
+        } else if i % 1499 == 700 {
+            format!("{{\"id\":\"x{i}\",\"seq\":{i},\"note\":\"misfit\"}}")
+        } else if i == LINES - 3 {
+            format!("{{\"id\":{i},\"seq\":{i},\"note\":\"late\",\"extra\":\"e{i}\"}}")
+        } else {
+            format!("{{\"id\":{i},\"seq\":{i},\"note\":\"row number {i:08} of the big file\"}}")
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    (text, bad)
+}
+
+/// One stream over `root/src` (schema inferred from the first file, new columns added), its
+/// bad records under `root/bad`; `env` for the process.
+fn ingest(root: &Path, env: &[(&str, &str)]) -> String {
+    let src = root.join("src");
+    put_file(&src, "a-first.json", "{\"id\":-1,\"seq\":-1,\"note\":\"first\"}\n");
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("s", src.as_path(), "json", root.join("table").as_path())
+                .set("infer_column_types", true)
+                .set("bad_records_path", root.join("bad").to_str().unwrap()),
+        )
+        .write();
+    let run = |env: &[(&str, &str)]| {
+        let o = landfall_env(
+            &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
+            env,
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        text(&o)
+    };
+    run(&[]);
+    put_file(&src, "b-big.json", big_file().0);
+    let out = run(env);
+    let history = schema_history(&cfg, "s");
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(history[1]["reason"], "new columns: extra", "{history:?}");
+    assert!(history[1]["file"].as_str().unwrap().ends_with("b-big.json"));
+    out
+}
+
+/// The table's rows by `seq`, and every bad record (file, line, byte, text), as text.
+fn outcome(root: &Path) -> (Vec<Value>, Vec<(u64, u64, String)>) {
+    let v = verify("delta", &root.join("table"), Some("s"));
+    let mut rows = v["data"].as_array().unwrap().clone();
+    // Rescued values name their file, which lies under each run's own directory.
+    let here = root.to_str().unwrap();
+    for r in &mut rows {
+        if let Some(s) = r["_rescued_data"].as_str() {
+            r["_rescued_data"] = s.replace(here, "<root>").into();
+        }
+    }
+    rows.sort_by_key(|r| r["seq"].as_str().unwrap().parse::<i64>().unwrap());
+    let mut bad = Vec::new();
+    for f in std::fs::read_dir(root.join("bad/s")).unwrap() {
+        for l in std::fs::read_to_string(f.unwrap().path()).unwrap().lines() {
+            let b: Value = serde_json::from_str(l).unwrap();
+            bad.push((
+                b["line"].as_u64().unwrap(),
+                b["offset"].as_u64().unwrap(),
+                b["record"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    bad.sort();
+    (rows, bad)
+}
+
+#[test]
+fn a_file_decoded_in_parts_lands_as_the_file_decoded_in_one_go() {
+    let split = tempfile::tempdir().unwrap();
+    let whole = tempfile::tempdir().unwrap();
+    let out = ingest(
+        split.path(),
+        &[
+            ("LANDFALL_STREAM_FILES_FROM", "1"),
+            ("LANDFALL_LOG", "info,landfall_engine::split=debug"),
+        ],
+    );
+    // The split path ran, in many parts.
+    let parts: u64 = out
+        .lines()
+        .find(|l| l.contains("decoded in parts") && l.contains("b-big.json"))
+        .and_then(|l| l.split("parts=").nth(1))
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no `decoded in parts` line for the big file:\n{out}"));
+    assert!(parts >= 20, "{parts} parts");
+    ingest(whole.path(), &[]);
+
+    let (rows, bad) = outcome(split.path());
+    let (rows_whole, bad_whole) = outcome(whole.path());
+    assert_eq!(bad, bad_whole, "the same malformed records at the same places");
+    assert_eq!(rows, rows_whole, "the same rows");
+
+    // And both are right, not merely equal.
+    let (content, bad_lines) = big_file();
+    let expected_bad: Vec<(u64, u64, String)> = content
+        .lines()
+        .scan(0u64, |offset, l| {
+            let at = *offset;
+            *offset += l.len() as u64 + 1;
+            Some((at, l))
+        })
+        .enumerate()
+        .filter(|(i, _)| bad_lines.contains(&(*i as u64 + 1)))
+        .map(|(i, (at, l))| (i as u64 + 1, at, l.to_string()))
+        .collect();
+    assert_eq!(bad, expected_bad);
+    assert_eq!(rows.len() as u64, 1 + LINES - bad_lines.len() as u64);
+    let seqs: Vec<i64> = rows
+        .iter()
+        .map(|r| r["seq"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let mut want: Vec<i64> = vec![-1];
+    want.extend(
+        (0..LINES as i64).filter(|i| !bad_lines.contains(&(*i as u64 + 1))),
+    );
+    assert_eq!(seqs, want, "every good row once");
+    let late = rows.iter().find(|r| r["note"] == "late").unwrap();
+    assert_eq!(late["extra"], format!("e{}", LINES - 3));
+    let misfit = rows.iter().find(|r| r["seq"] == "700").unwrap();
+    assert!(misfit["id"].is_null(), "{misfit}");
+    assert!(
+        misfit["_rescued_data"].as_str().unwrap().contains("x700"),
+        "{misfit}"
+    );
+}
+
+/// Under `fail_fast` a malformed line in a late part stops the stream with the file's line
+/// and byte, as decoding in one go reports them.
+#[test]
+fn fail_fast_in_a_late_part_names_the_files_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("src");
+    let mut body = String::new();
+    for i in 0..4000u64 {
+        if i == 3210 {
+            body.push_str("{broken\n");
+        } else {
+            body.push_str(&format!(
+                "{{\"id\":{i},\"note\":\"some text to fill the line\"}}\n"
+            ));
+        }
+    }
+    let offset = body.find("{broken").unwrap();
+    put_file(&src, "a.json", &body);
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("s", src.as_path(), "json", root.join("table").as_path())
+                .set("schema", "id BIGINT, note STRING")
+                .set("mode", "fail_fast"),
+        )
+        .write();
+    let o = landfall_env(
+        &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
+        &[("LANDFALL_STREAM_FILES_FROM", "1")],
+    );
+    let all = text(&o);
+    assert!(!o.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("line 3211 (byte {offset})")),
+        "the file's own line and byte:\n{all}"
+    );
+}
