@@ -17,7 +17,9 @@ use futures::stream::BoxStream;
 use landfall_core::{FileMeta, SeamError, SkipKind, SkipReason};
 use landfall_discovery::file_meta;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt};
+use object_store::{
+    GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt,
+};
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
@@ -363,8 +365,14 @@ async fn fetch_in_pieces(
             let head = collect(GetResult { payload, ..result }, &meta, first.clone()).await?;
             let head = futures::stream::once(futures::future::ready(Ok(head)));
             if first.end < meta.size {
-                head.chain(remote_pieces(store, path, meta.clone(), first.end, remote_piece))
-                    .boxed()
+                head.chain(remote_pieces(
+                    store,
+                    path,
+                    meta.clone(),
+                    first.end,
+                    remote_piece,
+                ))
+                .boxed()
             } else {
                 head.boxed()
             }
@@ -400,8 +408,8 @@ fn remote_pieces(
     from: u64,
     piece: u64,
 ) -> Body {
-    let size = meta.size;
-    futures::stream::iter((from..size).step_by(piece as usize))
+    let (size, shown) = (meta.size, meta.path.clone());
+    let mut gets = futures::stream::iter((from..size).step_by(piece as usize))
         .map(move |start| {
             let (store, path, meta) = (store.clone(), path.clone(), meta.clone());
             async move {
@@ -410,8 +418,57 @@ fn remote_pieces(
                 collect(result, &meta, range).await
             }
         })
-        .buffered(PIECES_AHEAD)
-        .boxed()
+        .buffered(PIECES_AHEAD);
+    // Driven by a task of its own, so the GETs in flight keep reading while the decoder is
+    // busy (a body left unread for long would hit the client's timeout); it stops at the
+    // first error or when the reader is dropped. Started when the rest is first asked for.
+    futures::stream::once(async move {
+        let (tx, rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
+        tokio::spawn(async move {
+            while let Some(piece) = gets.next().await {
+                let failed = piece.is_err();
+                if tx.send(piece).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        received(rx, size - from, shown)
+    })
+    .flatten()
+    .boxed()
+}
+
+/// The pieces a reader task sends, checked to add up to `expected` bytes: a reader that ended
+/// without its last pieces and without an error (it panicked, it was cancelled) is a failed
+/// read, never a shorter file.
+fn received(
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, FileError>>,
+    expected: u64,
+    path: String,
+) -> Body {
+    futures::stream::unfold((rx, 0u64, false), move |(mut rx, got, over)| {
+        let path = path.clone();
+        async move {
+            if over {
+                return None;
+            }
+            match rx.recv().await {
+                Some(Ok(p)) => {
+                    let got = got + p.len() as u64;
+                    Some((Ok(p), (rx, got, false)))
+                }
+                Some(Err(e)) => Some((Err(e), (rx, got, true))),
+                None if got < expected => Some((
+                    Err(FileError::Transient(SeamError::retryable(format!(
+                        "{path}: read stopped after {got} of {expected} bytes"
+                    )))),
+                    (rx, got, true),
+                )),
+                None => None,
+            }
+        }
+    })
+    .boxed()
 }
 
 /// The next `want` bytes of an open local file (at `at` of it, for the message): all of them,
@@ -438,6 +495,7 @@ fn read_piece(
 /// [`PIECES_AHEAD`] pieces ahead of the decoder. A file shorter than listed (truncated while
 /// read) is `changed_after_listing`; dropping the stream stops the reader.
 fn local_pieces(file: std::fs::File, meta: FileMeta, piece: u64) -> Body {
+    let (size, shown) = (meta.size, meta.path.clone());
     let (tx, rx) = tokio::sync::mpsc::channel(PIECES_AHEAD);
     tokio::task::spawn_blocking(move || {
         let mut file = file;
@@ -452,7 +510,7 @@ fn local_pieces(file: std::fs::File, meta: FileMeta, piece: u64) -> Body {
             at += want;
         }
     });
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|p| (p, rx)) }).boxed()
+    received(rx, size, shown)
 }
 
 /// GET `range` pinned to the listed version, and check what the store answers with against
@@ -679,9 +737,8 @@ mod tests {
     #[tokio::test]
     async fn a_local_file_is_read_in_pieces_and_a_truncation_is_a_change() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn ObjectStore> = Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
-        );
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
         let body = content(10_000);
         let meta = listed(&store, "in/a.json", body.clone()).await;
         let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 1, (3000, 3000))
@@ -714,7 +771,11 @@ mod tests {
             .set_len(4500)
             .unwrap();
         let (got, err) = pieces(read).await;
-        assert!(got.len() <= 4, "{} pieces read before the truncation", got.len());
+        assert!(
+            got.len() <= 4,
+            "{} pieces read before the truncation",
+            got.len()
+        );
         assert_changed(err);
     }
 

@@ -133,7 +133,7 @@ pub fn spawn(
                             &job.options,
                         ) =>
                     {
-                        crate::split::stream_split(&job, &meta, body, &tx, &mut sent, cores).await
+                        crate::split::decode_large(&job, &meta, body, &tx, &mut sent, cores).await
                     }
                     Ok((meta, body)) => stream_file(&job, &meta, body, &tx, &mut sent).await,
                     Err(e) => Err(e),
@@ -220,7 +220,7 @@ async fn read_file(
 }
 
 /// Decode a large file chunk by chunk, sending its partitions as they come.
-async fn stream_file(
+pub(crate) async fn stream_file(
     job: &DecodeJob,
     meta: &FileMeta,
     mut body: Body,

@@ -2,8 +2,8 @@
 //!
 //! A large file is read in pieces (pinned.rs) and, when its format allows it
 //! ([`landfall_formats::splits_at_newlines`]: JSON lines, uncompressed, not lenient), cut into
-//! parts of about [`PART_BYTES`] that each end just after a newline, as Spark cuts files into
-//! splits at line boundaries. Each part is decoded by a decoder of its own, in a task of its own,
+//! parts of about [`PART_BYTES`] that each end just after a newline between two records
+//! ([`cut_in`]), as Spark cuts files into splits at line boundaries. Each part is decoded by a decoder of its own, in a task of its own,
 //! at most one part per core at once; the decoder is told where its part starts (line and byte),
 //! so malformed records and fail-fast errors name the file's own positions.
 //!
@@ -16,20 +16,24 @@
 //!   when rows of it were already sent (the batch then runs again without it, as for a file
 //!   streamed in order).
 //!
-//! Memory: the parts in flight (one per core) with their decoded rows, the part being cut,
-//! and the pieces read ahead. A part holds zero-copy slices of the pieces read.
+//! Memory: the parts in flight (one per core, at most [`PARTS_IN_FLIGHT`]) with their decoded
+//! rows, the part being cut, and the pieces read ahead. A part holds zero-copy slices of the
+//! pieces read. A file whose first piece holds no record boundary (concatenated JSON without
+//! newlines, one huge record) is decoded in order instead (pipeline.rs); a stretch of four parts
+//! without a boundary is cut at any newline.
 //!
-//! One difference from decoding in order, which is Spark's behaviour: a record split over two
-//! lines at a part boundary is two malformed lines, as Spark reads every line on its own with
-//! `multiLine` off; decoded in one go, arrow-json would read the two lines as one record.
+//! Cuts fall only between records (`}`, newline, `{`), so a record spanning lines (pretty
+//! printed, or a raw newline in a string, which arrow-json reads as one record) is read whole
+//! by one decoder, as in one go; only past four parts without such a boundary could a cut
+//! fall inside a record.
 
 use crate::pinned::{Body, FileError, stream_files_from};
 use crate::pipeline::{DecodeJob, Decoded, FileDecoder};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use landfall_core::{FileMeta, SeamError};
 use landfall_core::seams::SeamResult;
+use landfall_core::{FileMeta, SeamError};
 use tokio::sync::mpsc;
 
 /// Bytes per part: large enough that a part's fixed costs (a decoder, its first batch) vanish,
@@ -63,7 +67,31 @@ struct Cutter {
     len: u64,
     line: u64,
     offset: u64,
+    /// The length of a byte order mark at the file's start (decoders skip it).
+    bom: u64,
     done: bool,
+}
+
+const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
+
+/// Newlines looked at, from a piece's end, for a record boundary.
+const CUT_CANDIDATES: usize = 256;
+
+/// Where a piece may be cut: just after its last newline that lies between two records, with
+/// `}` as the last byte before it and `{` as the first after it (whitespace aside), both within
+/// the piece. In JSON a `}` followed by `{` needs a `,` or `:` between them inside a value, so
+/// such a newline ends a record of an object per line or of pretty-printed objects alike; a
+/// newline inside a record (a pretty-printed one, or a raw newline in a string, which arrow-json
+/// accepts) is never a cut, so every record is decoded whole by one decoder, as in one go.
+fn cut_in(piece: &[u8]) -> Option<usize> {
+    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    memchr::memrchr_iter(b'\n', piece)
+        .take(CUT_CANDIDATES)
+        .find(|&nl| {
+            let before = piece[..nl].iter().rev().find(|&&b| !ws(b));
+            let after = piece[nl + 1..].iter().find(|&&b| !ws(b));
+            before == Some(&b'}') && after == Some(&b'{')
+        })
 }
 
 impl Cutter {
@@ -72,7 +100,7 @@ impl Cutter {
         let part = Part {
             chunks,
             line: self.line,
-            offset: self.offset,
+            offset: self.offset.saturating_sub(self.bom),
         };
         for c in &part.chunks {
             self.offset += c.len() as u64;
@@ -81,7 +109,8 @@ impl Cutter {
         part
     }
 
-    /// The next part: at least `size` bytes ending after a newline, or the rest of the file.
+    /// The next part: at least `size` bytes ending at a cut ([`cut_in`]), or the rest of the
+    /// file.
     async fn next(&mut self, size: u64) -> Option<Result<Part, FileError>> {
         if self.done {
             return None;
@@ -94,10 +123,23 @@ impl Cutter {
                 }
                 Some(Ok(piece)) if piece.is_empty() => {}
                 Some(Ok(piece)) => {
+                    if self.offset == 0 && self.chunks.is_empty() && piece.starts_with(BOM) {
+                        // Decoders count offsets after the byte order mark they skip.
+                        self.bom = BOM.len() as u64;
+                    }
                     self.len += piece.len() as u64;
-                    if self.len >= size
-                        && let Some(nl) = memchr::memrchr(b'\n', &piece)
-                    {
+                    // Past four parts without a record boundary (a pretty-printed file), any
+                    // newline will do rather than holding more.
+                    let cut = if self.len >= size {
+                        cut_in(&piece).or_else(|| {
+                            (self.len >= 4 * size)
+                                .then(|| memchr::memrchr(b'\n', &piece))
+                                .flatten()
+                        })
+                    } else {
+                        None
+                    };
+                    if let Some(nl) = cut {
                         let mut chunks = std::mem::take(&mut self.chunks);
                         chunks.push(piece.slice(..=nl));
                         let rest = piece.slice(nl + 1..);
@@ -127,6 +169,7 @@ fn parts(body: Body, size: u64) -> BoxStream<'static, Result<Part, FileError>> {
         len: 0,
         line: 1,
         offset: 0,
+        bom: 0,
         done: false,
     };
     futures::stream::unfold(cutter, move |mut c| async move {
@@ -135,11 +178,29 @@ fn parts(body: Body, size: u64) -> BoxStream<'static, Result<Part, FileError>> {
     .boxed()
 }
 
+/// A part's task, aborted when its result is no longer wanted (an earlier part failed, the
+/// batch stopped): its CPU goes to the next attempt instead.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Parts decoded at once at most, whatever the number of cores: each holds its input and its
+/// decoded rows until its turn to be sent.
+const PARTS_IN_FLIGHT: usize = 4;
+
 /// Decode one part in a task of its own: what the file's decoder would send for it, ending
 /// with the part's own `FileDone` (its counts).
-async fn decode_part(job: DecodeJob, meta: FileMeta, part: Part) -> Result<Vec<Decoded>, FileError> {
+async fn decode_part(
+    job: DecodeJob,
+    meta: FileMeta,
+    part: Part,
+) -> Result<Vec<Decoded>, FileError> {
     let path = meta.path.clone();
-    let task = tokio::spawn(async move {
+    let mut task = AbortOnDrop(tokio::spawn(async move {
         let shown = job.show(&meta.path);
         let mut file = FileDecoder::new(&job, &meta).map_err(FileError::corrupt(&shown))?;
         file.start_at(part.line, part.offset);
@@ -149,17 +210,43 @@ async fn decode_part(job: DecodeJob, meta: FileMeta, part: Part) -> Result<Vec<D
         }
         out.extend(file.feed(&job, None)?);
         Ok(out)
-    });
-    task.await.map_err(|e| {
+    }));
+    (&mut task.0).await.map_err(|e| {
         FileError::Transient(SeamError::retryable(format!(
             "{path}: decoding task failed: {e}"
         )))
     })?
 }
 
+/// Decode a large file that [`landfall_formats::splits_at_newlines`] allows to cut: in parts
+/// when its first piece holds a record boundary, else in order (concatenated JSON without
+/// newlines, a single huge record), so memory never waits for a boundary that does not come.
+pub(crate) async fn decode_large(
+    job: &DecodeJob,
+    meta: &FileMeta,
+    mut body: Body,
+    tx: &mpsc::Sender<SeamResult<Decoded>>,
+    sent: &mut bool,
+    cores: usize,
+) -> Result<(), FileError> {
+    let first = match body.next().await {
+        Some(piece) => piece?,
+        None => Bytes::new(),
+    };
+    let splits = cut_in(&first).is_some();
+    let body = futures::stream::once(futures::future::ready(Ok(first)))
+        .chain(body)
+        .boxed();
+    if splits {
+        stream_split(job, meta, body, tx, sent, cores).await
+    } else {
+        crate::pipeline::stream_file(job, meta, body, tx, sent).await
+    }
+}
+
 /// Decode a large line-delimited file part by part, `cores` parts at once, and send what it
 /// yields in the file's order, then one `FileDone` for the whole file.
-pub(crate) async fn stream_split(
+async fn stream_split(
     job: &DecodeJob,
     meta: &FileMeta,
     body: Body,
@@ -173,7 +260,7 @@ pub(crate) async fn stream_split(
             let (job, meta) = (job2.clone(), meta2.clone());
             async move { decode_part(job, meta, part?).await }
         })
-        .buffered(cores.max(1));
+        .buffered(cores.clamp(1, PARTS_IN_FLIGHT));
     let (mut rows, mut malformed, mut rescued, mut parts) = (0, 0, 0, 0u64);
     let mut new_columns = landfall_formats::NewColumns::default();
     while let Some(items) = decoded.next().await {
@@ -193,7 +280,9 @@ pub(crate) async fn stream_split(
                     new_columns.absorb(&landfall_formats::NewColumns::from_fields(&n));
                 }
                 item => {
-                    *sent |= matches!(item, Decoded::Rows(..));
+                    // As for a file decoded in order: anything sent (rows, malformed records)
+                    // makes a later failure of the file partial.
+                    *sent = true;
                     if tx.send(Ok(item)).await.is_err() {
                         return Ok(());
                     }
@@ -234,36 +323,66 @@ mod tests {
             .await
     }
 
-    /// Parts end after a newline once they hold `size` bytes, start where the previous ended
-    /// (line and byte), and cover every byte once; a file without a final newline ends in a
-    /// part of its own; a long line spans pieces.
+    /// Parts end after a newline between two records once they hold `size` bytes, start
+    /// where the previous ended (line and byte), and cover every byte once; a file without a
+    /// final newline ends in a part of its own; a record spanning lines is never cut.
     #[tokio::test]
-    async fn parts_end_at_newlines_and_cover_every_byte_once() {
-        let got = all(body(&[b"a1\nb2\nc", b"3\nd4\n", b"", b"e5\nf6"]), 4).await;
+    async fn parts_end_between_records_and_cover_every_byte_once() {
+        let got = all(body(&[b"{}\n{1}\n{", b"2}\n{3}\n", b"", b"{4}\n{5}"]), 4).await;
         assert_eq!(
             got,
             vec![
-                (b"a1\nb2\n".to_vec(), 1, 0),
-                (b"c3\nd4\n".to_vec(), 3, 6),
-                (b"e5\n".to_vec(), 5, 12),
-                (b"f6".to_vec(), 6, 15),
+                (b"{}\n{1}\n".to_vec(), 1, 0),
+                (b"{2}\n".to_vec(), 3, 7),
+                (b"{3}\n{4}\n".to_vec(), 4, 11),
+                (b"{5}".to_vec(), 6, 19),
             ]
         );
-        // A line longer than a part, over three pieces: one part, cut at its end.
-        let got = all(body(&[b"xxxx", b"xxxx", b"xx\nyy\n"]), 4).await;
+        // A pretty-printed record over three pieces: cut only after its closing brace.
+        let got = all(
+            body(&[b"{\n \"a\": {\n", b"  \"b\": 1\n }\n", b"}\n{\"c\":2}\n"]),
+            8,
+        )
+        .await;
         assert_eq!(
             got,
-            vec![(b"xxxxxxxxxx\nyy\n".to_vec(), 1, 0)],
-            "cut after the last newline of the piece that filled the part"
+            vec![
+                (b"{\n \"a\": {\n  \"b\": 1\n }\n}\n".to_vec(), 1, 0),
+                (b"{\"c\":2}\n".to_vec(), 6, 24),
+            ]
+        );
+        // Past four parts' worth without a boundary, any newline.
+        let got = all(body(&[b"x\ny\n", b"z\nw\n", b"v\nu"]), 2).await;
+        assert_eq!(
+            got,
+            vec![(b"x\ny\nz\nw\n".to_vec(), 1, 0), (b"v\nu".to_vec(), 5, 8)]
         );
         assert!(all(body(&[]), 4).await.is_empty());
+        // A byte order mark at the start: later parts' offsets count without it, as the
+        // decoder of the first part counts.
+        let got = all(body(&[b"\xEF\xBB\xBF{1}\n{2}\n", b"{3}\n"]), 4).await;
+        assert_eq!(got[1], (b"{2}\n{3}\n".to_vec(), 2, 4));
+    }
+
+    #[test]
+    fn cuts_fall_between_records_only() {
+        assert_eq!(cut_in(b"{\"a\":1}\n{\"a\":2}\n"), Some(7));
+        assert_eq!(cut_in(b"{\"a\":1}\r\n\r\n  {\"a\":2}"), Some(10));
+        assert_eq!(cut_in(b"{\"a\":\n1}\n"), None, "inside a record");
+        assert_eq!(
+            cut_in(b"[{\"a\":1}\n,{\"a\":2}]"),
+            None,
+            "between array items"
+        );
+        assert_eq!(cut_in(b"{\"a\":1}{\"a\":2}"), None, "no newline");
+        assert_eq!(cut_in(b"not json\nat all\n"), None);
     }
 
     /// A read error ends the parts with that error (after the parts already cut).
     #[tokio::test]
     async fn a_read_error_ends_the_parts() {
         let pieces: Vec<Result<Bytes, FileError>> = vec![
-            Ok(Bytes::from_static(b"a\nb\n")),
+            Ok(Bytes::from_static(b"{1}\n{2}\n")),
             Err(FileError::Transient(SeamError::retryable("gone"))),
             Ok(Bytes::from_static(b"c\n")),
         ];

@@ -207,6 +207,9 @@ mod tests {
         let out = s.push_bytes(chunk.clone());
         assert_eq!(out, b"{}\n"[..]);
         assert_eq!(out.as_ptr(), chunk[3..].as_ptr(), "a slice, not a copy");
-        assert_eq!(s.push_bytes(Bytes::from_static(b"\xEF\xBB\xBF")), b"\xEF\xBB\xBF"[..]);
+        assert_eq!(
+            s.push_bytes(Bytes::from_static(b"\xEF\xBB\xBF")),
+            b"\xEF\xBB\xBF"[..]
+        );
     }
 }

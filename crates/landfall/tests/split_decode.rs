@@ -39,7 +39,11 @@ fn big_file() -> (String, Vec<u64>) {
 /// bad records under `root/bad`; `env` for the process.
 fn ingest(root: &Path, env: &[(&str, &str)]) -> String {
     let src = root.join("src");
-    put_file(&src, "a-first.json", "{\"id\":-1,\"seq\":-1,\"note\":\"first\"}\n");
+    put_file(
+        &src,
+        "a-first.json",
+        "{\"id\":-1,\"seq\":-1,\"note\":\"first\"}\n",
+    );
     let cfg = Config::in_dir(root)
         .stream(
             Stream::local("s", src.as_path(), "json", root.join("table").as_path())
@@ -116,7 +120,10 @@ fn a_file_decoded_in_parts_lands_as_the_file_decoded_in_one_go() {
 
     let (rows, bad) = outcome(split.path());
     let (rows_whole, bad_whole) = outcome(whole.path());
-    assert_eq!(bad, bad_whole, "the same malformed records at the same places");
+    assert_eq!(
+        bad, bad_whole,
+        "the same malformed records at the same places"
+    );
     assert_eq!(rows, rows_whole, "the same rows");
 
     // And both are right, not merely equal.
@@ -139,9 +146,7 @@ fn a_file_decoded_in_parts_lands_as_the_file_decoded_in_one_go() {
         .map(|r| r["seq"].as_str().unwrap().parse().unwrap())
         .collect();
     let mut want: Vec<i64> = vec![-1];
-    want.extend(
-        (0..LINES as i64).filter(|i| !bad_lines.contains(&(*i as u64 + 1))),
-    );
+    want.extend((0..LINES as i64).filter(|i| !bad_lines.contains(&(*i as u64 + 1))));
     assert_eq!(seqs, want, "every good row once");
     let late = rows.iter().find(|r| r["note"] == "late").unwrap();
     assert_eq!(late["extra"], format!("e{}", LINES - 3));
@@ -189,4 +194,58 @@ fn fail_fast_in_a_late_part_names_the_files_line() {
         all.contains(&format!("line 3211 (byte {offset})")),
         "the file's own line and byte:\n{all}"
     );
+}
+
+/// Records spread over several lines (pretty-printed; arrow-json reads them without
+/// `multi_line`) are never cut between parts: every record lands once, as in one go.
+#[test]
+fn records_spanning_lines_are_never_cut() {
+    let mut body = String::new();
+    for i in 0..3000u64 {
+        body.push_str(&format!(
+            "{{\n  \"id\": {i},\n  \"inner\": {{\n    \"note\": \"record {i}\"\n  }}\n}}\n"
+        ));
+    }
+    let mut seen = Vec::new();
+    let split = [
+        ("LANDFALL_STREAM_FILES_FROM", "1"),
+        ("LANDFALL_LOG", "info,landfall_engine::split=debug"),
+    ];
+    for env in [&split[..], &[][..]] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        put_file(&root.join("src"), "a.json", &body);
+        let cfg = Config::in_dir(root)
+            .stream(
+                Stream::local(
+                    "s",
+                    root.join("src").as_path(),
+                    "json",
+                    root.join("table").as_path(),
+                )
+                .set("schema", "id BIGINT, inner STRUCT<note: STRING>"),
+            )
+            .write();
+        let o = landfall_env(
+            &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
+            env,
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("this run:  1 file(s), 3000 row(s)"),
+            "{}",
+            text(&o)
+        );
+        assert_eq!(malformed_rows(&o), 0, "{}", text(&o));
+        assert_eq!(
+            text(&o).contains("decoded in parts"),
+            !env.is_empty(),
+            "split only when forced:\n{}",
+            text(&o)
+        );
+        let v = verify("delta", &root.join("table"), Some("s"));
+        assert_exactly(&ids(&v, "id"), &(0..3000).collect::<Vec<_>>());
+        seen.push(ids(&v, "id"));
+    }
+    assert_eq!(seen[0], seen[1]);
 }
