@@ -728,6 +728,23 @@ mod tests {
         }
     }
 
+    /// Fetch `meta` with the given sizes and read every piece.
+    async fn fetched(
+        store: &Arc<dyn ObjectStore>,
+        meta: &FileMeta,
+        whole_below: u64,
+        sizes: (u64, u64),
+    ) -> (Vec<Bytes>, Option<FileError>) {
+        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), whole_below, sizes)
+            .await
+            .unwrap();
+        pieces(read).await
+    }
+
+    fn lengths(pieces: &[Bytes]) -> Vec<usize> {
+        pieces.iter().map(|p| p.len()).collect()
+    }
+
     fn content(len: usize) -> Bytes {
         (0..len).map(|i| (i % 251) as u8).collect::<Vec<_>>().into()
     }
@@ -741,21 +758,15 @@ mod tests {
             Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
         let body = content(10_000);
         let meta = listed(&store, "in/a.json", body.clone()).await;
-        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 1, (3000, 3000))
-            .await
-            .unwrap();
-        let (got, err) = pieces(read).await;
+        let (got, err) = fetched(&store, &meta, 1, (3000, 3000)).await;
         assert!(err.is_none());
-        assert_eq!(
-            got.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            [3000, 3000, 3000, 1000]
-        );
+        assert_eq!(lengths(&got), [3000, 3000, 3000, 1000]);
         assert_eq!(got.concat(), body);
         // Below the whole-file size (and small): one piece, read inline.
-        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 20_000, (3000, 3000))
-            .await
-            .unwrap();
-        assert_eq!(pieces(read).await.0, std::slice::from_ref(&body));
+        assert_eq!(
+            fetched(&store, &meta, 20_000, (3000, 3000)).await.0,
+            std::slice::from_ref(&body)
+        );
 
         // Ten pieces: the reader runs at most three ahead (two queued, one waiting), so the
         // truncation below lands before it reaches the end.
@@ -786,22 +797,16 @@ mod tests {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let body = content(10_000);
         let meta = listed(&store, "in/a.json", body.clone()).await;
-        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 1, (3000, 4000))
-            .await
-            .unwrap();
-        let (got, err) = pieces(read).await;
+        let (got, err) = fetched(&store, &meta, 1, (3000, 4000)).await;
         assert!(err.is_none());
-        assert_eq!(
-            got.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            [4000, 4000, 2000]
-        );
+        assert_eq!(lengths(&got), [4000, 4000, 2000]);
         assert_eq!(got.concat(), body);
 
         // Below the whole-file size: one piece.
-        let (_, read) = fetch_in_pieces(store.clone(), meta.clone(), 20_000, (3000, 4000))
-            .await
-            .unwrap();
-        assert_eq!(pieces(read).await.0, std::slice::from_ref(&body));
+        assert_eq!(
+            fetched(&store, &meta, 20_000, (3000, 4000)).await.0,
+            std::slice::from_ref(&body)
+        );
 
         let (_, mut read) = fetch_in_pieces(store.clone(), meta, 1, (3000, 4000))
             .await

@@ -21,6 +21,40 @@ async fn upload(s: &Arc<dyn ObjectStore>, path: &str, ids: std::ops::Range<u64>)
         .unwrap();
 }
 
+/// A config with one JSON stream `cloud` reading `source` through the store `emu`
+/// (`store_toml`), `stream_extra` added to the stream's table and `sink` as its sink's table.
+fn cloud_config(
+    root: &std::path::Path,
+    store_toml: &str,
+    source: &str,
+    stream_extra: &str,
+    sink: &str,
+) -> std::path::PathBuf {
+    write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{local}/state"
+
+[stores.emu]
+{store_toml}
+
+[streams.cloud]
+source = "{source}"
+source_store = "emu"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+{stream_extra}
+
+[streams.cloud.sink]
+{sink}
+"#,
+            local = root.display()
+        ),
+    )
+}
+
 /// Upload files, ingest, check; ingest again (idempotent), add one, check again.
 async fn roundtrip(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &str>) {
     let run = unique("run");
@@ -36,30 +70,13 @@ async fn roundtrip(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &st
     upload(&s, &format!("{run}/landing/_SUCCESS"), 0..0).await;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let cfg = write_config(
+    let cfg = cloud_config(
         root,
+        store_toml,
+        &format!("{scheme_root}/{run}/landing"),
+        "partition_columns = [\"part\"]\nmax_files_per_trigger = 4",
         &format!(
-            r#"
-[server]
-state_dir = "{local}/state"
-
-[stores.emu]
-{store_toml}
-
-[streams.cloud]
-source = "{scheme_root}/{run}/landing"
-source_store = "emu"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-partition_columns = ["part"]
-max_files_per_trigger = 4
-
-[streams.cloud.sink]
-path = "{scheme_root}/{run}/table"
-store = "emu"
-partition_by = ["part"]
-"#,
-            local = root.display()
+            "path = \"{scheme_root}/{run}/table\"\nstore = \"emu\"\npartition_by = [\"part\"]"
         ),
     );
     let out = drain(&cfg);
@@ -110,27 +127,12 @@ async fn ranged_reads(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, 
     upload(&s, &format!("{run}/landing/small.json"), 2000..2010).await;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let cfg = write_config(
+    let cfg = cloud_config(
         root,
-        &format!(
-            r#"
-[server]
-state_dir = "{local}/state"
-
-[stores.emu]
-{store_toml}
-
-[streams.cloud]
-source = "{scheme_root}/{run}/landing"
-source_store = "emu"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-
-[streams.cloud.sink]
-path = "{local}/table"
-"#,
-            local = root.display()
-        ),
+        store_toml,
+        &format!("{scheme_root}/{run}/landing"),
+        "",
+        &format!("path = \"{}/table\"", root.display()),
     );
     let o = landfall_env(
         &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
