@@ -19,13 +19,13 @@
 //! Memory: the parts in flight (one per core, at most [`PARTS_IN_FLIGHT`]) with their decoded
 //! rows, the part being cut, and the pieces read ahead. A part holds zero-copy slices of the
 //! pieces read. A file whose first piece holds no record boundary (concatenated JSON without
-//! newlines, one huge record) is decoded in order instead (pipeline.rs); a stretch of four parts
-//! without a boundary is cut at any newline.
+//! newlines, one huge record) is decoded in order instead (pipeline.rs), and so is the rest of
+//! a file after four parts' worth without a boundary (after the parts before it).
 //!
 //! Cuts fall only between records (`}`, newline, `{`), so a record spanning lines (pretty
-//! printed, or a raw newline in a string, which arrow-json reads as one record) is read whole
-//! by one decoder, as in one go; only past four parts without such a boundary could a cut
-//! fall inside a record.
+//! printed) is read whole by one decoder, as in one go; never at a guess. The one exception is
+//! a raw newline inside a string right between `}` and `{` (invalid JSON that arrow-json
+//! accepts; Spark reads it as two lines, as the parts then do).
 
 use crate::pinned::{Body, FileError, stream_files_from};
 use crate::pipeline::{DecodeJob, Decoded, FileDecoder};
@@ -74,24 +74,31 @@ struct Cutter {
 
 const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
 
-/// Newlines looked at, from a piece's end, for a record boundary.
-const CUT_CANDIDATES: usize = 256;
-
 /// Where a piece may be cut: just after its last newline that lies between two records, with
 /// `}` as the last byte before it and `{` as the first after it (whitespace aside), both within
 /// the piece. In JSON a `}` followed by `{` needs a `,` or `:` between them inside a value, so
-/// such a newline ends a record of an object per line or of pretty-printed objects alike; a
-/// newline inside a record (a pretty-printed one, or a raw newline in a string, which arrow-json
-/// accepts) is never a cut, so every record is decoded whole by one decoder, as in one go.
+/// such a newline ends a record of an object per line or of pretty-printed objects alike, and
+/// a record spanning lines is never cut (a raw newline inside a string, which arrow-json
+/// accepts and Spark reads as two lines, is the exception: `"a}` newline `{b"` is cut there).
+/// One pass from the piece's end; it stops at the first boundary, a few hundred bytes in for
+/// an object per line.
 fn cut_in(piece: &[u8]) -> Option<usize> {
-    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
-    memchr::memrchr_iter(b'\n', piece)
-        .take(CUT_CANDIDATES)
-        .find(|&nl| {
-            let before = piece[..nl].iter().rev().find(|&&b| !ws(b));
-            let after = piece[nl + 1..].iter().find(|&&b| !ws(b));
-            before == Some(&b'}') && after == Some(&b'{')
-        })
+    // The nearest non-whitespace byte after position `i`, and the last newline between them.
+    let (mut next, mut newline) = (None, None);
+    for i in (0..piece.len()).rev() {
+        match piece[i] {
+            b'\n' => newline = newline.or(Some(i)),
+            b' ' | b'\t' | b'\r' => {}
+            b => {
+                if b == b'}' && next == Some(b'{') && newline.is_some() {
+                    return newline;
+                }
+                next = Some(b);
+                newline = None;
+            }
+        }
+    }
+    None
 }
 
 impl Cutter {
@@ -110,8 +117,9 @@ impl Cutter {
     }
 
     /// The next part: at least `size` bytes ending at a cut ([`cut_in`]), or the rest of the
-    /// file.
-    async fn next(&mut self, size: u64) -> Option<Result<Part, FileError>> {
+    /// file; past four parts' worth without a record boundary, what is held and the rest of
+    /// the file, to be decoded in order.
+    async fn next(&mut self, size: u64) -> Option<Result<Cut, FileError>> {
         if self.done {
             return None;
         }
@@ -128,17 +136,21 @@ impl Cutter {
                         self.bom = BOM.len() as u64;
                     }
                     self.len += piece.len() as u64;
-                    // Past four parts without a record boundary (a pretty-printed file), any
-                    // newline will do rather than holding more.
                     let cut = if self.len >= size {
-                        cut_in(&piece).or_else(|| {
-                            (self.len >= 4 * size)
-                                .then(|| memchr::memrchr(b'\n', &piece))
-                                .flatten()
-                        })
+                        cut_in(&piece)
                     } else {
                         None
                     };
+                    if cut.is_none() && self.len >= 4 * size {
+                        // No boundary for four parts (huge records, no newlines): never cut
+                        // at a guess; the rest of the file is decoded in order.
+                        self.chunks.push(piece);
+                        let chunks = std::mem::take(&mut self.chunks);
+                        self.done = true;
+                        let body =
+                            std::mem::replace(&mut self.body, futures::stream::empty().boxed());
+                        return Some(Ok(Cut::Rest(self.part(chunks), body)));
+                    }
                     if let Some(nl) = cut {
                         let mut chunks = std::mem::take(&mut self.chunks);
                         chunks.push(piece.slice(..=nl));
@@ -147,22 +159,29 @@ impl Cutter {
                         if !rest.is_empty() {
                             self.chunks.push(rest);
                         }
-                        return Some(Ok(self.part(chunks)));
+                        return Some(Ok(Cut::Part(self.part(chunks))));
                     }
                     self.chunks.push(piece);
                 }
                 None => {
                     self.done = true;
                     let chunks = std::mem::take(&mut self.chunks);
-                    return (!chunks.is_empty()).then(|| Ok(self.part(chunks)));
+                    return (!chunks.is_empty()).then(|| Ok(Cut::Part(self.part(chunks))));
                 }
             }
         }
     }
 }
 
-/// `body` cut into parts of about `size` bytes, each ending after a newline.
-fn parts(body: Body, size: u64) -> BoxStream<'static, Result<Part, FileError>> {
+/// What cutting yields: a part, or (last) what is held and the rest of the file, to be
+/// decoded in order.
+enum Cut {
+    Part(Part),
+    Rest(Part, Body),
+}
+
+/// `body` cut into parts of about `size` bytes, each ending after a newline between records.
+fn parts(body: Body, size: u64) -> BoxStream<'static, Result<Cut, FileError>> {
     let cutter = Cutter {
         body,
         chunks: Vec::new(),
@@ -254,53 +273,115 @@ async fn stream_split(
     sent: &mut bool,
     cores: usize,
 ) -> Result<(), FileError> {
+    enum Outcome {
+        Decoded(Vec<Decoded>),
+        Rest(Part, Body),
+    }
     let (job2, meta2) = (job.clone(), meta.clone());
     let mut decoded = parts(body, part_bytes())
-        .map(move |part| {
+        .map(move |cut| {
             let (job, meta) = (job2.clone(), meta2.clone());
-            async move { decode_part(job, meta, part?).await }
+            async move {
+                match cut? {
+                    Cut::Part(part) => decode_part(job, meta, part).await.map(Outcome::Decoded),
+                    Cut::Rest(part, body) => Ok(Outcome::Rest(part, body)),
+                }
+            }
         })
         .buffered(cores.clamp(1, PARTS_IN_FLIGHT));
-    let (mut rows, mut malformed, mut rescued, mut parts) = (0, 0, 0, 0u64);
-    let mut new_columns = landfall_formats::NewColumns::default();
-    while let Some(items) = decoded.next().await {
+    let mut out = Sender {
+        tx,
+        sent,
+        rows: 0,
+        malformed: 0,
+        rescued: 0,
+        new_columns: landfall_formats::NewColumns::default(),
+    };
+    let mut parts = 0u64;
+    while let Some(outcome) = decoded.next().await {
         parts += 1;
-        for item in items? {
-            match item {
-                Decoded::FileDone {
-                    rows: r,
-                    malformed: m,
-                    rescued: s,
-                    new_columns: n,
-                    ..
-                } => {
-                    rows += r;
-                    malformed += m;
-                    rescued += s;
-                    new_columns.absorb(&landfall_formats::NewColumns::from_fields(&n));
-                }
-                item => {
-                    // As for a file decoded in order: anything sent (rows, malformed records)
-                    // makes a later failure of the file partial.
-                    *sent = true;
-                    if tx.send(Ok(item)).await.is_err() {
+        match outcome? {
+            Outcome::Decoded(items) => {
+                for item in items {
+                    if !out.pass(item).await {
                         return Ok(());
+                    }
+                }
+            }
+            // The last: decoded in order from where the parts ended, sent as it comes.
+            Outcome::Rest(part, body) => {
+                let shown = job.show(&meta.path);
+                let mut file = FileDecoder::new(job, meta).map_err(FileError::corrupt(&shown))?;
+                file.start_at(part.line, part.offset);
+                let mut chunks = futures::stream::iter(part.chunks.into_iter().map(Ok)).chain(body);
+                loop {
+                    let chunk = match chunks.next().await {
+                        Some(c) => Some(c?),
+                        None => None,
+                    };
+                    let end = chunk.is_none();
+                    for item in file.feed(job, chunk)? {
+                        if !out.pass(item).await {
+                            return Ok(());
+                        }
+                    }
+                    if end {
+                        break;
                     }
                 }
             }
         }
     }
-    tracing::debug!(path = %meta.path, parts, rows, "decoded in parts");
+    tracing::debug!(path = %meta.path, parts, rows = out.rows, "decoded in parts");
     let done = Decoded::FileDone {
         path: meta.path.clone(),
-        rows,
-        malformed,
-        rescued,
-        new_columns: new_columns.fields().to_vec(),
+        rows: out.rows,
+        malformed: out.malformed,
+        rescued: out.rescued,
+        new_columns: out.new_columns.fields().to_vec(),
     };
-    *sent = true;
+    *out.sent = true;
     let _ = tx.send(Ok(done)).await;
     Ok(())
+}
+
+/// What a split file's parts send: their rows and reports go to the writer, their `FileDone`s
+/// are summed into the file's one.
+struct Sender<'a> {
+    tx: &'a mpsc::Sender<SeamResult<Decoded>>,
+    sent: &'a mut bool,
+    rows: u64,
+    malformed: u64,
+    rescued: u64,
+    new_columns: landfall_formats::NewColumns,
+}
+
+impl Sender<'_> {
+    /// Pass one item of a part on; `false` when the writer is gone.
+    async fn pass(&mut self, item: Decoded) -> bool {
+        match item {
+            Decoded::FileDone {
+                rows,
+                malformed,
+                rescued,
+                new_columns,
+                ..
+            } => {
+                self.rows += rows;
+                self.malformed += malformed;
+                self.rescued += rescued;
+                self.new_columns
+                    .absorb(&landfall_formats::NewColumns::from_fields(&new_columns));
+                true
+            }
+            item => {
+                // As for a file decoded in order: anything sent (rows, malformed records)
+                // makes a later failure of the file partial.
+                *self.sent = true;
+                self.tx.send(Ok(item)).await.is_ok()
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -313,14 +394,24 @@ mod tests {
         futures::stream::iter(pieces).boxed()
     }
 
-    async fn all(body: Body, size: u64) -> Vec<(Vec<u8>, u64, u64)> {
-        parts(body, size)
-            .map(|p| {
-                let p = p.unwrap_or_else(|e| panic!("{e}"));
-                (p.chunks.concat(), p.line, p.offset)
-            })
-            .collect()
-            .await
+    /// Every cut: its bytes (for the rest handed over, with the rest of the body), where it
+    /// starts, and whether it is the rest to decode in order.
+    async fn all(body: Body, size: u64) -> Vec<(Vec<u8>, u64, u64, bool)> {
+        let mut out = Vec::new();
+        let mut cuts = parts(body, size);
+        while let Some(cut) = cuts.next().await {
+            match cut.unwrap_or_else(|e| panic!("{e}")) {
+                Cut::Part(p) => out.push((p.chunks.concat(), p.line, p.offset, false)),
+                Cut::Rest(p, mut rest) => {
+                    let mut bytes = p.chunks.concat();
+                    while let Some(b) = rest.next().await {
+                        bytes.extend_from_slice(&b.unwrap_or_else(|e| panic!("{e}")));
+                    }
+                    out.push((bytes, p.line, p.offset, true));
+                }
+            }
+        }
+        out
     }
 
     /// Parts end after a newline between two records once they hold `size` bytes, start
@@ -332,10 +423,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (b"{}\n{1}\n".to_vec(), 1, 0),
-                (b"{2}\n".to_vec(), 3, 7),
-                (b"{3}\n{4}\n".to_vec(), 4, 11),
-                (b"{5}".to_vec(), 6, 19),
+                (b"{}\n{1}\n".to_vec(), 1, 0, false),
+                (b"{2}\n".to_vec(), 3, 7, false),
+                (b"{3}\n{4}\n".to_vec(), 4, 11, false),
+                (b"{5}".to_vec(), 6, 19, false),
             ]
         );
         // A pretty-printed record over three pieces: cut only after its closing brace.
@@ -347,21 +438,25 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (b"{\n \"a\": {\n  \"b\": 1\n }\n}\n".to_vec(), 1, 0),
-                (b"{\"c\":2}\n".to_vec(), 6, 24),
+                (b"{\n \"a\": {\n  \"b\": 1\n }\n}\n".to_vec(), 1, 0, false),
+                (b"{\"c\":2}\n".to_vec(), 6, 24, false),
             ]
         );
-        // Past four parts' worth without a boundary, any newline.
-        let got = all(body(&[b"x\ny\n", b"z\nw\n", b"v\nu"]), 2).await;
+        // Past four parts' worth without a boundary: never a guess; what is held and the
+        // rest, to be decoded in order, after the parts before.
+        let got = all(body(&[b"{1}\n{2}\n", b"x\ny\n", b"z\nw\n", b"v\nu"]), 2).await;
         assert_eq!(
             got,
-            vec![(b"x\ny\nz\nw\n".to_vec(), 1, 0), (b"v\nu".to_vec(), 5, 8)]
+            vec![
+                (b"{1}\n".to_vec(), 1, 0, false),
+                (b"{2}\nx\ny\nz\nw\nv\nu".to_vec(), 2, 4, true)
+            ]
         );
         assert!(all(body(&[]), 4).await.is_empty());
         // A byte order mark at the start: later parts' offsets count without it, as the
         // decoder of the first part counts.
         let got = all(body(&[b"\xEF\xBB\xBF{1}\n{2}\n", b"{3}\n"]), 4).await;
-        assert_eq!(got[1], (b"{2}\n{3}\n".to_vec(), 2, 4));
+        assert_eq!(got[1], (b"{2}\n{3}\n".to_vec(), 2, 4, false));
     }
 
     #[test]
@@ -376,6 +471,14 @@ mod tests {
         );
         assert_eq!(cut_in(b"{\"a\":1}{\"a\":2}"), None, "no newline");
         assert_eq!(cut_in(b"not json\nat all\n"), None);
+        // A record of more lines than any window: its inner lines are no boundary, the one
+        // after it is, however far from the piece's end.
+        let mut long = b"{\"a\":1}\n{\"list\":[\n".to_vec();
+        for i in 0..5000 {
+            long.extend_from_slice(format!("{i},\n").as_bytes());
+        }
+        long.extend_from_slice(b"0]}");
+        assert_eq!(cut_in(&long), Some(7));
     }
 
     /// A read error ends the parts with that error (after the parts already cut).

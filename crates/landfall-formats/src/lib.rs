@@ -264,14 +264,12 @@ impl Decoder for FailFast {
     forward_reports!();
 }
 
-/// A decoder for one file of `format`, producing batches of `schema` (the stream schema
-/// without path partition columns). `path`: the file as the user wrote the source (errors name
-/// it; binary_file's `path` column holds it); `file`: its listed metadata.
-/// Whether a file of `format` named `path` may be cut just after any newline and its parts
-/// decoded apart, each by a decoder told where its part starts
-/// ([`landfall_core::Decoder::start_at`]): JSON lines, uncompressed, without `multi_line`
-/// (a record may span lines) or leniency (a comment may). CSV and text files are decoded in
-/// order (a quoted value, a header, a custom line separator).
+/// Whether a file of `format` named `path` may be cut at newlines between records and its
+/// parts decoded apart, each by a decoder told where its part starts
+/// ([`landfall_core::Decoder::start_at`]; the engine picks the cuts): JSON lines,
+/// uncompressed, without `multi_line` (a file is one document) or leniency (a comment may hold
+/// anything). CSV and text files are decoded in order (a quoted value, a header, a custom line
+/// separator).
 pub fn splits_at_newlines(format: FileFormat, path: &str, opts: &DecodeOptions) -> bool {
     format == FileFormat::Json
         && !opts.json_multi_line
@@ -279,6 +277,9 @@ pub fn splits_at_newlines(format: FileFormat, path: &str, opts: &DecodeOptions) 
         && Codec::of(path).is_none()
 }
 
+/// A decoder for one file of `format`, producing batches of `schema` (the stream schema
+/// without path partition columns). `path`: the file as the user wrote the source (errors name
+/// it; binary_file's `path` column holds it); `file`: its listed metadata.
 pub fn decoder(
     format: FileFormat,
     path: &str,

@@ -197,14 +197,25 @@ fn fail_fast_in_a_late_part_names_the_files_line() {
 }
 
 /// Records spread over several lines (pretty-printed; arrow-json reads them without
-/// `multi_line`) are never cut between parts: every record lands once, as in one go.
+/// `multi_line`) are never cut between parts: every record lands once, as in one go. Among
+/// them one record of 30,000 lines (about 190 KB, past four parts of 16 KiB without a record
+/// boundary): the rest of the file from there is decoded in order, after the parts before it.
 #[test]
 fn records_spanning_lines_are_never_cut() {
     let mut body = String::new();
-    for i in 0..3000u64 {
-        body.push_str(&format!(
-            "{{\n  \"id\": {i},\n  \"inner\": {{\n    \"note\": \"record {i}\"\n  }}\n}}\n"
-        ));
+    let record = |i: u64| {
+        format!("{{\n  \"id\": {i},\n  \"inner\": {{\n    \"note\": \"record {i}\"\n  }}\n}}\n")
+    };
+    for i in 0..2000u64 {
+        body.push_str(&record(i));
+    }
+    body.push_str("{\n  \"id\": 2000,\n  \"list\": [\n");
+    for i in 0..30_000 {
+        body.push_str(&format!("    {i},\n"));
+    }
+    body.push_str("    0\n  ]\n}\n");
+    for i in 2001..3000u64 {
+        body.push_str(&record(i));
     }
     let mut seen = Vec::new();
     let split = [
