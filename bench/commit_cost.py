@@ -14,9 +14,11 @@ no commit replays the whole log). The table is then checked: every row, counted 
                                [--per-batch 10] [--work DIR]
 Use a release build: debug figures mislead.
 """
-import argparse, json, os, shutil, statistics, subprocess, sys, textwrap, time
+import argparse, json, os, shutil, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_bench import bench_config, table_rows  # noqa: E402  (one config writer and row count)
 
 
 def main():
@@ -35,23 +37,8 @@ def main():
             with open(os.path.join(landing, f"f-{i:07d}.json"), "w") as fh:
                 fh.write(json.dumps({"id": i, "part": i % a.per_batch, "note": "x"}) + "\n")
     out = os.path.join(a.work, "out")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    cfg = os.path.join(out, "bench.toml")
-    with open(cfg, "w") as fh:
-        fh.write(textwrap.dedent(f"""
-            [server]
-            state_dir = "{out}/state"
-            log_format = "json"
-            [streams.bench]
-            source = "{landing}"
-            format = "json"
-            schema = "id BIGINT, part INT, note STRING"
-            max_files_per_trigger = {a.per_batch}
-            [streams.bench.sink]
-            path = "{out}/delta"
-            partition_by = ["part"]
-        """))
+    cfg = bench_config(out, landing, "id BIGINT, part INT, note STRING", a.per_batch,
+                       server='log_format = "json"', sink='partition_by = ["part"]')
     t = time.perf_counter()
     p = subprocess.run([a.bin, "run", "--config", cfg, "--available-now"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t
@@ -71,8 +58,7 @@ def main():
         files.append(fields.get("data_files"))
     if not commits:
         sys.exit("no batch progress events in the log")
-    v = subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "verify", "verify_table.py"), "delta", f"{out}/delta", "--count-only"], capture_output=True, text=True, check=True)
-    rows = json.loads(v.stdout)["rows"]
+    rows = table_rows(out)
     if rows != a.files:
         sys.exit(f"the table has {rows} rows, expected {a.files}")
     n = len(commits)

@@ -19,7 +19,7 @@ other tool's (above 1: landfall is faster) and the other tool's peak RSS over la
 The landfall binary defaults to the release build (scripts/bench.sh builds it); debug builds
 mislead, so only release figures go into docs/benchmarks.md.
 """
-import argparse, json, os, shutil, statistics, subprocess, sys, textwrap, time
+import argparse, json, os, shutil, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = "order_id BIGINT, customer STRING, amount DOUBLE, currency STRING, ordered_at TIMESTAMP, note STRING"
@@ -49,26 +49,40 @@ def dir_stats(d):
     return total, n
 
 
-def run_landfall(binary, landing, out, expect_rows):
+def bench_config(out, landing, schema, per_trigger, server="", sink=""):
+    """A fresh `out` directory with the config of one JSON stream `bench` from `landing` into a
+    Delta table at `out`/delta; `server` and `sink` add lines to those tables. Returns its path."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     cfg = os.path.join(out, "bench.toml")
     with open(cfg, "w") as fh:
-        fh.write(textwrap.dedent(f"""
-            [server]
-            state_dir = "{out}/state"
-            [streams.bench]
-            source = "{landing}"
-            format = "json"
-            schema = "{SCHEMA}"
-            max_files_per_trigger = 1000
-            [streams.bench.sink]
-            path = "{out}/delta"
-        """))
+        fh.write(f"""
+[server]
+state_dir = "{out}/state"
+{server}
+[streams.bench]
+source = "{landing}"
+format = "json"
+schema = "{schema}"
+max_files_per_trigger = {per_trigger}
+[streams.bench.sink]
+path = "{out}/delta"
+{sink}
+""")
+    return cfg
+
+
+def table_rows(out):
+    """The rows of the Delta table at `out`/delta, counted by the independent reader."""
+    v = subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "verify", "verify_table.py"), "delta", f"{out}/delta", "--count-only"], capture_output=True, text=True, check=True)
+    return json.loads(v.stdout)["rows"]
+
+
+def run_landfall(binary, landing, out, expect_rows):
+    cfg = bench_config(out, landing, SCHEMA, 1000)
     m = measure([binary, "run", "--config", cfg, "--available-now"])
     # Every row, independently counted: a fast run that lost rows is no result.
-    v = subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "verify", "verify_table.py"), "delta", f"{out}/delta", "--count-only"], capture_output=True, text=True, check=True)
-    got = json.loads(v.stdout)["rows"]
+    got = table_rows(out)
     if got != expect_rows:
         sys.exit(f"{binary}: the table has {got} rows, expected {expect_rows}")
     shutil.rmtree(out, ignore_errors=True)

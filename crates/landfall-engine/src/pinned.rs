@@ -178,16 +178,7 @@ impl PinnedReader {
             return Ok(Bytes::new());
         }
         let result = pinned_get(&self.store, &self.path, &self.meta, range.clone()).await?;
-        let bytes = result.bytes().await.map_err(|e| {
-            FileError::Transient(SeamError::retryable(format!(
-                "{}: read failed: {e}",
-                self.meta.path
-            )))
-        })?;
-        if bytes.len() as u64 != range.end - range.start {
-            return Err(changed(&self.meta, self.meta.size));
-        }
-        Ok(bytes)
+        collect(result, &self.meta, range).await
     }
 }
 
@@ -381,22 +372,28 @@ async fn fetch_in_pieces(
     Ok((meta, body))
 }
 
-/// The bytes of a pinned GET's answer, which must be all of `range`.
+/// The bytes of a pinned GET's answer, which must be all of `range`; short, the file changed
+/// (its size now is what a whole-file read got, else unknown: the listed one is shown).
 async fn collect(
     result: GetResult,
     meta: &FileMeta,
     range: Range<u64>,
 ) -> Result<Bytes, FileError> {
-    let bytes = result.bytes().await.map_err(|e| {
-        FileError::Transient(SeamError::retryable(format!(
-            "{}: read failed: {e}",
-            meta.path
-        )))
-    })?;
-    if bytes.len() as u64 != range.end - range.start {
-        return Err(changed(meta, bytes.len() as u64));
+    let bytes = result.bytes().await.map_err(|e| read_failed(meta, e))?;
+    let got = bytes.len() as u64;
+    if got != range.end - range.start {
+        let whole = range == (0..meta.size);
+        return Err(changed(meta, if whole { got } else { meta.size }));
     }
     Ok(bytes)
+}
+
+/// A read that failed without saying the file changed: transient, the batch is retried.
+fn read_failed(meta: &FileMeta, e: impl std::fmt::Display) -> FileError {
+    FileError::Transient(SeamError::retryable(format!(
+        "{}: read failed: {e}",
+        meta.path
+    )))
 }
 
 /// The rest of a remote file from `from`: pinned ranged GETs of `piece` bytes, in order,
@@ -484,10 +481,7 @@ fn read_piece(
     match file.take(want).read_to_end(&mut buf) {
         Ok(n) if n as u64 == want => Ok(Bytes::from(buf)),
         Ok(n) => Err(changed(meta, at + n as u64)),
-        Err(e) => Err(FileError::Transient(SeamError::retryable(format!(
-            "{}: read failed: {e}",
-            meta.path
-        )))),
+        Err(e) => Err(read_failed(meta, e)),
     }
 }
 
@@ -578,10 +572,7 @@ async fn classify(
             }
         }
         Err(object_store::Error::NotFound { .. }) => missing(),
-        Err(_) => FileError::Transient(SeamError::retryable(format!(
-            "{}: read failed: {e}",
-            meta.path
-        ))),
+        Err(_) => read_failed(meta, e),
     }
 }
 

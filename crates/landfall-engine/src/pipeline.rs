@@ -18,13 +18,15 @@ use crate::pinned::{Body, FileError, PinnedReader, fetch, stream_files_from};
 use crate::schema::StreamSchema;
 use arrow::array::RecordBatch;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileKey, FileMeta, SeamError, SkipReason};
 use landfall_discovery::{display_path, hive_partitions, relative_path};
 use landfall_formats::{Constant, DecodeOptions, FileFormat, with_constant_columns};
 use object_store::ObjectStore;
 use object_store::path::Path;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 /// Files fetched ahead of the decoder (at most this many small files in memory).
@@ -201,18 +203,23 @@ async fn read_file(
     }
     let path = meta.path.clone();
     let task = tokio::spawn(async move {
-        let (meta, mut body) = fetch(store, meta).await?;
-        let shown = job.show(&meta.path);
-        let corrupt = FileError::corrupt(&shown);
-        let mut file = FileDecoder::new(&job, &meta).map_err(&corrupt)?;
-        let mut out = Vec::new();
-        while let Some(chunk) = body.next().await {
-            out.extend(file.feed(&job, Some(chunk?))?);
-        }
-        out.extend(file.feed(&job, None)?);
+        let (meta, body) = fetch(store, meta).await?;
+        let out = FileDecoder::open(&job, &meta)?
+            .decoded(&job, body)
+            .try_collect()
+            .await?;
         Ok(FileRead::Whole(out))
     });
-    task.await.map_err(|e| {
+    joined(&path, task.await)
+}
+
+/// The result of a file's decoding task; a task that panicked or was cancelled is a transient
+/// failure of the batch, naming the file.
+pub(crate) fn joined<T>(
+    path: &str,
+    result: Result<Result<T, FileError>, tokio::task::JoinError>,
+) -> Result<T, FileError> {
+    result.map_err(|e| {
         FileError::Transient(SeamError::retryable(format!(
             "{path}: decoding task failed: {e}"
         )))
@@ -223,29 +230,18 @@ async fn read_file(
 pub(crate) async fn stream_file(
     job: &DecodeJob,
     meta: &FileMeta,
-    mut body: Body,
+    body: Body,
     tx: &mpsc::Sender<SeamResult<Decoded>>,
     sent: &mut bool,
 ) -> Result<(), FileError> {
-    let shown = job.show(&meta.path);
-    let corrupt = FileError::corrupt(&shown);
-    let mut file = FileDecoder::new(job, meta).map_err(&corrupt)?;
-    loop {
-        let chunk = match body.next().await {
-            Some(c) => Some(c?),
-            None => None,
-        };
-        let done = chunk.is_none();
-        for item in file.feed(job, chunk)? {
-            *sent = true;
-            if tx.send(Ok(item)).await.is_err() {
-                return Ok(());
-            }
-        }
-        if done {
+    let mut items = FileDecoder::open(job, meta)?.decoded(job, body);
+    while let Some(item) = items.try_next().await? {
+        *sent = true;
+        if tx.send(Ok(item)).await.is_err() {
             return Ok(());
         }
     }
+    Ok(())
 }
 
 /// Read a large Parquet (ORC) file row group (stripe) by row group with pinned ranged reads,
@@ -265,7 +261,7 @@ async fn stream_columnar(
             .take()
             .unwrap_or_else(|| FileError::corrupt(&shown)(e.into()))
     };
-    let mut file = FileDecoder::new(job, meta).map_err(FileError::corrupt(&shown))?;
+    let mut file = FileDecoder::open(job, meta)?;
     let (schema, size) = (job.schema.decoded.clone(), job.options.batch_size);
     let policy = job.options.policy.clone();
     let (mut batches, conformer) = if job.format == FileFormat::Orc {
@@ -346,6 +342,41 @@ impl FileDecoder {
             rows: 0,
             conformer: None,
         })
+    }
+
+    /// [`FileDecoder::new`], a failure of which says the file is corrupt.
+    pub(crate) fn open(job: &DecodeJob, meta: &FileMeta) -> Result<Self, FileError> {
+        Self::new(job, meta).map_err(FileError::corrupt(&job.show(&meta.path)))
+    }
+
+    /// Everything decoded from `body`, in order and as it comes, `FileDone` last; the first
+    /// failure (of a read or of the file) ends it.
+    pub(crate) fn decoded<'a>(
+        self,
+        job: &'a DecodeJob,
+        body: Body,
+    ) -> BoxStream<'a, Result<Decoded, FileError>> {
+        let state = (self, body, VecDeque::new(), false);
+        futures::stream::try_unfold(
+            state,
+            move |(mut file, mut body, mut ready, mut done)| async move {
+                loop {
+                    if let Some(item) = ready.pop_front() {
+                        return Ok(Some((item, (file, body, ready, done))));
+                    }
+                    if done {
+                        return Ok(None);
+                    }
+                    let chunk = match body.next().await {
+                        Some(c) => Some(c?),
+                        None => None,
+                    };
+                    done = chunk.is_none();
+                    ready.extend(file.feed(job, chunk)?);
+                }
+            },
+        )
+        .boxed()
     }
 
     /// Decode a part of the file starting at 1-based `line`, byte `offset` (split.rs).

@@ -28,12 +28,12 @@
 //! accepts; Spark reads it as two lines, as the parts then do).
 
 use crate::pinned::{Body, FileError, stream_files_from};
-use crate::pipeline::{DecodeJob, Decoded, FileDecoder};
+use crate::pipeline::{DecodeJob, Decoded, FileDecoder, joined};
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use landfall_core::FileMeta;
 use landfall_core::seams::SeamResult;
-use landfall_core::{FileMeta, SeamError};
 use tokio::sync::mpsc;
 
 /// Bytes per part: large enough that a part's fixed costs (a decoder, its first batch) vanish,
@@ -57,6 +57,24 @@ struct Part {
     line: u64,
     /// The byte offset of its first byte.
     offset: u64,
+}
+
+impl Part {
+    /// A decoder of the file told where this part starts.
+    fn decoder(&self, job: &DecodeJob, meta: &FileMeta) -> Result<FileDecoder, FileError> {
+        let mut file = FileDecoder::open(job, meta)?;
+        file.start_at(self.line, self.offset);
+        Ok(file)
+    }
+
+    /// The part's bytes, then `rest` (the rest of the file decoded in order).
+    fn into_body(self, rest: Option<Body>) -> Body {
+        let chunks = futures::stream::iter(self.chunks.into_iter().map(Ok));
+        match rest {
+            Some(rest) => chunks.chain(rest).boxed(),
+            None => chunks.boxed(),
+        }
+    }
 }
 
 /// Where cutting has got to.
@@ -220,21 +238,14 @@ async fn decode_part(
 ) -> Result<Vec<Decoded>, FileError> {
     let path = meta.path.clone();
     let mut task = AbortOnDrop(tokio::spawn(async move {
-        let shown = job.show(&meta.path);
-        let mut file = FileDecoder::new(&job, &meta).map_err(FileError::corrupt(&shown))?;
-        file.start_at(part.line, part.offset);
-        let mut out = Vec::new();
-        for chunk in part.chunks {
-            out.extend(file.feed(&job, Some(chunk))?);
-        }
-        out.extend(file.feed(&job, None)?);
+        let file = part.decoder(&job, &meta)?;
+        let out: Vec<Decoded> = file
+            .decoded(&job, part.into_body(None))
+            .try_collect()
+            .await?;
         Ok(out)
     }));
-    (&mut task.0).await.map_err(|e| {
-        FileError::Transient(SeamError::retryable(format!(
-            "{path}: decoding task failed: {e}"
-        )))
-    })?
+    joined(&path, (&mut task.0).await)
 }
 
 /// Decode a large file that [`landfall_formats::splits_at_newlines`] allows to cut: in parts
@@ -310,23 +321,11 @@ async fn stream_split(
             }
             // The last: decoded in order from where the parts ended, sent as it comes.
             Outcome::Rest(part, body) => {
-                let shown = job.show(&meta.path);
-                let mut file = FileDecoder::new(job, meta).map_err(FileError::corrupt(&shown))?;
-                file.start_at(part.line, part.offset);
-                let mut chunks = futures::stream::iter(part.chunks.into_iter().map(Ok)).chain(body);
-                loop {
-                    let chunk = match chunks.next().await {
-                        Some(c) => Some(c?),
-                        None => None,
-                    };
-                    let end = chunk.is_none();
-                    for item in file.feed(job, chunk)? {
-                        if !out.pass(item).await {
-                            return Ok(());
-                        }
-                    }
-                    if end {
-                        break;
+                let file = part.decoder(job, meta)?;
+                let mut items = file.decoded(job, part.into_body(Some(body)));
+                while let Some(item) = items.try_next().await? {
+                    if !out.pass(item).await {
+                        return Ok(());
                     }
                 }
             }
@@ -486,7 +485,9 @@ mod tests {
     async fn a_read_error_ends_the_parts() {
         let pieces: Vec<Result<Bytes, FileError>> = vec![
             Ok(Bytes::from_static(b"{1}\n{2}\n")),
-            Err(FileError::Transient(SeamError::retryable("gone"))),
+            Err(FileError::Transient(landfall_core::SeamError::retryable(
+                "gone",
+            ))),
             Ok(Bytes::from_static(b"c\n")),
         ];
         let mut p = parts(futures::stream::iter(pieces).boxed(), 2);

@@ -86,24 +86,21 @@ impl TextInput {
         })
     }
 
-    fn pass(&mut self, bytes: Vec<u8>) -> SeamResult<Vec<RecordBatch>> {
-        let bytes = self.bom.push(&bytes);
+    /// Bytes of the file (decompressed when it is compressed) on to the decoder, without a
+    /// leading BOM, without a copy.
+    fn pass(&mut self, bytes: Bytes) -> SeamResult<Vec<RecordBatch>> {
+        let bytes = self.bom.push_bytes(bytes);
         if bytes.is_empty() {
             return Ok(Vec::new());
         }
-        self.inner.push(Bytes::from(bytes))
+        self.inner.push(bytes)
     }
 }
 
 impl Decoder for TextInput {
     fn push(&mut self, chunk: Bytes) -> SeamResult<Vec<RecordBatch>> {
         if self.inflate.is_none() {
-            // Uncompressed bytes go on as they are (no copy).
-            let bytes = self.bom.push_bytes(chunk);
-            if bytes.is_empty() {
-                return Ok(Vec::new());
-            }
-            return self.inner.push(bytes);
+            return self.pass(chunk);
         }
         // Inflated a piece at a time, so one step's decompressed bytes stay bounded by the
         // codec's worst ratio (`Codec::piece`).
@@ -111,7 +108,7 @@ impl Decoder for TextInput {
         let mut out = Vec::new();
         for piece in chunk.chunks(piece) {
             let bytes = self.inflate.as_mut().expect("checked").push(piece)?;
-            out.extend(self.pass(bytes)?);
+            out.extend(self.pass(Bytes::from(bytes))?);
         }
         Ok(out)
     }
@@ -120,7 +117,7 @@ impl Decoder for TextInput {
         let mut out = match &mut self.inflate {
             Some(d) => {
                 let rest = d.finish()?;
-                self.pass(rest)?
+                self.pass(Bytes::from(rest))?
             }
             None => Vec::new(),
         };

@@ -51,14 +51,7 @@ fn ingest(root: &Path, env: &[(&str, &str)]) -> String {
                 .set("bad_records_path", root.join("bad").to_str().unwrap()),
         )
         .write();
-    let run = |env: &[(&str, &str)]| {
-        let o = landfall_env(
-            &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
-            env,
-        );
-        assert!(o.status.success(), "{}", text(&o));
-        text(&o)
-    };
+    let run = |env: &[(&str, &str)]| text(&drain_env(&cfg, env));
     run(&[]);
     put_file(&src, "b-big.json", big_file().0);
     let out = run(env);
@@ -237,11 +230,7 @@ fn records_spanning_lines_are_never_cut() {
                 .set("schema", "id BIGINT, inner STRUCT<note: STRING>"),
             )
             .write();
-        let o = landfall_env(
-            &["run", "--config", cfg.to_str().unwrap(), "--available-now"],
-            env,
-        );
-        assert!(o.status.success(), "{}", text(&o));
+        let o = drain_env(&cfg, env);
         assert!(
             String::from_utf8_lossy(&o.stdout).contains("this run:  1 file(s), 3000 row(s)"),
             "{}",

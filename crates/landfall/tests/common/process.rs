@@ -99,12 +99,20 @@ pub fn text(o: &Output) -> String {
 
 /// `landfall run --available-now` that must succeed.
 pub fn drain(config: &Path) -> Output {
-    let o = landfall(&[
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--available-now",
-    ]);
+    drain_env(config, &[])
+}
+
+/// [`drain`] with extra environment variables (test knobs, log filters).
+pub fn drain_env(config: &Path, env: &[(&str, &str)]) -> Output {
+    let o = landfall_env(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--available-now",
+        ],
+        env,
+    );
     assert!(o.status.success(), "landfall run failed:\n{}", text(&o));
     o
 }
