@@ -23,31 +23,40 @@
 //!
 //! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
+pub(crate) mod kernel;
 mod landed;
+mod log_cleanup;
+pub(crate) mod stats_struct;
 
 use crate::delta_protocol::{Writability, check_writable};
-use crate::delta_schema::{ConformingWriter, check_fits, check_fits_growing, merge_new_fields};
+use crate::delta_schema::{ConformingWriter, check_fits, check_fits_growing, new_fields};
 use crate::error::SinkError;
 use crate::writer::TableLayout;
 use arrow_schema::{Schema, SchemaRef};
 use async_trait::async_trait;
-use deltalake::kernel::engine::arrow_conversion::{TryFromArrow, TryIntoArrow};
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, MetadataExt, StructType, Transaction};
-use deltalake::protocol::{DeltaOperation, OutputMode, SaveMode};
-use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use delta_kernel::SnapshotRef;
+use kernel::{Append, Attempt, Kernel};
 use landfall_core::delta_types::delta_normalize;
 use landfall_core::seams::{SeamResult, StagedHook};
 use landfall_core::{BatchCommit, BatchWriter, Committed, Committer, StagedFile};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard, OnceCell};
+
+/// Commits that lose the race for a log version in a row before the batch is given back to
+/// the stream's retry (each loss is another writer's commit: progress, not a fault).
+const MAX_CONFLICTS: u32 = 20;
+
+/// Delta's default `delta.checkpointInterval`.
+const CHECKPOINT_INTERVAL: u64 = 100;
 
 pub struct DeltaCommitter {
     stream: String,
     uri: String,
     options: HashMap<String, String>,
-    table: Mutex<Option<DeltaTable>>,
+    kernel: OnceCell<Kernel>,
+    /// The table's latest snapshot as last seen (`None`: no table yet).
+    table: Mutex<Option<SnapshotRef>>,
     layout: TableLayout,
     /// The normalised stream schema data files are written in (set by `prepare`).
     schema: std::sync::Mutex<Option<SchemaRef>>,
@@ -62,11 +71,11 @@ impl DeltaCommitter {
         options: HashMap<String, String>,
         target_file_size: u64,
     ) -> Self {
-        crate::register_handlers();
         DeltaCommitter {
             stream: stream.to_string(),
             uri: uri.to_string(),
             options,
+            kernel: OnceCell::new(),
             table: Mutex::new(None),
             layout: TableLayout::new(uri, target_file_size),
             schema: std::sync::Mutex::new(None),
@@ -74,133 +83,72 @@ impl DeltaCommitter {
         }
     }
 
-    fn open_err(&self, source: DeltaTableError) -> SinkError {
-        SinkError::Open {
-            location: crate::shown(&self.uri),
-            source,
-        }
+    /// The kernel's engine, started on first use (inside the runtime that will drive it).
+    async fn kernel(&self) -> Result<&Kernel, SinkError> {
+        self.kernel
+            .get_or_try_init(|| async { Kernel::open(&self.uri, &self.options) })
+            .await
     }
 
-    fn builder(&self) -> Result<DeltaTableBuilder, SinkError> {
-        let url = url::Url::parse(&self.uri).map_err(|e| SinkError::Location {
-            location: crate::shown(&self.uri),
-            reason: e.to_string(),
-        })?;
-        Ok(DeltaTableBuilder::from_url(url)
-            .map_err(|e| self.open_err(e))?
-            .with_storage_options(self.options.clone()))
-    }
-
-    /// Load the table, or `None` when no table exists at the location yet.
-    async fn load(&self) -> Result<Option<DeltaTable>, SinkError> {
-        let mut table = self.builder()?.build().map_err(|e| self.open_err(e))?;
-        match table.load().await {
-            Ok(()) => Ok(Some(table)),
-            Err(DeltaTableError::NotATable(_)) => Ok(None),
-            Err(e) => {
-                // A missing _delta_log shows up as several error kinds across stores.
-                if table.verify_deltatable_existence().await.ok() == Some(false) {
-                    Ok(None)
-                } else {
-                    Err(self.open_err(e))
-                }
-            }
-        }
-    }
-
-    /// The open table, refreshed to its latest version.
-    async fn refreshed(
-        &self,
-    ) -> Result<tokio::sync::MutexGuard<'_, Option<DeltaTable>>, SinkError> {
+    /// The table's snapshot, refreshed to its latest version (`None`: no table yet).
+    async fn refreshed(&self) -> Result<MutexGuard<'_, Option<SnapshotRef>>, SinkError> {
+        let k = self.kernel().await?;
         let mut guard = self.table.lock().await;
-        match guard.as_mut() {
-            Some(t) => t
-                .update_incremental(None)
-                .await
-                .map_err(|e| self.open_err(e))?,
-            None => *guard = self.load().await?,
-        }
+        *guard = match guard.take() {
+            Some(s) => Some(k.refresh(s).await?),
+            None => k.load().await?,
+        };
         Ok(guard)
     }
 
     /// Create the table from the (normalised) schema, or load the one another writer created
-    /// first. No commit retries: deltalake's retry after losing the race for version 0 would
-    /// commit our protocol and metaData again as version 1 over the winner's table.
-    async fn create(
-        &self,
-        schema: &Schema,
-        partition_by: &[String],
-    ) -> Result<DeltaTable, SinkError> {
-        let st = StructType::try_from_arrow(schema).map_err(|e| SinkError::Incompatible {
+    /// first: of several streams racing to create it, exactly one writes version 0 (a
+    /// put-if-absent) and the others load that table.
+    async fn create(&self, schema: &Schema, partition_by: &[String]) -> Result<SnapshotRef, SinkError> {
+        let k = self.kernel().await?;
+        if let Some(created) = k.create(schema, partition_by).await? {
+            return Ok(created);
+        }
+        k.load().await?.ok_or_else(|| SinkError::Commit {
             location: crate::shown(&self.uri),
-            reason: format!("cannot be stored in Delta: {e}"),
-        })?;
-        let created = deltalake::operations::create::CreateBuilder::new()
-            .with_location(self.uri.clone())
-            .with_storage_options(self.options.clone())
-            .with_columns(st.fields().cloned())
-            .with_partition_columns(partition_by.to_vec())
-            .with_save_mode(SaveMode::Ignore)
-            .with_commit_properties(CommitProperties::default().with_max_retries(0))
-            .await;
-        match created {
-            Ok(t) => Ok(t),
-            // Another writer created it first (or creation failed and there is no table).
-            Err(source) => self.load().await?.ok_or_else(|| SinkError::Delta {
-                location: crate::shown(&self.uri),
-                op: "create table".into(),
-                source: Box::new(source),
-            }),
+            batch_id: 0,
+            reason: "the table could not be created and there is none: its _delta_log holds \
+                     files but no commit"
+                .into(),
+        })
+    }
+
+    fn incompatible(&self, reason: String) -> SinkError {
+        SinkError::Incompatible {
+            location: crate::shown(&self.uri),
+            reason,
         }
     }
 
     /// The table's schema as Arrow reads it back.
-    fn table_schema(&self, table: &DeltaTable) -> Result<Schema, SinkError> {
-        Ok(self.parsed_schema(table)?.1)
-    }
-
-    /// The table's schema as Delta states it, and as Arrow reads it back.
-    fn parsed_schema(&self, table: &DeltaTable) -> Result<(StructType, Schema), SinkError> {
-        let incompatible = |reason: String| SinkError::Incompatible {
-            location: crate::shown(&self.uri),
-            reason,
-        };
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        let parsed = snapshot
-            .metadata()
-            .parse_schema()
-            .map_err(|e| incompatible(e.to_string()))?;
-        let arrow = (&parsed)
-            .try_into_arrow()
-            .map_err(|e| incompatible(format!("the table schema has no Arrow equivalent: {e}")))?;
-        Ok((parsed, arrow))
+    fn table_schema(&self, table: &SnapshotRef) -> Result<Schema, SinkError> {
+        kernel::to_arrow(&table.schema())
+            .map_err(|e| self.incompatible(format!("the table schema has no Arrow equivalent: {e}")))
     }
 
     /// `schema` must be normalised.
     fn check_compatible(
         &self,
-        table: &DeltaTable,
+        table: &SnapshotRef,
         schema: &Schema,
         partition_by: &[String],
         grow: bool,
     ) -> Result<(), SinkError> {
-        let incompatible = |reason: String| SinkError::Incompatible {
-            location: crate::shown(&self.uri),
-            reason,
-        };
         let table_schema = self.table_schema(table)?;
         if grow {
-            check_fits_growing(schema, &table_schema).map_err(incompatible)?;
+            check_fits_growing(schema, &table_schema).map_err(|e| self.incompatible(e))?;
         } else {
-            check_fits(schema, &table_schema).map_err(incompatible)?;
+            check_fits(schema, &table_schema).map_err(|e| self.incompatible(e))?;
         }
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        let metadata = snapshot.metadata();
-        if metadata.partition_columns()[..] != partition_by[..] {
-            return Err(incompatible(format!(
-                "the table is partitioned by {:?}, the stream by {:?}",
-                metadata.partition_columns(),
-                partition_by
+        let partitioned = table.table_configuration().metadata().partition_columns();
+        if partitioned[..] != partition_by[..] {
+            return Err(self.incompatible(format!(
+                "the table is partitioned by {partitioned:?}, the stream by {partition_by:?}"
             )));
         }
         Ok(())
@@ -221,82 +169,75 @@ impl DeltaCommitter {
             Some(t) => t,
             None => self.create(&schema, partition_by).await?,
         };
+        *guard = Some(table.clone());
         self.writability(&table)?;
-        let checked = self.check_compatible(&table, &schema, partition_by, grow);
-        *guard = Some(table);
-        checked?;
+        self.check_compatible(&table, &schema, partition_by, grow)?;
         *self.schema.lock().expect("schema lock") = Some(schema.clone());
         self.layout.set(schema, partition_by);
         Ok(())
     }
 
-    /// A metaData action adding the stream's columns the table lacks, if it lacks any.
+    /// The stream's columns the table lacks (added by the batch's commit).
     fn schema_growth(
         &self,
-        table: &DeltaTable,
-        batch_id: u64,
-    ) -> Result<Option<Action>, SinkError> {
+        table: &SnapshotRef,
+    ) -> Result<Vec<(Vec<String>, delta_kernel::schema::StructField)>, SinkError> {
         let Some(stream) = self.schema.lock().expect("schema lock").clone() else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        let metadata = snapshot.metadata();
-        let incompatible = |reason: String| SinkError::Incompatible {
-            location: crate::shown(&self.uri),
-            reason,
-        };
-        let (have, have_arrow) = self.parsed_schema(table)?;
         // The table as it is now (another writer may have changed it since `evolve`): every
         // column the stream shares with it must still fit.
-        check_fits_growing(&stream, &have_arrow).map_err(incompatible)?;
-        let want = StructType::try_from_arrow(stream.as_ref())
-            .map_err(|e| incompatible(format!("cannot be stored in Delta: {e}")))?;
-        let Some(merged) = merge_new_fields(&have, &want) else {
-            return Ok(None);
-        };
-        let grown = metadata
-            .clone()
-            .with_schema(&merged)
-            .map_err(|e| SinkError::Commit {
-                location: crate::shown(&self.uri),
-                batch_id,
-                reason: format!("new table schema: {e}"),
-            })?;
-        Ok(Some(Action::Metadata(grown)))
+        check_fits_growing(&stream, &self.table_schema(table)?).map_err(|e| self.incompatible(e))?;
+        let want = kernel::to_kernel(&stream)
+            .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
+        Ok(new_fields(&table.schema(), &want))
     }
 
-    fn writability(&self, table: &DeltaTable) -> Result<Writability, SinkError> {
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        check_writable(&crate::shown(&self.uri), snapshot)
+    fn writability(&self, table: &SnapshotRef) -> Result<Writability, SinkError> {
+        check_writable(&crate::shown(&self.uri), table)
     }
 
-    fn add_action(file: &StagedFile, now_ms: i64, owner: Option<&String>) -> Action {
-        Action::Add(Add {
-            path: file.path.clone(),
-            partition_values: file.partition_values.iter().cloned().collect(),
-            size: file.size as i64,
-            modification_time: now_ms,
-            data_change: true,
-            stats: file.stats.clone(),
-            // Kept by checkpoints: the owner stays known after the commit's JSON is cleaned.
-            tags: owner.map(|o| {
-                std::iter::once((landfall_core::OWNER_KEY.to_string(), Some(o.clone()))).collect()
-            }),
-            ..Default::default()
-        })
+    /// After a commit: a checkpoint every `delta.checkpointInterval` versions (counting the
+    /// creation, as deltalake did: versions 99, 199, ...), then expired log entries cleaned.
+    /// Neither can undo the commit, so failures are logged, not returned.
+    async fn after_commit(&self, k: &Kernel, table: &SnapshotRef, writability: &Writability) {
+        let props = table.table_properties();
+        let interval = props
+            .checkpoint_interval
+            .map(|n| n.get())
+            .unwrap_or(CHECKPOINT_INTERVAL);
+        if (table.version() + 1) % interval != 0 {
+            return;
+        }
+        if let Err(e) = k.checkpoint(table).await {
+            tracing::warn!(table = %crate::shown(&self.uri), version = table.version(), error = %e, "checkpoint failed; the next interval tries again");
+            return;
+        }
+        if !writability.cleanup_expired_logs || props.enable_expired_log_cleanup == Some(false) {
+            return;
+        }
+        let retention = props
+            .log_retention_duration
+            .unwrap_or(log_cleanup::DEFAULT_LOG_RETENTION);
+        match log_cleanup::clean_expired(k, retention).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(table = %crate::shown(&self.uri), removed = n, "expired log entries cleaned"),
+            Err(e) => tracing::warn!(table = %crate::shown(&self.uri), error = %e, "log cleanup failed; the next checkpoint tries again"),
+        }
     }
 
-    /// The data files of the table's latest version, as stored in the log (decoded).
+    /// The data files of the table's latest version, as stored in the log (decoded too).
     async fn live_paths(&self) -> Result<HashSet<String>, SinkError> {
         let guard = self.refreshed().await?;
-        let Some(table) = guard.as_ref() else {
+        let Some(table) = guard.clone() else {
             return Ok(HashSet::new());
         };
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        Ok(snapshot
-            .log_data()
-            .iter()
-            .map(|f| f.path().into_owned())
+        drop(guard);
+        let k = self.kernel().await?;
+        Ok(k.live_paths(&table)
+            .await?
+            .into_iter()
+            .flat_map(|p| [percent_decode(&p), p])
             .collect())
     }
 
@@ -331,17 +272,22 @@ impl Committer for DeltaCommitter {
     }
 
     async fn last_committed(&self) -> SeamResult<Option<u64>> {
-        let guard = self.refreshed().await?;
-        match guard.as_ref() {
-            Some(t) => Ok(self.txn_version(t).await?.map(|v| v as u64)),
+        let table = self.refreshed().await?.clone();
+        match table {
+            Some(t) => Ok(self
+                .kernel()
+                .await?
+                .txn_version(&t, &self.stream)
+                .await?
+                .map(|v| v as u64)),
             None => Ok(None),
         }
     }
 
     async fn batch_version(&self, batch_id: u64) -> SeamResult<Option<i64>> {
-        let guard = self.refreshed().await?;
-        match guard.as_ref() {
-            Some(t) => Ok(self.find_batch(t, batch_id).await?),
+        let table = self.refreshed().await?.clone();
+        match table {
+            Some(t) => Ok(self.find_batch(&t, batch_id).await?),
             None => Ok(None),
         }
     }
@@ -373,96 +319,76 @@ impl Committer for DeltaCommitter {
 
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed> {
         let partition_by = self.layout.partition_by()?;
+        let k = self.kernel().await?;
         let mut guard = self.refreshed().await?;
-        let table = guard.as_mut().ok_or_else(|| SinkError::Commit {
-            location: crate::shown(&self.uri),
-            batch_id,
-            reason: "the table disappeared".into(),
-        })?;
-        if let Some(settled) = self.already_landed(table, batch_id).await? {
-            return Ok(settled);
-        }
-        // Features may have been enabled since prepare; refuse before committing.
-        let writability = self.writability(table)?;
-        let now = chrono::Utc::now().timestamp_millis();
-        let owner = self.owner.lock().expect("owner lock").clone();
-        let mut actions: Vec<Action> = files
-            .iter()
-            .map(|f| Self::add_action(f, now, owner.as_ref()))
-            .collect();
-        // Columns the stream's schema gained: the table schema grows in the batch's own commit.
-        if let Some(grown) = self.schema_growth(table, batch_id)? {
-            actions.insert(0, grown);
-        }
-        let props = CommitProperties::default()
-            .with_application_transaction(Transaction::new_with_last_update(
-                &self.stream,
-                batch_id as i64,
-                Some(now),
-            ))
-            .with_metadata(owner.iter().map(|o| {
-                (
-                    landfall_core::OWNER_KEY.to_string(),
-                    serde_json::Value::String(o.clone()),
-                )
-            }))
-            .with_create_checkpoint(writability.create_checkpoint)
-            .with_cleanup_expired_logs(writability.cleanup_expired_logs);
-        let operation = if partition_by.is_empty() {
-            DeltaOperation::StreamingUpdate {
-                output_mode: OutputMode::Append,
-                query_id: self.stream.clone(),
-                epoch_id: batch_id as i64,
+        for _ in 0..MAX_CONFLICTS {
+            let table = guard.clone().ok_or_else(|| SinkError::Commit {
+                location: crate::shown(&self.uri),
+                batch_id,
+                reason: "the table disappeared".into(),
+            })?;
+            if let Some(settled) = self.already_landed(&table, batch_id).await? {
+                return Ok(settled);
             }
-        } else {
-            DeltaOperation::Write {
-                mode: SaveMode::Append,
-                partition_by: Some(partition_by),
-                predicate: None,
-            }
-        };
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        let built = CommitBuilder::from(props)
-            .with_actions(actions)
-            .build(Some(snapshot), table.log_store(), operation)
-            .await;
-        let finalized = match built {
-            Ok(f) => f,
-            Err(source) => {
-                // The commit's own PUT may have landed with its answer lost: the client's retry
-                // then finds the version taken, and deltalake's conflict check rejects our
-                // commit for the winner's txn, which is ours. Look before calling it failed.
-                if let Some(version) = self.landed_unseen(table, batch_id).await {
-                    tracing::warn!(
-                        table = %crate::shown(&self.uri),
-                        batch_id,
-                        version,
-                        error = %source,
-                        "the commit landed though its answer was lost; recorded once"
-                    );
+            // Features may have been enabled since prepare; refuse before committing.
+            let writability = self.writability(&table)?;
+            let append = Append {
+                stream: self.stream.clone(),
+                batch_id: batch_id as i64,
+                owner: self.owner.lock().expect("owner lock").clone(),
+                files: files.to_vec(),
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                partition_by: partition_by.clone(),
+                // Columns the stream's schema gained: the table grows in the batch's commit.
+                new_fields: self.schema_growth(&table)?,
+            };
+            match k.append(&table, append).await {
+                Ok(Attempt::Committed { version, snapshot }) => {
+                    *guard = Some(snapshot.clone());
+                    drop(guard);
+                    self.after_commit(k, &snapshot, &writability).await;
                     return Ok(Committed {
                         version,
-                        landed_before: true,
+                        landed_before: false,
                     });
                 }
-                return Err(SinkError::DeltaCommit {
-                    location: crate::shown(&self.uri),
-                    batch_id,
-                    source: Box::new(source),
+                Ok(Attempt::Conflicted { version }) => {
+                    // Another commit took the version (or our own, its answer lost): the next
+                    // round refreshes and looks for our txn before committing again.
+                    tracing::debug!(table = %crate::shown(&self.uri), batch_id, version, "lost the race for a log version; deciding again");
+                    *guard = Some(k.refresh(table).await?);
                 }
-                .into());
+                Err(source) => {
+                    // The commit's own PUT may have landed with its answer lost. Look before
+                    // calling it failed.
+                    drop(guard);
+                    if let Some(version) = self.landed_unseen(batch_id).await {
+                        tracing::warn!(
+                            table = %crate::shown(&self.uri),
+                            batch_id,
+                            version,
+                            error = %source,
+                            "the commit landed though its answer was lost; recorded once"
+                        );
+                        return Ok(Committed {
+                            version,
+                            landed_before: true,
+                        });
+                    }
+                    return Err(k
+                        .kernel_err(&format!("commit of batch {batch_id} failed"), source)
+                        .into());
+                }
             }
-        };
-        let version = finalized.version();
-        // The commit landed: a refresh failing now changes nothing of that (every later use
-        // refreshes the table first), so it is no reason to report the batch failed.
-        if let Err(e) = table.update_incremental(None).await {
-            tracing::warn!(table = %crate::shown(&self.uri), batch_id, version, error = %e, "refresh after a landed commit failed; the next use refreshes again");
         }
-        Ok(Committed {
-            version: version as i64,
-            landed_before: false,
-        })
+        Err(SinkError::Commit {
+            location: crate::shown(&self.uri),
+            batch_id,
+            reason: format!(
+                "other writers took the next log version {MAX_CONFLICTS} times in a row"
+            ),
+        }
+        .into())
     }
 
     async fn remove_files(&self, paths: &[String]) -> SeamResult<u64> {
@@ -486,7 +412,7 @@ impl Committer for DeltaCommitter {
 
     async fn table_version(&self) -> SeamResult<Option<i64>> {
         let guard = self.refreshed().await?;
-        Ok(guard.as_ref().and_then(|t| t.version()).map(|v| v as i64))
+        Ok(guard.as_ref().map(|t| t.version() as i64))
     }
 
     fn set_owner(&self, owner: &str) {
@@ -494,21 +420,21 @@ impl Committer for DeltaCommitter {
     }
 
     async fn batch_commit(&self, batch_id: u64) -> SeamResult<Option<BatchCommit>> {
-        let guard = self.refreshed().await?;
-        let Some(table) = guard.as_ref() else {
+        let table = self.refreshed().await?.clone();
+        let Some(table) = table else {
             return Ok(None);
         };
-        let Some(version) = self.find_batch(table, batch_id).await? else {
+        let Some(version) = self.find_batch(&table, batch_id).await? else {
             return Ok(None);
         };
-        let bytes = table
-            .log_store()
-            .read_commit_entry(version as u64)
+        let k = self.kernel().await?;
+        let bytes = crate::delta_log::read_commit(k.store.as_ref(), &k.path("_delta_log"), version)
             .await
-            .map_err(|e| SinkError::Delta {
-                location: crate::shown(&self.uri),
-                op: format!("read log entry {version}"),
-                source: Box::new(e),
+            .map_err(|e| {
+                k.kernel_err(
+                    &format!("read log entry {version}"),
+                    delta_kernel::KernelError::ObjectStore(e),
+                )
             })?;
         let Some(bytes) = bytes else {
             return Ok(None);

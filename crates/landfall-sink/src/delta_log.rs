@@ -15,8 +15,9 @@
 //! this build of deltalake does not model never make the scan fail.
 
 use crate::error::SinkError;
-use deltalake::logstore::LogStore;
 use futures::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::path::Path;
 
 /// Commit files read ahead of the one being looked at (object-store latency, not CPU, bounds
 /// the scan).
@@ -138,16 +139,35 @@ pub(crate) fn scan_step(
     }
 }
 
+/// The path of commit `version` in the log directory `log`.
+pub(crate) fn commit_path(log: &Path, version: i64) -> Path {
+    log.clone().join(format!("{version:020}.json"))
+}
+
+/// The bytes of commit `version`, or `None` when its entry is not (or no longer) in the log.
+pub(crate) async fn read_commit(
+    store: &dyn ObjectStore,
+    log: &Path,
+    version: i64,
+) -> Result<Option<bytes::Bytes>, object_store::Error> {
+    match store.get(&commit_path(log, version)).await {
+        Ok(r) => Ok(Some(r.bytes().await?)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Where the commit holding `txn { app_id, batch_id }` is, scanning back from `latest`.
 pub(crate) async fn find_batch_version(
     location: &str,
-    log_store: &dyn LogStore,
+    store: &dyn ObjectStore,
+    log: &Path,
     latest: i64,
     app_id: &str,
     batch_id: i64,
 ) -> Result<BatchInLog, SinkError> {
     let mut entries = futures::stream::iter((0..=latest).rev())
-        .map(|v| async move { (v, log_store.read_commit_entry(v as u64).await) })
+        .map(|v| async move { (v, read_commit(store, log, v).await) })
         .buffered(READ_AHEAD);
     while let Some((version, read)) = entries.next().await {
         let bytes = match read {
@@ -156,10 +176,10 @@ pub(crate) async fn find_batch_version(
             // prefix): the table can no longer tell.
             Ok(None) => return Ok(BatchInLog::Unknown),
             Err(source) => {
-                return Err(SinkError::Delta {
+                return Err(SinkError::Kernel {
                     location: location.to_string(),
                     op: format!("read log entry {version}"),
-                    source: Box::new(source),
+                    source: Box::new(delta_kernel::KernelError::ObjectStore(source)),
                 });
             }
         };

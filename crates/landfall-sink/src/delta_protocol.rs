@@ -24,17 +24,15 @@
 //! catalog-managed commits, ...), and any feature name landfall does not recognise.
 
 use crate::error::SinkError;
-use deltalake::kernel::transaction::PROTOCOL;
-use deltalake::table::state::DeltaTableState;
+use delta_kernel::Snapshot;
 use std::collections::{BTreeSet, HashMap};
 
 /// How commits must behave on a table [`check_writable`] accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Writability {
-    /// Let deltalake write (classic) checkpoints after commits.
-    pub create_checkpoint: bool,
-    /// `Some(false)`: never clean up expired log files after a commit.
-    pub cleanup_expired_logs: Option<bool>,
+    /// Expired log entries may be cleaned after a checkpoint (not on `checkpointProtection`
+    /// tables).
+    pub cleanup_expired_logs: bool,
 }
 
 /// What the check needs to know about a table, free of deltalake types (unit-testable).
@@ -61,9 +59,9 @@ const LEGACY_WRITER: &[(&str, i32)] = &[
     ("identityColumns", 6),
 ];
 
-const LIBRARY_REFUSES: &str = "nothing landfall writes depends on it, but the Delta library \
-     landfall is built with (deltalake without its `datafusion` feature) refuses to commit to \
-     any table whose protocol includes it";
+const LIBRARY_REFUSES: &str = "nothing landfall writes depends on it, but the Delta kernel \
+     landfall is built with (delta_kernel 0.30) refuses to commit to any table whose protocol \
+     includes it, even when no column uses it";
 
 const UNKNOWN: &str = "landfall does not know this table feature, so it cannot honour what \
      it asks of writers";
@@ -71,6 +69,11 @@ const UNKNOWN: &str = "landfall does not know this table feature, so it cannot h
 /// Why landfall cannot honour `feature`, or `None` when it can.
 fn refusal(feature: &str) -> Option<&'static str> {
     Some(match feature {
+        // Nothing to do for appends, or done by the kernel on every commit: row ids, their
+        // commit versions and the high-water mark (rowTracking), a monotonic in-commit
+        // timestamp, domain metadata kept as it is (clustering's included); checkpoints in the
+        // table's format (v2Checkpoint). invariants, columnMapping and changeDataFeed are
+        // refused by `in_use` when a column or the table uses them.
         "appendOnly"
         | "timestampNtz"
         | "timestampWithoutTimezone"
@@ -78,31 +81,21 @@ fn refusal(feature: &str) -> Option<&'static str> {
         | "v2Checkpoint"
         | "checkpointProtection"
         | "variantType"
-        | "variantType-preview" => return None,
-        "invariants"
-        | "checkConstraints"
-        | "generatedColumns"
-        | "identityColumns"
-        | "columnMapping"
-        | "changeDataFeed"
-        | "domainMetadata"
-        | "vacuumProtocolCheck"
-        | "typeWidening"
-        | "typeWidening-preview"
+        | "variantType-preview"
         | "variantShredding"
         | "variantShredding-preview"
-        | "geospatial" => LIBRARY_REFUSES,
-        "rowTracking" => {
-            "writers must give every added file a base row id and commit version and advance \
-             the table's row-id high-water mark; landfall does not"
-        }
-        "inCommitTimestamp" => {
-            "every commit must carry a monotonic in-commit timestamp; landfall's Delta library \
-             does not write one"
-        }
-        "clustering" => {
-            "clustered tables need writers to keep the clustering domain metadata; landfall \
-             does not"
+        | "rowTracking"
+        | "inCommitTimestamp"
+        | "domainMetadata"
+        | "clustering"
+        | "typeWidening"
+        | "typeWidening-preview"
+        | "vacuumProtocolCheck"
+        | "changeDataFeed"
+        | "invariants"
+        | "columnMapping" => return None,
+        "checkConstraints" | "generatedColumns" | "identityColumns" | "geospatial" => {
+            LIBRARY_REFUSES
         }
         "allowColumnDefaults" => {
             "writers must fill columns with defaults that the data lacks; landfall does not \
@@ -121,17 +114,18 @@ fn refusal(feature: &str) -> Option<&'static str> {
              columns out of them"
         }
         "timestampNanos" => {
-            "nanosecond timestamps need deltalake's `nanosecond-timestamps` feature, which this \
-             build lacks"
+            "nanosecond timestamps are not a Delta type landfall writes or the Delta kernel \
+             knows"
         }
         _ => UNKNOWN,
     })
 }
 
 impl TableFacts {
-    pub(crate) fn of(table: &DeltaTableState) -> Result<Self, String> {
-        let protocol = table.protocol();
-        let metadata = table.metadata();
+    pub(crate) fn of(table: &Snapshot) -> Result<Self, String> {
+        let config = table.table_configuration();
+        let protocol = config.protocol();
+        let metadata = config.metadata();
         let schema: serde_json::Value =
             serde_json::from_str(metadata.schema_string()).map_err(|e| e.to_string())?;
         let mut fields = Vec::new();
@@ -313,8 +307,7 @@ impl TableFacts {
         }
         let has = |name: &str| features.iter().any(|(f, _)| f == name);
         Ok(Writability {
-            create_checkpoint: !has("v2Checkpoint"),
-            cleanup_expired_logs: has("checkpointProtection").then_some(false),
+            cleanup_expired_logs: !has("checkpointProtection"),
         })
     }
 }
@@ -377,7 +370,7 @@ fn collect_fields(
 /// Refuse a table landfall cannot append to correctly (see the module docs).
 pub(crate) fn check_writable(
     location: &str,
-    table: &DeltaTableState,
+    table: &Snapshot,
 ) -> Result<Writability, SinkError> {
     let unsupported = |feature: String, reason: String| SinkError::Unsupported {
         location: location.to_string(),
@@ -389,15 +382,18 @@ pub(crate) fn check_writable(
     let writability = facts.check().map_err(|(f, why)| unsupported(f, why))?;
     // Backstop: anything the library would refuse at commit time (after the data files are
     // written) is refused now, with its own words.
-    PROTOCOL.can_write_to(table).map_err(|e| {
+    let config = table.table_configuration();
+    config
+        .ensure_operation_supported(delta_kernel::table_features::Operation::Write)
+        .map_err(|e| {
         unsupported(
             format!(
                 "protocol reader {} / writer {}",
                 facts.reader_version, facts.writer_version
             ),
-            format!("the Delta library landfall is built with refuses to write it: {e}"),
+            format!("the Delta kernel landfall is built with refuses to write it: {e}"),
         )
-    })?;
+        })?;
     Ok(writability)
 }
 
@@ -423,7 +419,32 @@ mod tests {
         let w = facts(3, 7, &["deletionVectors", "v2Checkpoint", "appendOnly"])
             .check()
             .unwrap();
-        assert!(!w.create_checkpoint);
+        assert!(w.cleanup_expired_logs);
+        let w = facts(3, 7, &["checkpointProtection"]).check().unwrap();
+        assert!(!w.cleanup_expired_logs);
+    }
+
+    #[test]
+    fn features_databricks_enables_are_writable() {
+        let w = facts(
+            3,
+            7,
+            &[
+                "rowTracking",
+                "inCommitTimestamp",
+                "domainMetadata",
+                "clustering",
+                "deletionVectors",
+                "v2Checkpoint",
+                "typeWidening",
+                "vacuumProtocolCheck",
+                "changeDataFeed",
+                "columnMapping",
+                "invariants",
+            ],
+        )
+        .check();
+        assert!(w.is_ok(), "{w:?}");
     }
 
     #[test]
@@ -431,10 +452,12 @@ mod tests {
         let (f, why) = facts(1, 3, &[]).check().unwrap_err();
         assert_eq!(f, "checkConstraints");
         assert!(why.contains("legacy writer version 3"), "{why}");
-        let (f, _) = facts(2, 5, &[]).check().unwrap_err();
-        assert_eq!(f, "changeDataFeed");
-        let (f, _) = facts(1, 7, &["rowTracking"]).check().unwrap_err();
-        assert_eq!(f, "rowTracking");
+        // The kernel refuses legacy writer versions 3 to 6 (they imply CHECK constraints).
+        let (f, why) = facts(2, 5, &[]).check().unwrap_err();
+        assert_eq!(f, "checkConstraints");
+        assert!(why.contains("kernel"), "{why}");
+        let (f, _) = facts(1, 7, &["catalogManaged"]).check().unwrap_err();
+        assert_eq!(f, "catalogManaged");
         let (f, why) = facts(1, 7, &["shinyNewThing"]).check().unwrap_err();
         assert_eq!(f, "shinyNewThing");
         assert!(why.contains("does not know"), "{why}");

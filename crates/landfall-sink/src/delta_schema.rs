@@ -18,8 +18,7 @@ use crate::error::SinkError;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
-use deltalake::kernel::engine::arrow_conversion::TryFromArrow;
-use deltalake::kernel::{DataType as KernelType, StructField, StructType};
+use delta_kernel::schema::{DataType as KernelType, StructField, StructType};
 use landfall_core::ddl::type_to_ddl;
 use landfall_core::seams::SeamResult;
 use landfall_core::{BatchWriter, StagedFile};
@@ -75,50 +74,45 @@ pub fn storable_column(field: &Field) -> Result<(), String> {
         );
     }
     let schema = landfall_core::delta_types::delta_normalize(&Schema::new(vec![field.clone()]));
-    StructType::try_from_arrow(&schema).map_err(|e| format!("no Delta type: {e}"))?;
+    crate::delta::kernel::to_kernel(&schema).map_err(|e| format!("no Delta type: {e}"))?;
     parquet::arrow::ArrowSchemaConverter::new()
         .convert(&schema)
         .map_err(|e| format!("no Parquet type: {e}"))?;
     Ok(())
 }
 
-/// The table schema with the stream's columns it lacks appended (new nested struct fields at
-/// the end of their struct), or `None` when it lacks none. Names match ignoring case, as in
-/// Delta.
-pub(crate) fn merge_new_fields(table: &StructType, stream: &StructType) -> Option<StructType> {
-    let (fields, grown) = merge_struct(table, stream);
-    if !grown {
-        return None;
-    }
-    StructType::try_new(fields).ok()
+/// The stream's columns the table lacks, each with the path of the struct it goes into
+/// (empty: the top level), in the stream's order; names match ignoring case, as in Delta. The
+/// table's schema after adding them in order has every new column at the end of its struct.
+pub(crate) fn new_fields(table: &StructType, stream: &StructType) -> Vec<(Vec<String>, StructField)> {
+    let mut out = Vec::new();
+    collect_new(&[], table, stream, &mut out);
+    out
 }
 
-fn merge_struct(table: &StructType, stream: &StructType) -> (Vec<StructField>, bool) {
-    let mut grown = false;
-    let mut out: Vec<StructField> = table.fields().cloned().collect();
+fn collect_new(
+    parent: &[String],
+    table: &StructType,
+    stream: &StructType,
+    out: &mut Vec<(Vec<String>, StructField)>,
+) {
     for s in stream.fields() {
-        match out
-            .iter_mut()
+        match table
+            .fields()
             .find(|t| t.name.eq_ignore_ascii_case(&s.name))
         {
             Some(t) => {
                 if let (KernelType::Struct(tt), KernelType::Struct(st)) =
                     (&t.data_type, &s.data_type)
                 {
-                    let (children, g) = merge_struct(tt, st);
-                    if g && let Ok(st) = StructType::try_new(children) {
-                        t.data_type = KernelType::Struct(Box::new(st));
-                        grown = true;
-                    }
+                    let mut path = parent.to_vec();
+                    path.push(t.name.clone());
+                    collect_new(&path, tt, st, out);
                 }
             }
-            None => {
-                out.push(s.clone());
-                grown = true;
-            }
+            None => out.push((parent.to_vec(), s.clone())),
         }
     }
-    (out, grown)
 }
 
 fn join(prefix: &str, name: &str) -> String {

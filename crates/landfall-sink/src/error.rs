@@ -4,19 +4,13 @@
 //! cannot write (incompatible schema, a protocol feature we do not honour, a bad location) never
 //! gets better by retrying; a store or network error, or a commit that lost a race, does.
 
-use deltalake::DeltaTableError;
-use deltalake::kernel::transaction::TransactionError;
+use delta_kernel::KernelError;
 use landfall_core::SeamError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     #[error("table {location}: {reason}")]
     Location { location: String, reason: String },
-    #[error("table {location}: cannot open: {source}")]
-    Open {
-        location: String,
-        source: DeltaTableError,
-    },
     #[error("table {location}: the stream schema does not fit the table: {reason}")]
     Incompatible { location: String, reason: String },
     /// The table's protocol needs something of writers that landfall does not do.
@@ -48,19 +42,13 @@ pub enum SinkError {
         batch_id: u64,
         reason: String,
     },
-    /// A Delta commit that failed; retryable or not depending on why (see [`delta_retryable`]).
-    #[error("table {location}: commit of batch {batch_id} failed: {source}")]
-    DeltaCommit {
-        location: String,
-        batch_id: u64,
-        source: Box<DeltaTableError>,
-    },
-    /// Any other Delta operation (create, read the log).
+    /// A Delta operation (open, create, commit, checkpoint) that failed; retryable or not
+    /// depending on why (see [`kernel_retryable`]).
     #[error("table {location}: {op}: {source}")]
-    Delta {
+    Kernel {
         location: String,
         op: String,
-        source: Box<DeltaTableError>,
+        source: Box<KernelError>,
     },
     /// A log entry that is not what the protocol says it is.
     #[error("table {location}: log entry {version} is unreadable: {reason}")]
@@ -91,39 +79,23 @@ fn object_store_retryable(e: &object_store::Error) -> bool {
     )
 }
 
-/// Whether a deltalake error can go away by retrying: store and network errors and lost commit
-/// races can; a table the library refuses to write, or a location it cannot use, cannot.
-pub fn delta_retryable(e: &DeltaTableError) -> bool {
-    match e {
-        DeltaTableError::ObjectStore { source } => object_store_retryable(source),
-        DeltaTableError::Transaction { source } => match source {
-            TransactionError::UnsupportedTableFeatures(_)
-            | TransactionError::TableFeaturesRequired(_)
-            | TransactionError::DeltaTableAppendOnly
-            | TransactionError::SerializeLogJson { .. } => false,
-            TransactionError::ObjectStore { source } => object_store_retryable(source),
-            // CommitConflict (ConcurrentTransaction, MetadataChanged, ...), MaxCommitAttempts,
-            // VersionAlreadyExists, LogStoreError: the next attempt refreshes and decides again.
-            _ => true,
-        },
-        // The kernel's error type is not re-exported; its messages are stable enough to tell
-        // a table it cannot read (fatal) from a store failure underneath (retryable).
-        DeltaTableError::KernelError(k) => {
-            let m = k.to_string();
-            ![
-                "Unsupported:",
-                "Invalid protocol action",
-                "Invalid column mapping mode",
-                "Invalid table location",
-                "Schema error",
-            ]
-            .iter()
-            .any(|p| m.starts_with(p))
-        }
-        DeltaTableError::InvalidTableLocation(_)
-        | DeltaTableError::MissingFeature { .. }
-        | DeltaTableError::UnsupportedColumnMapping { .. }
-        | DeltaTableError::SerializeLogJson { .. } => false,
+/// Whether a kernel error can go away by retrying: store and network errors and lost commit
+/// races can; a table the kernel refuses to write, or a location it cannot use, cannot.
+pub fn kernel_retryable(e: &KernelError) -> bool {
+    match e.without_backtrace() {
+        KernelError::ObjectStore(source) => object_store_retryable(source),
+        KernelError::Unsupported(_)
+        | KernelError::InvalidProtocol(_)
+        | KernelError::InvalidColumnMappingMode(_)
+        | KernelError::InvalidTableLocation(_)
+        | KernelError::InvalidUrl(_)
+        | KernelError::Schema(_)
+        | KernelError::StatsValidation(_)
+        | KernelError::InvalidPartitionValues(_)
+        | KernelError::InvalidTransactionState(_)
+        | KernelError::MissingData(_)
+        | KernelError::MalformedJson(_)
+        | KernelError::ChecksumWriteUnsupported(_) => false,
         _ => true,
     }
 }
@@ -137,10 +109,7 @@ impl From<SinkError> for SeamError {
             | SinkError::Unsupported { .. }
             | SinkError::Unwritable { .. }
             | SinkError::Log { .. } => SeamError::fatal(e.to_string()),
-            SinkError::Open { ref source, .. } => classify(delta_retryable(source), &e),
-            SinkError::DeltaCommit { ref source, .. } | SinkError::Delta { ref source, .. } => {
-                classify(delta_retryable(source), &e)
-            }
+            SinkError::Kernel { ref source, .. } => classify(kernel_retryable(source), &e),
             other => SeamError::retryable(other.to_string()),
         }
     }
@@ -157,12 +126,11 @@ fn classify(retryable: bool, e: &SinkError) -> SeamError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use deltalake::kernel::transaction::CommitConflictError;
 
-    fn seam(source: DeltaTableError) -> SeamError {
-        SinkError::DeltaCommit {
+    fn seam(source: KernelError) -> SeamError {
+        SinkError::Kernel {
             location: "file:///t".into(),
-            batch_id: 7,
+            op: "commit of batch 7".into(),
             source: Box::new(source),
         }
         .into()
@@ -188,24 +156,20 @@ mod tests {
         ] {
             assert!(!SeamError::from(e).retryable);
         }
-        let conflict = seam(DeltaTableError::Transaction {
-            source: TransactionError::CommitConflict(CommitConflictError::ConcurrentTransaction),
-        });
-        assert!(conflict.retryable, "{conflict}");
-        assert!(conflict.message.contains("batch 7"));
-        let store = seam(DeltaTableError::ObjectStore {
-            source: object_store::Error::Generic {
-                store: "S3",
-                source: "connection reset".into(),
-            },
-        });
+        let store = seam(KernelError::ObjectStore(object_store::Error::Generic {
+            store: "S3",
+            source: "connection reset".into(),
+        }));
         assert!(store.retryable);
-        let features = seam(DeltaTableError::Transaction {
-            source: TransactionError::UnsupportedTableFeatures(vec![]),
-        });
+        assert!(store.message.contains("batch 7"), "{store}");
+        let features = seam(KernelError::Unsupported("rowTracking".into()));
         assert!(!features.retryable);
-        let location = seam(DeltaTableError::InvalidTableLocation("nope://".into()));
+        let location = seam(KernelError::InvalidTableLocation("nope://".into()));
         assert!(!location.retryable);
-        assert!(seam(DeltaTableError::VersionAlreadyExists(3)).retryable);
+        assert!(seam(KernelError::Generic("file listing failed".into())).retryable);
+        let bad_path = seam(KernelError::ObjectStore(object_store::Error::InvalidPath {
+            source: object_store::path::Error::EmptySegment { path: "a//b".into() },
+        }));
+        assert!(!bad_path.retryable);
     }
 }

@@ -31,11 +31,8 @@ pub mod fuzzing {
 }
 
 use std::collections::HashMap;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 
-static HANDLERS: Once = Once::new();
-
-/// Register deltalake's S3, Azure and GCS storage handlers (once per process).
 /// A table URI as it may be shown in messages and logs: without a password or query string
 /// (SAS tokens); one that does not parse is cut at its query.
 pub(crate) fn shown(uri: &str) -> String {
@@ -49,29 +46,33 @@ pub(crate) fn shown(uri: &str) -> String {
     }
 }
 
-pub fn register_handlers() {
-    HANDLERS.call_once(|| {
-        deltalake::aws::register_handlers(None);
-        deltalake::azure::register_handlers(None);
-        deltalake::gcp::register_handlers(None);
-    });
+/// The store behind `url` rooted at the bucket (file system) root, and the path of `url` in it
+/// (object_store's own URL parsing and option keys, as for sources).
+pub(crate) fn bucket_store(
+    url: &url::Url,
+    options: &HashMap<String, String>,
+) -> Result<(Arc<dyn object_store::ObjectStore>, object_store::path::Path), SinkError> {
+    let (store, path) = object_store::parse_url_opts(url, options.iter()).map_err(|e| {
+        SinkError::Location {
+            location: shown(url.as_str()),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok((Arc::from(store), path))
 }
 
-/// An object store rooted at `uri` (a table location), built by deltalake from `options`.
+/// An object store rooted at `uri` (a table location), built from `options`.
 pub fn table_store(
     uri: &str,
     options: &HashMap<String, String>,
 ) -> Result<Arc<dyn object_store::ObjectStore>, SinkError> {
-    register_handlers();
     let url = url::Url::parse(uri).map_err(|e| SinkError::Location {
-        location: uri.to_string(),
+        location: shown(uri),
         reason: e.to_string(),
     })?;
-    let table = deltalake::DeltaTableBuilder::from_url(url)
-        .and_then(|b| b.with_storage_options(options.clone()).build())
-        .map_err(|e| SinkError::Location {
-            location: uri.to_string(),
-            reason: e.to_string(),
-        })?;
-    Ok(table.object_store())
+    let (store, path) = bucket_store(&url, options)?;
+    if path.as_ref().is_empty() {
+        return Ok(store);
+    }
+    Ok(Arc::new(object_store::prefix::PrefixStore::new(store, path)))
 }

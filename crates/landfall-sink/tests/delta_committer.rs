@@ -570,13 +570,15 @@ async fn tables_needing_writer_work_are_refused_before_any_data_file() {
             "does not know",
         ),
         (
-            "rowTracking",
+            "catalogManaged",
             hand_made_table(
-                json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}),
-                json!({"delta.enableRowTracking": "true"}),
+                json!({"minReaderVersion": 3, "minWriterVersion": 7,
+                       "readerFeatures": ["catalogManaged"],
+                       "writerFeatures": ["catalogManaged", "inCommitTimestamp"]}),
+                json!({"delta.enableInCommitTimestamps": "true"}),
                 json!({}),
             ),
-            "row id",
+            "catalog",
         ),
         (
             "fancyReaderFeature",
@@ -595,6 +597,138 @@ async fn tables_needing_writer_work_are_refused_before_any_data_file() {
         assert!(err.message.contains(feature), "{feature}: {err}");
         assert!(err.message.contains(detail), "{feature}: {err}");
     }
+}
+
+/// The actions named `kind` in commit `version` of the table's log.
+fn actions(dir: &Path, version: i64, kind: &str) -> Vec<serde_json::Value> {
+    log(dir)
+        .into_iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, a)| a)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|a| a.get(kind).cloned())
+        .collect()
+}
+
+/// Append `rows` rows as batch `batch` and return the commit's version.
+async fn append(c: &DeltaCommitter, batch: u64, rows: std::ops::Range<i64>) -> i64 {
+    let files = stage(c, batch, simple_batch(rows)).await;
+    commit(c, batch, &files).await
+}
+
+#[tokio::test]
+async fn row_tracking_tables_get_row_ids_and_their_high_water_mark() {
+    use serde_json::json;
+    let dir = hand_made_table(
+        json!({"minReaderVersion": 3, "minWriterVersion": 7,
+               "readerFeatures": ["deletionVectors"],
+               "writerFeatures": ["rowTracking", "domainMetadata", "deletionVectors"]}),
+        json!({"delta.enableRowTracking": "true",
+               "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
+               "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-2"}),
+        json!({}),
+    );
+    let c = committer("s", dir.path());
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    let v1 = append(&c, 1, 0..5).await;
+    let v2 = append(&c, 2, 5..8).await;
+    // Protocol: each add gets baseRowId (the high-water mark before it, plus one) and its
+    // commit's version; the domain `delta.rowTracking` holds the new high-water mark.
+    let add1 = &actions(dir.path(), v1, "add")[0];
+    let add2 = &actions(dir.path(), v2, "add")[0];
+    assert_eq!(add1["baseRowId"], 0, "{add1}");
+    assert_eq!(add1["defaultRowCommitVersion"], v1, "{add1}");
+    assert_eq!(add2["baseRowId"], 5, "{add2}");
+    assert_eq!(add2["defaultRowCommitVersion"], v2, "{add2}");
+    let mark = |v: i64| -> i64 {
+        let d = actions(dir.path(), v, "domainMetadata")
+            .into_iter()
+            .find(|d| d["domain"] == "delta.rowTracking")
+            .expect("the row tracking domain");
+        let conf: serde_json::Value =
+            serde_json::from_str(d["configuration"].as_str().unwrap()).unwrap();
+        conf["rowIdHighWaterMark"].as_i64().unwrap()
+    };
+    assert_eq!(mark(v1), 4);
+    assert_eq!(mark(v2), 7);
+}
+
+#[tokio::test]
+async fn in_commit_timestamps_are_written_first_and_only_grow() {
+    use serde_json::json;
+    let dir = hand_made_table(
+        json!({"minReaderVersion": 1, "minWriterVersion": 7,
+               "writerFeatures": ["inCommitTimestamp"]}),
+        json!({"delta.enableInCommitTimestamps": "true",
+               "delta.inCommitTimestampEnablementVersion": "0",
+               "delta.inCommitTimestampEnablementTimestamp": "1700000000000"}),
+        json!({}),
+    );
+    // Version 0 as an ICT writer leaves it, with a timestamp far in the future, so
+    // "monotonic" has to be the previous one plus one, not the clock.
+    let first = dir.path().join("_delta_log/00000000000000000000.json");
+    let text = std::fs::read_to_string(&first).unwrap().replacen(
+        "{\"commitInfo\":{",
+        "{\"commitInfo\":{\"inCommitTimestamp\":4102444800000,",
+        1,
+    );
+    std::fs::write(&first, text).unwrap();
+    let c = committer("s", dir.path());
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    let v1 = append(&c, 1, 0..2).await;
+    let v2 = append(&c, 2, 2..4).await;
+    let ict = |v: i64| -> i64 {
+        let line = std::fs::read_to_string(dir.path().join(format!("_delta_log/{v:020}.json")))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(
+            line.starts_with("{\"commitInfo\":{"),
+            "commitInfo is the commit's first action: {line}"
+        );
+        actions(dir.path(), v, "commitInfo")[0]["inCommitTimestamp"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(ict(v1), 4102444800001);
+    assert_eq!(ict(v2), 4102444800002);
+}
+
+#[tokio::test]
+async fn clustered_tables_keep_their_clustering_and_get_stats_for_it() {
+    use serde_json::json;
+    let dir = hand_made_table(
+        json!({"minReaderVersion": 1, "minWriterVersion": 7,
+               "writerFeatures": ["clustering", "domainMetadata"]}),
+        json!({}),
+        json!({}),
+    );
+    let first = dir.path().join("_delta_log/00000000000000000000.json");
+    let mut text = std::fs::read_to_string(&first).unwrap();
+    text.push_str(
+        &json!({"domainMetadata": {"domain": "delta.clustering",
+            "configuration": "{\"clusteringColumns\":[[\"id\"]]}", "removed": false}})
+        .to_string(),
+    );
+    text.push('\n');
+    std::fs::write(&first, text).unwrap();
+    let c = committer("s", dir.path());
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    let v = append(&c, 1, 3..9).await;
+    let add = &actions(dir.path(), v, "add")[0];
+    let stats: serde_json::Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+    assert_eq!(stats["numRecords"], 6, "{stats}");
+    assert_eq!(stats["minValues"]["id"], 3, "{stats}");
+    assert_eq!(stats["maxValues"]["id"], 8, "{stats}");
+    assert_eq!(stats["nullCount"]["id"], 0, "{stats}");
+    // The clustering domain stays as the table's owner wrote it.
+    let fresh = committer("t", dir.path());
+    fresh.prepare(simple_schema(), &[]).await.unwrap();
+    append(&fresh, 1, 0..1).await;
+    assert!(actions(dir.path(), v, "domainMetadata").is_empty());
 }
 
 #[tokio::test]

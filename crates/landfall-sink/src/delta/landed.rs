@@ -5,7 +5,7 @@
 use super::DeltaCommitter;
 use crate::delta_log::BatchInLog;
 use crate::error::SinkError;
-use deltalake::DeltaTable;
+use delta_kernel::SnapshotRef;
 use landfall_core::seams::{ErrorKind, SeamResult};
 use landfall_core::{Committed, SeamError};
 
@@ -16,7 +16,7 @@ impl DeltaCommitter {
     /// numbering: an error, never a batch taken for landed.
     pub(super) async fn already_landed(
         &self,
-        table: &DeltaTable,
+        table: &SnapshotRef,
         batch_id: u64,
     ) -> SeamResult<Option<Committed>> {
         let Some(v) = self.txn_version(table).await? else {
@@ -64,27 +64,23 @@ impl DeltaCommitter {
     /// stream's txn shows it landed after all and that entry is found. Otherwise `None` (the
     /// entry not found, a later batch's txn, the table unreadable now): the caller's error
     /// stands, and recovery at the restart decides, with its owner check.
-    pub(super) async fn landed_unseen(&self, table: &mut DeltaTable, batch_id: u64) -> Option<i64> {
-        table.update_incremental(None).await.ok()?;
-        let txn = self.txn_version(table).await.ok()??;
+    pub(super) async fn landed_unseen(&self, batch_id: u64) -> Option<i64> {
+        let table = self.refreshed().await.ok()?.clone()?;
+        let txn = self.txn_version(&table).await.ok()??;
         if txn < batch_id as i64 {
             return None;
         }
-        self.find_batch(table, batch_id).await.ok()?
+        self.find_batch(&table, batch_id).await.ok()?
     }
 
-    pub(super) async fn txn_version(&self, table: &DeltaTable) -> Result<Option<i64>, SinkError> {
-        let snapshot = table.snapshot().map_err(|e| self.open_err(e))?;
-        snapshot
-            .transaction_version(table.log_store().as_ref(), &self.stream)
-            .await
-            .map_err(|e| self.open_err(e))
+    pub(super) async fn txn_version(&self, table: &SnapshotRef) -> Result<Option<i64>, SinkError> {
+        self.kernel().await?.txn_version(table, &self.stream).await
     }
 
     /// The version of the commit holding `batch_id` in `table` (refreshed), if still in the log.
     pub(super) async fn find_batch(
         &self,
-        table: &DeltaTable,
+        table: &SnapshotRef,
         batch_id: u64,
     ) -> Result<Option<i64>, SinkError> {
         Ok(self.locate_batch(table, batch_id).await?.found())
@@ -93,7 +89,7 @@ impl DeltaCommitter {
     /// What the log of `table` (refreshed) says of `batch_id`.
     pub(super) async fn locate_batch(
         &self,
-        table: &DeltaTable,
+        table: &SnapshotRef,
         batch_id: u64,
     ) -> Result<BatchInLog, SinkError> {
         // Cheap bound first: a batch above the stream's txn version was never committed.
@@ -101,13 +97,12 @@ impl DeltaCommitter {
             Some(v) if v >= batch_id as i64 => {}
             _ => return Ok(BatchInLog::Absent),
         }
-        let Some(latest) = table.version() else {
-            return Ok(BatchInLog::Absent);
-        };
+        let k = self.kernel().await?;
         crate::delta_log::find_batch_version(
             &self.uri,
-            table.log_store().as_ref(),
-            latest as i64,
+            k.store.as_ref(),
+            &k.path("_delta_log"),
+            table.version() as i64,
             &self.stream,
             batch_id as i64,
         )
