@@ -104,7 +104,11 @@ impl DeltaCommitter {
     /// Create the table from the (normalised) schema, or load the one another writer created
     /// first: of several streams racing to create it, exactly one writes version 0 (a
     /// put-if-absent) and the others load that table.
-    async fn create(&self, schema: &Schema, partition_by: &[String]) -> Result<SnapshotRef, SinkError> {
+    async fn create(
+        &self,
+        schema: &Schema,
+        partition_by: &[String],
+    ) -> Result<SnapshotRef, SinkError> {
         let k = self.kernel().await?;
         if let Some(created) = k.create(schema, partition_by).await? {
             return Ok(created);
@@ -127,8 +131,9 @@ impl DeltaCommitter {
 
     /// The table's schema as Arrow reads it back.
     fn table_schema(&self, table: &SnapshotRef) -> Result<Schema, SinkError> {
-        kernel::to_arrow(&table.schema())
-            .map_err(|e| self.incompatible(format!("the table schema has no Arrow equivalent: {e}")))
+        kernel::to_arrow(&table.schema()).map_err(|e| {
+            self.incompatible(format!("the table schema has no Arrow equivalent: {e}"))
+        })
     }
 
     /// `schema` must be normalised.
@@ -187,7 +192,8 @@ impl DeltaCommitter {
         };
         // The table as it is now (another writer may have changed it since `evolve`): every
         // column the stream shares with it must still fit.
-        check_fits_growing(&stream, &self.table_schema(table)?).map_err(|e| self.incompatible(e))?;
+        check_fits_growing(&stream, &self.table_schema(table)?)
+            .map_err(|e| self.incompatible(e))?;
         let want = kernel::to_kernel(&stream)
             .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
         Ok(new_fields(&table.schema(), &want))
@@ -221,8 +227,12 @@ impl DeltaCommitter {
             .unwrap_or(log_cleanup::DEFAULT_LOG_RETENTION);
         match log_cleanup::clean_expired(k, retention).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(table = %crate::shown(&self.uri), removed = n, "expired log entries cleaned"),
-            Err(e) => tracing::warn!(table = %crate::shown(&self.uri), error = %e, "log cleanup failed; the next checkpoint tries again"),
+            Ok(n) => {
+                tracing::info!(table = %crate::shown(&self.uri), removed = n, "expired log entries cleaned")
+            }
+            Err(e) => {
+                tracing::warn!(table = %crate::shown(&self.uri), error = %e, "log cleanup failed; the next checkpoint tries again")
+            }
         }
     }
 
@@ -321,6 +331,7 @@ impl Committer for DeltaCommitter {
         let partition_by = self.layout.partition_by()?;
         let k = self.kernel().await?;
         let mut guard = self.refreshed().await?;
+        let mut lost_race = false;
         for _ in 0..MAX_CONFLICTS {
             let table = guard.clone().ok_or_else(|| SinkError::Commit {
                 location: crate::shown(&self.uri),
@@ -328,6 +339,16 @@ impl Committer for DeltaCommitter {
                 reason: "the table disappeared".into(),
             })?;
             if let Some(settled) = self.already_landed(&table, batch_id).await? {
+                if lost_race {
+                    // Our PUT landed and its answer was lost: the store client's retry of it
+                    // found the version taken, by our own entry.
+                    tracing::warn!(
+                        table = %crate::shown(&self.uri),
+                        batch_id,
+                        version = settled.version,
+                        "the commit landed though its answer was lost; recorded once"
+                    );
+                }
                 return Ok(settled);
             }
             // Features may have been enabled since prepare; refuse before committing.
@@ -353,6 +374,7 @@ impl Committer for DeltaCommitter {
                     });
                 }
                 Ok(Attempt::Conflicted { version }) => {
+                    lost_race = true;
                     // Another commit took the version (or our own, its answer lost): the next
                     // round refreshes and looks for our txn before committing again.
                     tracing::debug!(table = %crate::shown(&self.uri), batch_id, version, "lost the race for a log version; deciding again");

@@ -16,8 +16,8 @@
 
 use crate::error::SinkError;
 use futures::StreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 /// Commit files read ahead of the one being looked at (object-store latency, not CPU, bounds
 /// the scan).

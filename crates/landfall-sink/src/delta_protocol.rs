@@ -368,10 +368,7 @@ fn collect_fields(
 }
 
 /// Refuse a table landfall cannot append to correctly (see the module docs).
-pub(crate) fn check_writable(
-    location: &str,
-    table: &Snapshot,
-) -> Result<Writability, SinkError> {
+pub(crate) fn check_writable(location: &str, table: &Snapshot) -> Result<Writability, SinkError> {
     let unsupported = |feature: String, reason: String| SinkError::Unsupported {
         location: location.to_string(),
         feature,
@@ -386,13 +383,13 @@ pub(crate) fn check_writable(
     config
         .ensure_operation_supported(delta_kernel::table_features::Operation::Write)
         .map_err(|e| {
-        unsupported(
-            format!(
-                "protocol reader {} / writer {}",
-                facts.reader_version, facts.writer_version
-            ),
-            format!("the Delta kernel landfall is built with refuses to write it: {e}"),
-        )
+            unsupported(
+                format!(
+                    "protocol reader {} / writer {}",
+                    facts.reader_version, facts.writer_version
+                ),
+                format!("the Delta kernel landfall is built with refuses to write it: {e}"),
+            )
         })?;
     Ok(writability)
 }

@@ -84,7 +84,10 @@ pub fn storable_column(field: &Field) -> Result<(), String> {
 /// The stream's columns the table lacks, each with the path of the struct it goes into
 /// (empty: the top level), in the stream's order; names match ignoring case, as in Delta. The
 /// table's schema after adding them in order has every new column at the end of its struct.
-pub(crate) fn new_fields(table: &StructType, stream: &StructType) -> Vec<(Vec<String>, StructField)> {
+pub(crate) fn new_fields(
+    table: &StructType,
+    stream: &StructType,
+) -> Vec<(Vec<String>, StructField)> {
     let mut out = Vec::new();
     collect_new(&[], table, stream, &mut out);
     out

@@ -168,7 +168,9 @@ mod tests {
         assert!(!location.retryable);
         assert!(seam(KernelError::Generic("file listing failed".into())).retryable);
         let bad_path = seam(KernelError::ObjectStore(object_store::Error::InvalidPath {
-            source: object_store::path::Error::EmptySegment { path: "a//b".into() },
+            source: object_store::path::Error::EmptySegment {
+                path: "a//b".into(),
+            },
         }));
         assert!(!bad_path.retryable);
     }

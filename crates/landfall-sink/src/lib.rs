@@ -52,12 +52,11 @@ pub(crate) fn bucket_store(
     url: &url::Url,
     options: &HashMap<String, String>,
 ) -> Result<(Arc<dyn object_store::ObjectStore>, object_store::path::Path), SinkError> {
-    let (store, path) = object_store::parse_url_opts(url, options.iter()).map_err(|e| {
-        SinkError::Location {
+    let (store, path) =
+        object_store::parse_url_opts(url, options.iter()).map_err(|e| SinkError::Location {
             location: shown(url.as_str()),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     Ok((Arc::from(store), path))
 }
 
@@ -74,5 +73,7 @@ pub fn table_store(
     if path.as_ref().is_empty() {
         return Ok(store);
     }
-    Ok(Arc::new(object_store::prefix::PrefixStore::new(store, path)))
+    Ok(Arc::new(object_store::prefix::PrefixStore::new(
+        store, path,
+    )))
 }

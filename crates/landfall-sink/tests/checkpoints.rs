@@ -122,8 +122,16 @@ async fn the_txn_survives_in_checkpoints_after_old_commits_are_gone() {
     }
     json.finish().unwrap();
     let text = String::from_utf8(json.into_inner()).unwrap();
-    assert_eq!(text.matches("\"add\":{\"path\"").count(), 199, "one add per batch");
-    assert!(text.contains("\"appId\":\"stream\",\"version\":198"), "{}", &text[..text.len().min(2000)]);
+    assert_eq!(
+        text.matches("\"add\":{\"path\"").count(),
+        199,
+        "one add per batch"
+    );
+    assert!(
+        text.contains("\"appId\":\"stream\",\"version\":198"),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

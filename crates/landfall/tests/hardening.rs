@@ -803,8 +803,8 @@ fn a_batch_committed_by_another_instance_is_never_recorded_as_ours() {
         &ids(&verify("delta", &root.join("table"), Some("events")), "id"),
         &(0..5).collect::<Vec<_>>(),
     );
-    // The commit carries A's state identity, in commitInfo and on each add (kept by
-    // checkpoints).
+    // The commit carries A's state identity in its commitInfo (the Delta kernel writes no
+    // add tags).
     let log =
         std::fs::read_to_string(root.join("table/_delta_log/00000000000000000001.json")).unwrap();
     let stamped = log
@@ -815,10 +815,7 @@ fn a_batch_committed_by_another_instance_is_never_recorded_as_ours() {
                 || a["add"]["tags"]["landfall.state"].is_string()
         })
         .count();
-    assert!(
-        stamped >= 2,
-        "commitInfo and the add carry the owner:\n{log}"
-    );
+    assert!(stamped >= 1, "commitInfo carries the owner:\n{log}");
 }
 
 /// The same race where the other instance's batch holds no data file (its files had no rows):

@@ -63,9 +63,14 @@ pub(crate) struct Kernel {
 
 /// How one append transaction ended (failures are the `Err` of [`Kernel::append`]).
 pub(crate) enum Attempt {
-    Committed { version: i64, snapshot: SnapshotRef },
+    Committed {
+        version: i64,
+        snapshot: SnapshotRef,
+    },
     /// Another commit took the version first: refresh and decide again.
-    Conflicted { version: i64 },
+    Conflicted {
+        version: i64,
+    },
 }
 
 /// One batch's commit, as [`Kernel::append`] builds it.
@@ -175,10 +180,12 @@ impl Kernel {
         schema: &Schema,
         partition_by: &[String],
     ) -> Result<Option<SnapshotRef>, SinkError> {
-        let st: StructType = schema.try_into_kernel().map_err(|e| SinkError::Incompatible {
-            location: self.location.clone(),
-            reason: format!("cannot be stored in Delta: {e}"),
-        })?;
+        let st: StructType = schema
+            .try_into_kernel()
+            .map_err(|e| SinkError::Incompatible {
+                location: self.location.clone(),
+                reason: format!("cannot be stored in Delta: {e}"),
+            })?;
         let root = self.root.to_string();
         let partition_by = partition_by.to_vec();
         let created = self
@@ -223,8 +230,7 @@ impl Kernel {
         let snapshot = snapshot.clone();
         self.run(move |engine| {
             let batch = append.batch_id.to_string();
-            let (op, params): (_, Vec<(&str, Option<String>)>) = if append.partition_by.is_empty()
-            {
+            let (op, params): (_, Vec<(&str, Option<String>)>) = if append.partition_by.is_empty() {
                 (
                     UpdateTableOperation::StreamingUpdate,
                     vec![
@@ -302,9 +308,8 @@ impl Kernel {
             let scan = snapshot.scan_builder().build()?;
             let mut out: Vec<String> = Vec::new();
             for meta in scan.scan_metadata(engine)? {
-                out = meta?.visit_scan_files(out, |paths: &mut Vec<String>, f| {
-                    paths.push(f.path)
-                })?;
+                out =
+                    meta?.visit_scan_files(out, |paths: &mut Vec<String>, f| paths.push(f.path))?;
             }
             Ok(out)
         })
@@ -314,7 +319,11 @@ impl Kernel {
 
     /// The object path of the table-relative `rel` (`_delta_log/...`).
     pub fn path(&self, rel: &str) -> Path {
-        let mut parts: Vec<String> = self.prefix.parts().map(|p| p.as_ref().to_string()).collect();
+        let mut parts: Vec<String> = self
+            .prefix
+            .parts()
+            .map(|p| p.as_ref().to_string())
+            .collect();
         parts.extend(rel.split('/').map(str::to_string));
         Path::from_iter(parts)
     }
@@ -334,7 +343,13 @@ impl Drop for Kernel {
 /// `commitInfo`'s extra field: the state identity ([`landfall_core::OWNER_KEY`]).
 fn owner_commit_info(
     owner: &str,
-) -> Result<(Box<dyn delta_kernel::EngineData>, delta_kernel::schema::SchemaRef), KernelError> {
+) -> Result<
+    (
+        Box<dyn delta_kernel::EngineData>,
+        delta_kernel::schema::SchemaRef,
+    ),
+    KernelError,
+> {
     let schema = Arc::new(Schema::new(vec![Field::new(
         landfall_core::OWNER_KEY,
         DataType::Utf8,

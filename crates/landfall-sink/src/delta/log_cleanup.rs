@@ -60,7 +60,10 @@ fn entry(name: &str) -> Option<Entry> {
 }
 
 /// The version below which every entry may go, given the log's files and the cutoff.
-fn oldest_kept(files: &[(Entry, chrono::DateTime<chrono::Utc>)], cutoff: chrono::DateTime<chrono::Utc>) -> Option<u64> {
+fn oldest_kept(
+    files: &[(Entry, chrono::DateTime<chrono::Utc>)],
+    cutoff: chrono::DateTime<chrono::Utc>,
+) -> Option<u64> {
     let mut parts: BTreeMap<u64, (u64, u64)> = BTreeMap::new(); // version -> (seen, expected)
     let mut complete: Vec<u64> = Vec::new();
     for (e, modified) in files {
@@ -100,8 +103,8 @@ pub(crate) async fn clean_expired(k: &Kernel, retention: Duration) -> Result<u64
         .into_iter()
         .filter_map(|m| Some((entry(m.location.filename()?)?, m)))
         .collect();
-    let cutoff = chrono::Utc::now()
-        - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    let cutoff =
+        chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
     let stamped: Vec<(Entry, chrono::DateTime<chrono::Utc>)> = files
         .iter()
         .map(|(e, m)| (e.clone(), m.last_modified))
@@ -143,11 +146,17 @@ mod tests {
             Some(Entry::Checkpoint(9))
         );
         assert_eq!(
-            entry(&format!("{}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json", v(9))),
+            entry(&format!(
+                "{}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
+                v(9)
+            )),
             Some(Entry::Checkpoint(9))
         );
         assert_eq!(
-            entry(&format!("{}.checkpoint.0000000001.0000000002.parquet", v(9))),
+            entry(&format!(
+                "{}.checkpoint.0000000001.0000000002.parquet",
+                v(9)
+            )),
             Some(Entry::CheckpointPart {
                 version: 9,
                 parts: 2
@@ -157,7 +166,12 @@ mod tests {
             entry(&format!("{}.{}.compacted.json", v(3), v(5))),
             Some(Entry::Compacted { to: 5 })
         );
-        for other in ["_last_checkpoint", "7.json", "0000000000000000000x.json", "_sidecars"] {
+        for other in [
+            "_last_checkpoint",
+            "7.json",
+            "0000000000000000000x.json",
+            "_sidecars",
+        ] {
             assert_eq!(entry(other), None, "{other}");
         }
     }
@@ -169,12 +183,24 @@ mod tests {
         let files = vec![
             (Entry::Checkpoint(10), t(500)),
             (Entry::Checkpoint(20), t(1500)), // too new
-            (Entry::CheckpointPart { version: 15, parts: 2 }, t(600)), // half of one
+            (
+                Entry::CheckpointPart {
+                    version: 15,
+                    parts: 2,
+                },
+                t(600),
+            ), // half of one
             (Entry::Commit(5), t(100)),
         ];
         assert_eq!(oldest_kept(&files, cutoff), Some(10));
         let mut more = files;
-        more.push((Entry::CheckpointPart { version: 15, parts: 2 }, t(700)));
+        more.push((
+            Entry::CheckpointPart {
+                version: 15,
+                parts: 2,
+            },
+            t(700),
+        ));
         assert_eq!(oldest_kept(&more, cutoff), Some(15));
         assert_eq!(oldest_kept(&[(Entry::Commit(1), t(1))], cutoff), None);
     }

@@ -47,7 +47,9 @@ fn parse(files: &[StagedFile], schema: Schema) -> Result<StructArray, String> {
         decoder
             .decode(line.as_bytes())
             .map_err(|e| format!("{}: {e}", f.path))?;
-        decoder.decode(b"\n").map_err(|e| format!("{}: {e}", f.path))?;
+        decoder
+            .decode(b"\n")
+            .map_err(|e| format!("{}: {e}", f.path))?;
     }
     let batch = decoder
         .flush()
