@@ -109,6 +109,10 @@ impl DeltaCommitter {
         schema: &Schema,
         partition_by: &[String],
     ) -> Result<SnapshotRef, SinkError> {
+        // The kernel refuses these names with an error that looks transient; say why now.
+        for f in schema.fields() {
+            crate::delta_schema::plain_names(f).map_err(|e| self.incompatible(e))?;
+        }
         let k = self.kernel().await?;
         if let Some(created) = k.create(schema, partition_by).await? {
             return Ok(created);
@@ -196,7 +200,18 @@ impl DeltaCommitter {
             .map_err(|e| self.incompatible(e))?;
         let want = kernel::to_kernel(&stream)
             .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
-        Ok(new_fields(&table.schema(), &want))
+        let grown = new_fields(&table.schema(), &want);
+        if !grown.is_empty() {
+            // A schema change re-checks every name of the table, old ones included.
+            for f in self.table_schema(table)?.fields() {
+                crate::delta_schema::plain_names(f).map_err(|e| {
+                    self.incompatible(format!(
+                        "new columns cannot be added to this table: its {e}"
+                    ))
+                })?;
+            }
+        }
+        Ok(grown)
     }
 
     fn writability(&self, table: &SnapshotRef) -> Result<Writability, SinkError> {

@@ -9,19 +9,25 @@
 //!
 //! Honoured: `appendOnly` (we only add files), `timestampNtz` (zone-less timestamps are written
 //! as NTZ), `deletionVectors` (the protocol lets a blind append add files without deletion
-//! vectors; readers apply vectors only to the files that carry one), `v2Checkpoint` (we write no
-//! checkpoints to such tables, so never a classic one), `checkpointProtection` (we clean no logs
-//! on such tables), `variantType` (we never write variant values; a variant column must then be
-//! nullable like any column the stream lacks).
+//! vectors; readers apply vectors only to the files that carry one), `v2Checkpoint` (the kernel
+//! writes checkpoints in the table's format), `checkpointProtection` (we clean no logs on such
+//! tables), `variantType` (we never write variant values; a variant column must then be nullable
+//! like any column the stream lacks), `rowTracking` (the kernel gives every add its base row id
+//! and commit version and advances the high-water mark in the `delta.rowTracking` domain),
+//! `inCommitTimestamp` (the kernel writes a monotonic one in every commitInfo),
+//! `domainMetadata` (kept as it is), `typeWidening` (data files are written in the table's
+//! current types), `vacuumProtocolCheck`, `changeDataFeed` (appends need no change data).
 //!
 //! Refused when in use, because writers must act on every row or file and landfall does not:
 //! CHECK constraints (`delta.constraints.*`), generated columns (`delta.generationExpression`),
 //! identity columns (`delta.identity.*`), invariants (`delta.invariants`), column mapping
 //! (`delta.columnMapping.mode` name/id: files must use physical names). Refused when merely in
-//! force: whatever the Delta library landfall is built with (deltalake without `datafusion`)
-//! refuses to commit to (it then fails every commit after the data files are written), features
-//! that oblige writers to do more (row tracking, in-commit timestamps, clustering, defaults,
-//! catalog-managed commits, ...), and any feature name landfall does not recognise.
+//! force: what the Delta kernel landfall is built with (delta_kernel 0.30) refuses to commit to
+//! (legacy writer versions 3 to 6, which imply CHECK constraints; generated and identity
+//! columns), `clustering` (the kernel needs stats of the clustering columns on every file, which
+//! landfall's writer does not always have), features that oblige writers to do more (column
+//! defaults, catalog-managed commits, Iceberg compatibility, ...), and any feature name landfall
+//! does not recognise.
 
 use crate::error::SinkError;
 use delta_kernel::Snapshot;
@@ -87,7 +93,6 @@ fn refusal(feature: &str) -> Option<&'static str> {
         | "rowTracking"
         | "inCommitTimestamp"
         | "domainMetadata"
-        | "clustering"
         | "typeWidening"
         | "typeWidening-preview"
         | "vacuumProtocolCheck"
@@ -96,6 +101,12 @@ fn refusal(feature: &str) -> Option<&'static str> {
         | "columnMapping" => return None,
         "checkConstraints" | "generatedColumns" | "identityColumns" | "geospatial" => {
             LIBRARY_REFUSES
+        }
+        "clustering" => {
+            "the Delta kernel requires min, max and null-count stats of the clustering columns \
+             on every added file, and landfall's writer leaves some out (columns past the 32nd, \
+             NaN floats, strings it cannot bound), which would fail a commit after its data \
+             files are written"
         }
         "allowColumnDefaults" => {
             "writers must fill columns with defaults that the data lacks; landfall does not \
@@ -430,7 +441,6 @@ mod tests {
                 "rowTracking",
                 "inCommitTimestamp",
                 "domainMetadata",
-                "clustering",
                 "deletionVectors",
                 "v2Checkpoint",
                 "typeWidening",

@@ -40,24 +40,7 @@ pub(crate) fn check_fits_growing(stream: &Schema, table: &Schema) -> Result<(), 
 /// refused (adding one would need the `timestampNtz` table feature, which growing a table
 /// does not enable).
 pub fn storable_column(field: &Field) -> Result<(), String> {
-    const INVALID: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
-    fn names(f: &Field, out: &mut Vec<String>) {
-        out.push(f.name().clone());
-        match f.data_type() {
-            DataType::Struct(c) => c.iter().for_each(|c| names(c, out)),
-            DataType::List(c) | DataType::LargeList(c) => names(c, out),
-            _ => {}
-        }
-    }
-    let mut all = Vec::new();
-    names(field, &mut all);
-    for n in &all {
-        if n.is_empty() || n.contains(INVALID) {
-            return Err(format!(
-                "column name {n:?} is not allowed in a Delta table without column mapping"
-            ));
-        }
-    }
+    plain_names(field)?;
     fn no_ntz(ty: &DataType) -> bool {
         match ty {
             DataType::Timestamp(_, None) => false,
@@ -78,6 +61,34 @@ pub fn storable_column(field: &Field) -> Result<(), String> {
     parquet::arrow::ArrowSchemaConverter::new()
         .convert(&schema)
         .map_err(|e| format!("no Parquet type: {e}"))?;
+    Ok(())
+}
+
+/// Why a column's name (or a nested field's) cannot be in a Delta table without column
+/// mapping, if it cannot: the Delta kernel refuses to create, or change the schema of, a table
+/// holding one of these characters in a name.
+pub(crate) fn plain_names(field: &Field) -> Result<(), String> {
+    const INVALID: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+    fn names(f: &Field, out: &mut Vec<String>) {
+        out.push(f.name().clone());
+        match f.data_type() {
+            DataType::Struct(c) => c.iter().for_each(|c| names(c, out)),
+            DataType::List(c) | DataType::LargeList(c) => names(c, out),
+            DataType::Map(e, _) => names(e, out),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    names(field, &mut all);
+    for n in &all {
+        if n.is_empty() || n.contains(INVALID) {
+            return Err(format!(
+                "column name {n:?} is not allowed in a Delta table without column mapping \
+                 (no space or any of ,;{{}}()=, tab, newline); rename it with a SQL \
+                 transformation or write to a table with column mapping created by Spark"
+            ));
+        }
+    }
     Ok(())
 }
 

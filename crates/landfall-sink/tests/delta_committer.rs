@@ -698,7 +698,7 @@ async fn in_commit_timestamps_are_written_first_and_only_grow() {
 }
 
 #[tokio::test]
-async fn clustered_tables_keep_their_clustering_and_get_stats_for_it() {
+async fn clustered_tables_are_refused_before_any_data_file() {
     use serde_json::json;
     let dir = hand_made_table(
         json!({"minReaderVersion": 1, "minWriterVersion": 7,
@@ -715,20 +715,29 @@ async fn clustered_tables_keep_their_clustering_and_get_stats_for_it() {
     );
     text.push('\n');
     std::fs::write(&first, text).unwrap();
-    let c = committer("s", dir.path());
-    c.prepare(simple_schema(), &[]).await.unwrap();
-    let v = append(&c, 1, 3..9).await;
-    let add = &actions(dir.path(), v, "add")[0];
-    let stats: serde_json::Value = serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
-    assert_eq!(stats["numRecords"], 6, "{stats}");
-    assert_eq!(stats["minValues"]["id"], 3, "{stats}");
-    assert_eq!(stats["maxValues"]["id"], 8, "{stats}");
-    assert_eq!(stats["nullCount"]["id"], 0, "{stats}");
-    // The clustering domain stays as the table's owner wrote it.
-    let fresh = committer("t", dir.path());
-    fresh.prepare(simple_schema(), &[]).await.unwrap();
-    append(&fresh, 1, 0..1).await;
-    assert!(actions(dir.path(), v, "domainMetadata").is_empty());
+    let err = refused(&dir).await;
+    assert!(err.message.contains("clustering"), "{err}");
+    assert!(err.message.contains("stats"), "{err}");
+}
+
+#[tokio::test]
+async fn column_names_delta_refuses_are_refused_at_prepare() {
+    let dir = tempfile::tempdir().unwrap();
+    let spaced = Arc::new(Schema::new(vec![Field::new(
+        "order id",
+        DataType::Int64,
+        true,
+    )]));
+    let err = committer("s", dir.path())
+        .prepare(spaced, &[])
+        .await
+        .unwrap_err();
+    assert!(!err.retryable, "{err}");
+    assert!(err.message.contains("\"order id\""), "{err}");
+    assert!(
+        !dir.path().join("_delta_log").exists(),
+        "no table was created"
+    );
 }
 
 #[tokio::test]
@@ -804,4 +813,27 @@ async fn two_streams_append_concurrently_without_losing_adds() {
             .unwrap();
     table.load().await.unwrap();
     assert_eq!(table.get_file_uris().unwrap().count(), 20);
+}
+
+#[tokio::test]
+async fn a_table_under_a_prefix_with_a_space_and_a_percent_finds_its_own_commits() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("my table 100% [x]");
+    std::fs::create_dir(&dir).unwrap();
+    let c = committer("s", &dir);
+    c.set_owner("state-a");
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    let v1 = append(&c, 1, 0..3).await;
+    append(&c, 2, 3..5).await;
+    // The log is read back under the same (escaped) prefix: the batch's commit, its files and
+    // its owner stamp.
+    assert_eq!(c.batch_version(1).await.unwrap(), Some(v1));
+    let b = c.batch_commit(1).await.unwrap().expect("batch 1's commit");
+    assert_eq!(b.owner.as_deref(), Some("state-a"));
+    assert_eq!(b.files.len(), 1);
+    assert!(dir.join("_delta_log/00000000000000000002.json").is_file());
+    assert_eq!(
+        committer("s", &dir).last_committed().await.unwrap(),
+        Some(2)
+    );
 }

@@ -83,7 +83,7 @@ pub trait Committer: Send + Sync {
     /// the table can still tell (`None`: no such commit, or its log entry is gone).
     async fn batch_commit(&self, batch_id: u64) -> SeamResult<Option<BatchCommit>>;
     /// The identity of the state this committer commits for, stamped on every commit (Delta:
-    /// `commitInfo` and each `add`'s tags under [`OWNER_KEY`]; Parquet directory: the
+    /// `commitInfo` under [`OWNER_KEY`]; Parquet directory: the
     /// manifest).
     fn set_owner(&self, owner: &str);
     /// Finish the publication of a batch the table already holds (after a crash between

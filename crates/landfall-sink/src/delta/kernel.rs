@@ -319,13 +319,9 @@ impl Kernel {
 
     /// The object path of the table-relative `rel` (`_delta_log/...`).
     pub fn path(&self, rel: &str) -> Path {
-        let mut parts: Vec<String> = self
-            .prefix
-            .parts()
-            .map(|p| p.as_ref().to_string())
-            .collect();
-        parts.extend(rel.split('/').map(str::to_string));
-        Path::from_iter(parts)
+        // The prefix's parts stay as they are (already encoded); only `rel` is new.
+        rel.split('/')
+            .fold(self.prefix.clone(), |p, seg| p.join(seg))
     }
 }
 
