@@ -227,7 +227,7 @@ impl DeltaCommitter {
             .checkpoint_interval
             .map(|n| n.get())
             .unwrap_or(CHECKPOINT_INTERVAL);
-        if (table.version() + 1) % interval != 0 {
+        if !(table.version() + 1).is_multiple_of(interval) {
             return;
         }
         if let Err(e) = k.checkpoint(table).await {
