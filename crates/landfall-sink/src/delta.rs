@@ -57,6 +57,9 @@ pub struct DeltaCommitter {
     kernel: OnceCell<Kernel>,
     /// The table's latest snapshot as last seen (`None`: no table yet).
     table: Mutex<Option<SnapshotRef>>,
+    /// `table` is the snapshot our own last commit returned, and no call failed since: the
+    /// next commit starts from it without listing the log (see `commit`).
+    own_latest: std::sync::atomic::AtomicBool,
     layout: TableLayout,
     /// The normalised stream schema data files are written in (set by `prepare`).
     schema: std::sync::Mutex<Option<SchemaRef>>,
@@ -77,6 +80,7 @@ impl DeltaCommitter {
             options,
             kernel: OnceCell::new(),
             table: Mutex::new(None),
+            own_latest: std::sync::atomic::AtomicBool::new(false),
             layout: TableLayout::new(uri, target_file_size),
             schema: std::sync::Mutex::new(None),
             owner: std::sync::Mutex::new(None),
@@ -220,22 +224,32 @@ impl DeltaCommitter {
 
     /// After a commit: a checkpoint every `delta.checkpointInterval` versions (counting the
     /// creation, as deltalake did: versions 99, 199, ...), then expired log entries cleaned.
-    /// Neither can undo the commit, so failures are logged, not returned.
-    async fn after_commit(&self, k: &Kernel, table: &SnapshotRef, writability: &Writability) {
+    /// Neither can undo the commit, so failures are logged, not returned. Returns the snapshot
+    /// to go on from: after a checkpoint, the one reading from it (older entries may be gone).
+    async fn after_commit(
+        &self,
+        k: &Kernel,
+        table: SnapshotRef,
+        writability: &Writability,
+    ) -> SnapshotRef {
         let props = table.table_properties();
         let interval = props
             .checkpoint_interval
             .map(|n| n.get())
             .unwrap_or(CHECKPOINT_INTERVAL);
         if !(table.version() + 1).is_multiple_of(interval) {
-            return;
+            return table;
         }
-        if let Err(e) = k.checkpoint(table).await {
-            tracing::warn!(table = %crate::shown(&self.uri), version = table.version(), error = %e, "checkpoint failed; the next interval tries again");
-            return;
-        }
+        let checkpointed = match k.checkpoint(&table).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(table = %crate::shown(&self.uri), version = table.version(), error = %e, "checkpoint failed; the next interval tries again");
+                return table;
+            }
+        };
+        let props = checkpointed.table_properties();
         if !writability.cleanup_expired_logs || props.enable_expired_log_cleanup == Some(false) {
-            return;
+            return checkpointed;
         }
         let retention = props
             .log_retention_duration
@@ -249,6 +263,7 @@ impl DeltaCommitter {
                 tracing::warn!(table = %crate::shown(&self.uri), error = %e, "log cleanup failed; the next checkpoint tries again")
             }
         }
+        checkpointed
     }
 
     /// The data files of the table's latest version, as stored in the log (decoded too).
@@ -345,7 +360,17 @@ impl Committer for DeltaCommitter {
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed> {
         let partition_by = self.layout.partition_by()?;
         let k = self.kernel().await?;
-        let mut guard = self.refreshed().await?;
+        // Right after our own commit, its snapshot is the table's latest unless another writer
+        // committed since, and then the put-if-absent of the next version fails as a conflict,
+        // which refreshes and decides again. So the common case (one writer, batch after batch)
+        // commits without listing the log: on a file system a listing costs one stat per log
+        // entry, however old.
+        use std::sync::atomic::Ordering;
+        let mut guard = if self.own_latest.swap(false, Ordering::SeqCst) {
+            self.table.lock().await
+        } else {
+            self.refreshed().await?
+        };
         let mut lost_race = false;
         for _ in 0..MAX_CONFLICTS {
             let table = guard.clone().ok_or_else(|| SinkError::Commit {
@@ -380,9 +405,8 @@ impl Committer for DeltaCommitter {
             };
             match k.append(&table, append).await {
                 Ok(Attempt::Committed { version, snapshot }) => {
-                    *guard = Some(snapshot.clone());
-                    drop(guard);
-                    self.after_commit(k, &snapshot, &writability).await;
+                    *guard = Some(self.after_commit(k, snapshot, &writability).await);
+                    self.own_latest.store(true, Ordering::SeqCst);
                     return Ok(Committed {
                         version,
                         landed_before: false,

@@ -180,7 +180,7 @@ fn load(config: &Path) -> Result<ValidatedConfig, ExitCode> {
 fn init_logging(format: LogFormat, bars: Option<&crate::bars::Bars>) {
     use std::io::IsTerminal;
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("LANDFALL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,delta_kernel=warn,delta_kernel::snapshot::builder=off,delta_kernel_default_engine=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,delta_kernel=warn,delta_kernel::snapshot::builder=off,delta_kernel::log_segment=off,delta_kernel_default_engine=warn"));
     if format == LogFormat::Text {
         let off = format!("{}=off", landfall_engine::events::PROGRESS_TARGET);
         filter = filter.add_directive(off.parse().expect("a valid directive"));

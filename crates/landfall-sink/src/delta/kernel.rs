@@ -294,9 +294,10 @@ impl Kernel {
 
     /// Write a checkpoint of `snapshot` (its version), as Delta's writers do every
     /// `delta.checkpointInterval` commits; classic or v2 as the table's features say.
-    pub async fn checkpoint(&self, snapshot: &SnapshotRef) -> Result<(), SinkError> {
+    /// Returns the snapshot that reads from the new checkpoint.
+    pub async fn checkpoint(&self, snapshot: &SnapshotRef) -> Result<SnapshotRef, SinkError> {
         let snapshot = snapshot.clone();
-        self.run(move |engine| snapshot.checkpoint(engine, None).map(|_| ()))
+        self.run(move |engine| snapshot.checkpoint(engine, None).map(|(_, s)| s))
             .await
             .map_err(|e| self.kernel_err("write a checkpoint", e))
     }
