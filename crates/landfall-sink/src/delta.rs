@@ -60,6 +60,8 @@ pub struct DeltaCommitter {
     /// `table` is the snapshot our own last commit returned, and no call failed since: the
     /// next commit starts from it without listing the log (see `commit`).
     own_latest: std::sync::atomic::AtomicBool,
+    /// The stream's txn in the version our own last commit made: (version, batch id).
+    own_txn: std::sync::Mutex<Option<(u64, i64)>>,
     layout: TableLayout,
     /// The normalised stream schema data files are written in (set by `prepare`).
     schema: std::sync::Mutex<Option<SchemaRef>>,
@@ -81,6 +83,7 @@ impl DeltaCommitter {
             kernel: OnceCell::new(),
             table: Mutex::new(None),
             own_latest: std::sync::atomic::AtomicBool::new(false),
+            own_txn: std::sync::Mutex::new(None),
             layout: TableLayout::new(uri, target_file_size),
             schema: std::sync::Mutex::new(None),
             owner: std::sync::Mutex::new(None),
@@ -405,6 +408,8 @@ impl Committer for DeltaCommitter {
             };
             match k.append(&table, append).await {
                 Ok(Attempt::Committed { version, snapshot }) => {
+                    *self.own_txn.lock().expect("txn lock") =
+                        Some((version as u64, batch_id as i64));
                     *guard = Some(self.after_commit(k, snapshot, &writability).await);
                     self.own_latest.store(true, Ordering::SeqCst);
                     return Ok(Committed {

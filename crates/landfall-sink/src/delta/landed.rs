@@ -73,7 +73,15 @@ impl DeltaCommitter {
         self.find_batch(&table, batch_id).await.ok()?
     }
 
+    /// The stream's txn version in `table`. Known without reading the log when `table` is the
+    /// version our own last commit made (its txn is the batch it committed); otherwise the
+    /// kernel replays the log newest first (after a checkpoint: the checkpoint too).
     pub(super) async fn txn_version(&self, table: &SnapshotRef) -> Result<Option<i64>, SinkError> {
+        if let Some((version, txn)) = *self.own_txn.lock().expect("txn lock")
+            && version == table.version()
+        {
+            return Ok(Some(txn));
+        }
         self.kernel().await?.txn_version(table, &self.stream).await
     }
 
