@@ -69,7 +69,7 @@ def main():
     # also writes a checkpoint (which holds every file of the table, so it grows with the
     # table by design; the max column shows it), and one more for noise.
     def trimmed(xs):
-        return statistics.mean(sorted(xs)[:-2] if len(xs) > 10 else xs)
+        return statistics.mean(sorted(xs)[:-max(1, len(xs) // 50)] if len(xs) > 10 else xs)
     print("commit ms by tenth of the run: p50 / p90 / mean without the slowest 2% / max (checkpoint commits)")
     for k in range(10):
         part = commits[k * n // 10:(k + 1) * n // 10]
