@@ -375,7 +375,13 @@ impl Committer for DeltaCommitter {
             self.refreshed().await?
         };
         let mut lost_race = false;
-        for _ in 0..MAX_CONFLICTS {
+        for round in 0..MAX_CONFLICTS {
+            if round > 1 {
+                // Writers racing for every version (or S3 answering 409 to a conditional
+                // write still in flight) get out of each other's way.
+                let ms = 10u64 << round.min(6);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
             let table = guard.clone().ok_or_else(|| SinkError::Commit {
                 location: crate::shown(&self.uri),
                 batch_id,

@@ -64,7 +64,9 @@ fn oldest_kept(
     files: &[(Entry, chrono::DateTime<chrono::Utc>)],
     cutoff: chrono::DateTime<chrono::Utc>,
 ) -> Option<u64> {
-    let mut parts: BTreeMap<u64, (u64, u64)> = BTreeMap::new(); // version -> (seen, expected)
+    // (version, parts in the set) -> parts seen: two sets of one version with different part
+    // counts are told apart.
+    let mut parts: BTreeMap<(u64, u64), u64> = BTreeMap::new();
     let mut complete: Vec<u64> = Vec::new();
     for (e, modified) in files {
         if *modified > cutoff {
@@ -73,9 +75,9 @@ fn oldest_kept(
         match e {
             Entry::Checkpoint(v) => complete.push(*v),
             Entry::CheckpointPart { version, parts: n } => {
-                let p = parts.entry(*version).or_insert((0, *n));
-                p.0 += 1;
-                if p.0 == p.1 {
+                let seen = parts.entry((*version, *n)).or_insert(0);
+                *seen += 1;
+                if *seen == *n {
                     complete.push(*version);
                 }
             }
