@@ -370,18 +370,22 @@ impl Committer for DeltaCommitter {
         // entry, however old.
         use std::sync::atomic::Ordering;
         let mut guard = if self.own_latest.swap(false, Ordering::SeqCst) {
-            self.table.lock().await
+            let guard = self.table.lock().await;
+            // Unless the log went backwards under us (the table deleted or re-created): then
+            // our version is gone, and the next version's put could land in another table's
+            // log, after a gap. One HEAD, instead of a listing.
+            match guard.as_ref() {
+                Some(t) if k.has_commit(t.version()).await => guard,
+                _ => {
+                    drop(guard);
+                    self.refreshed().await?
+                }
+            }
         } else {
             self.refreshed().await?
         };
         let mut lost_race = false;
         for round in 0..MAX_CONFLICTS {
-            if round > 1 {
-                // Writers racing for every version (or S3 answering 409 to a conditional
-                // write still in flight) get out of each other's way.
-                let ms = 10u64 << round.min(6);
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
             let table = guard.clone().ok_or_else(|| SinkError::Commit {
                 location: crate::shown(&self.uri),
                 batch_id,
@@ -428,6 +432,20 @@ impl Committer for DeltaCommitter {
                     // Another commit took the version (or our own, its answer lost): the next
                     // round refreshes and looks for our txn before committing again.
                     tracing::debug!(table = %crate::shown(&self.uri), batch_id, version, "lost the race for a log version; deciding again");
+                    if round > 0 {
+                        // Writers racing for every version (or S3 answering 409 to a
+                        // conditional write still in flight) get out of each other's way:
+                        // before the refresh, so the snapshot is fresh when we try again.
+                        let cap = 10u64 << round.min(6);
+                        let jitter = u64::from(
+                            std::time::SystemTime::now()
+                                .duration_since(std::time::UNIX_EPOCH)
+                                .unwrap_or_default()
+                                .subsec_nanos(),
+                        ) % cap;
+                        tokio::time::sleep(std::time::Duration::from_millis(cap / 2 + jitter / 2))
+                            .await;
+                    }
                     *guard = Some(k.refresh(table).await?);
                 }
                 Err(source) => {
@@ -452,6 +470,12 @@ impl Committer for DeltaCommitter {
                         .into());
                 }
             }
+        }
+        // The last lost race may have been our own landed PUT: look once more.
+        if let Some(table) = guard.clone()
+            && let Some(settled) = self.already_landed(&table, batch_id).await?
+        {
+            return Ok(settled);
         }
         Err(SinkError::Commit {
             location: crate::shown(&self.uri),

@@ -837,3 +837,28 @@ async fn a_table_under_a_prefix_with_a_space_and_a_percent_finds_its_own_commits
         Some(2)
     );
 }
+
+#[tokio::test]
+async fn a_table_deleted_under_a_running_committer_gets_no_commit_after_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = committer("s", dir.path());
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    for batch in 1..=3 {
+        append(&c, batch, batch as i64 * 10..batch as i64 * 10 + 2).await;
+    }
+    // Someone deletes the table and creates another at the location (two versions).
+    std::fs::remove_dir_all(dir.path().join("_delta_log")).unwrap();
+    let other = committer("other", dir.path());
+    other.prepare(simple_schema(), &[]).await.unwrap();
+    append(&other, 1, 0..1).await;
+    let files = stage(&c, 4, simple_batch(40..42)).await;
+    let _ = c.commit(4, &files).await;
+    // Whatever the committer answers, it never writes version 4 after the new table's 1.
+    let versions: Vec<i64> = log(dir.path()).iter().map(|(v, _)| *v).collect();
+    assert_eq!(
+        versions.iter().copied().max().unwrap() as usize + 1,
+        versions.len(),
+        "the log stays contiguous: {versions:?}"
+    );
+    assert!(!versions.contains(&4), "{versions:?}");
+}

@@ -318,6 +318,16 @@ impl Kernel {
         .map_err(|e| self.kernel_err("list the table's files", e))
     }
 
+    /// Whether commit `version` is still in the log (`false` also when the store cannot say).
+    pub async fn has_commit(&self, version: u64) -> bool {
+        use object_store::ObjectStoreExt;
+        let log = self.path("_delta_log");
+        self.store
+            .head(&crate::delta_log::commit_path(&log, version as i64))
+            .await
+            .is_ok()
+    }
+
     /// The object path of the table-relative `rel` (`_delta_log/...`).
     pub fn path(&self, rel: &str) -> Path {
         // The prefix's parts stay as they are (already encoded); only `rel` is new.
