@@ -4,16 +4,19 @@
 //! Why this is exactly-once: the txn and the Adds are one atomic log entry. Before committing,
 //! the table is refreshed and a batch whose id is already at or below the stream's txn version
 //! is not committed again; the version returned is then the one of the commit that holds the
-//! batch (found by scanning the log, [`crate::delta_log`]), not the table's latest. If our own
-//! commit landed unseen (an ambiguous network failure: the PUT of the log entry landed, its
-//! answer was lost, the client's retry found the version taken), deltalake's conflict check
-//! rejects the commit because the winning entry carries the same app id; the committer then
-//! refreshes and, finding the stream's txn at this batch, reports the batch landed
-//! (`landed_before`) instead of a failure, so the batch is recorded once without a restart.
+//! batch (found by scanning the log, [`crate::delta_log`]), not the table's latest. The log
+//! entry is written put-if-absent: a commit that loses its version (to another writer, or to
+//! our own PUT whose answer was lost and whose retry found the version taken) refreshes and
+//! looks for the stream's txn before trying again; finding it at this batch, it reports the
+//! batch landed (`landed_before`) instead of a failure, so the batch is recorded once without
+//! a restart. Right after our own commit the next one starts from its snapshot without
+//! listing the log (one HEAD checks the log did not go backwards); a newer commit by anyone
+//! makes the put conflict, which refreshes. The Delta work itself is delta_kernel's
+//! ([`kernel`]).
 //!
 //! `prepare` normalises the stream schema ([`delta_normalize`]), creates the table if there is
-//! none — with no commit retries, so that of several streams racing to create it exactly one
-//! writes version 0 and the others load that table — then refuses tables it cannot write
+//! none — version 0 is written put-if-absent, so that of several streams racing to create it
+//! exactly one writes it and the others load that table — then refuses tables it cannot write
 //! ([`crate::delta_protocol`]) or whose schema the stream does not fit ([`crate::delta_schema`]),
 //! all before any data file is written. Data files are written in the normalised schema; batches
 //! in the stream's own Arrow types are cast on the way ([`ConformingWriter`]).
@@ -117,9 +120,7 @@ impl DeltaCommitter {
         partition_by: &[String],
     ) -> Result<SnapshotRef, SinkError> {
         // The kernel refuses these names with an error that looks transient; say why now.
-        for f in schema.fields() {
-            crate::delta_schema::plain_names(f).map_err(|e| self.incompatible(e))?;
-        }
+        crate::delta_schema::plain_schema_names(schema).map_err(|e| self.incompatible(e))?;
         let k = self.kernel().await?;
         if let Some(created) = k.create(schema, partition_by).await? {
             return Ok(created);
@@ -210,13 +211,11 @@ impl DeltaCommitter {
         let grown = new_fields(&table.schema(), &want);
         if !grown.is_empty() {
             // A schema change re-checks every name of the table, old ones included.
-            for f in self.table_schema(table)?.fields() {
-                crate::delta_schema::plain_names(f).map_err(|e| {
-                    self.incompatible(format!(
-                        "new columns cannot be added to this table: its {e}"
-                    ))
-                })?;
-            }
+            crate::delta_schema::plain_schema_names(&self.table_schema(table)?).map_err(|e| {
+                self.incompatible(format!(
+                    "new columns cannot be added to this table: its {e}"
+                ))
+            })?;
         }
         Ok(grown)
     }

@@ -12,7 +12,7 @@
 //! txn >= N), so the first commit going backwards whose txn for the stream is *below* the batch
 //! id proves no older commit holds it, and the scan stops there — or at the oldest commit file
 //! still present. Commit files are read raw and parsed line by line as plain JSON, so actions
-//! this build of deltalake does not model never make the scan fail.
+//! the Delta kernel does not model never make the scan fail.
 
 use crate::error::SinkError;
 use futures::StreamExt;

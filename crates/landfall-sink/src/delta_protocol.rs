@@ -41,7 +41,7 @@ pub(crate) struct Writability {
     pub cleanup_expired_logs: bool,
 }
 
-/// What the check needs to know about a table, free of deltalake types (unit-testable).
+/// What the check needs to know about a table, free of kernel types (unit-testable).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct TableFacts {
     pub reader_version: i32,
@@ -177,7 +177,7 @@ impl TableFacts {
         } else {
             for (f, v) in LEGACY_WRITER {
                 // Legacy writer 2 implies invariants, which only matter when a column has one
-                // (checked by `in_use`), and which deltalake accepts at that version.
+                // (checked by `in_use`), and which the kernel accepts at that version.
                 if self.writer_version >= *v && !(self.writer_version == 2 && *f == "invariants") {
                     out.insert((
                         f.to_string(),

@@ -92,6 +92,11 @@ pub(crate) fn plain_names(field: &Field) -> Result<(), String> {
     Ok(())
 }
 
+/// [`plain_names`] of every column of `schema`.
+pub(crate) fn plain_schema_names(schema: &Schema) -> Result<(), String> {
+    schema.fields().iter().try_for_each(|f| plain_names(f))
+}
+
 /// The stream's columns the table lacks, each with the path of the struct it goes into
 /// (empty: the top level), in the stream's order; names match ignoring case, as in Delta. The
 /// table's schema after adding them in order has every new column at the end of its struct.

@@ -9,9 +9,10 @@
 //! Partition directories are `col=value/`, escaped as Hive and Spark escape them
 //! ([`escape_partition_value`]); a value whose directory name would not fit a file system's
 //! 255-byte name limit fails the write with an error naming the column and value. The
-//! [`StagedFile::path`] is the object key exactly as created (escapes and all); deltalake
-//! URI-encodes it into the `add` action's `path` and decodes it again when reading, so the log
-//! and the file agree (`%` in a directory name is `%25` in the log).
+//! [`StagedFile::path`] is the object key exactly as created (escapes and all); the Delta
+//! committer URI-encodes it into the `add` action's `path` as Delta writers do
+//! (`delta::kernel::encode_path`) and readers decode it, so the log and the file agree (`%` in
+//! a directory name is `%25` in the log).
 //!
 //! Each file's `stats` are computed from the batches as they are written ([`stats`]).
 

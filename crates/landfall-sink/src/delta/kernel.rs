@@ -180,12 +180,10 @@ impl Kernel {
         schema: &Schema,
         partition_by: &[String],
     ) -> Result<Option<SnapshotRef>, SinkError> {
-        let st: StructType = schema
-            .try_into_kernel()
-            .map_err(|e| SinkError::Incompatible {
-                location: self.location.clone(),
-                reason: format!("cannot be stored in Delta: {e}"),
-            })?;
+        let st = to_kernel(schema).map_err(|e| SinkError::Incompatible {
+            location: self.location.clone(),
+            reason: format!("cannot be stored in Delta: {e}"),
+        })?;
         let root = self.root.to_string();
         let partition_by = partition_by.to_vec();
         let created = self
