@@ -816,9 +816,9 @@ async fn two_streams_append_concurrently_without_losing_adds() {
 }
 
 #[tokio::test]
-async fn a_table_under_a_prefix_with_a_space_and_a_percent_finds_its_own_commits() {
+async fn a_table_under_a_prefix_with_a_space_a_percent_and_accents_finds_its_own_commits() {
     let base = tempfile::tempdir().unwrap();
-    let dir = base.path().join("my table 100% [x]");
+    let dir = base.path().join("my table 100% [x] é日本");
     std::fs::create_dir(&dir).unwrap();
     let c = committer("s", &dir);
     c.set_owner("state-a");
