@@ -342,6 +342,27 @@ pub struct StreamConfig {
     /// from the event cache position taken before the listing).
     #[serde(default)]
     pub list_on_start: bool,
+    /// Auto Loader's `cleanSource`: what happens to a source file once its batch committed
+    /// and `retention_duration` passed (`[streams.<name>.clean_source]`).
+    #[serde(default)]
+    pub clean_source: CleanSourceConfig,
+}
+
+/// `[streams.<name>.clean_source]`: archiving of ingested source files (Auto Loader's
+/// `cleanSource`, `cleanSource.moveDestination`, `cleanSource.retentionDuration`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CleanSourceConfig {
+    /// `off` (default: files stay), `delete` (a committed file is deleted from the source)
+    /// or `move` (it is moved below `move_destination`). Upper case is accepted too.
+    pub mode: Option<String>,
+    /// `move`: where files go, keeping their path below the source. In the source's bucket
+    /// or container, never below the source (the files would be ingested again), never
+    /// overlapping the table or another stream's source.
+    pub move_destination: Option<String>,
+    /// How long after its commit a file is archived (default `30d`; `delete` needs at
+    /// least `7d`, as Auto Loader).
+    pub retention_duration: Option<String>,
 }
 
 fn default_mode() -> String {

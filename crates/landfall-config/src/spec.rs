@@ -100,6 +100,8 @@ pub struct StreamSpec {
     pub discovery: crate::DiscoverySpec,
     /// Notification mode: a listing at this interval catches events never delivered.
     pub backfill_interval: Option<Duration>,
+    /// `clean_source` (`None`: off).
+    pub clean_source: Option<CleanSource>,
 }
 
 #[derive(Debug, Clone)]
@@ -139,4 +141,13 @@ pub struct FileEventsSpec {
     pub location: crate::LocationSpec,
     /// List the stream's prefix at every start, not only the first.
     pub list_on_start: bool,
+}
+
+/// Archiving of committed source files (`[streams.<name>.clean_source]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanSource {
+    pub mode: landfall_core::ArchiveMode,
+    /// `move`: the destination, in the source's bucket or container.
+    pub move_destination: Option<Location>,
+    pub retention: Duration,
 }

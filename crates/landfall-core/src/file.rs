@@ -125,6 +125,38 @@ impl fmt::Display for FileState {
     }
 }
 
+/// How `clean_source` archives a committed file (Auto Loader's `cleanSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArchiveMode {
+    /// The file is deleted from the source.
+    Delete,
+    /// The file is moved below `move_destination`, keeping its path relative to the source.
+    Move,
+}
+
+impl ArchiveMode {
+    /// The name `landfall state` shows in `archive_mode`, as Auto Loader's `cloud_files_state`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArchiveMode::Delete => "DELETE",
+            ArchiveMode::Move => "MOVE",
+        }
+    }
+}
+
+/// What archiving did with one committed file, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archive {
+    pub time: DateTime<Utc>,
+    pub mode: ArchiveMode,
+    /// Where a moved file now lies (shown form of the URL); `None` when nothing was moved.
+    pub move_location: Option<String>,
+    /// Why the source was not touched or was already gone (an overwritten source, a file
+    /// deleted by someone else); kept in the record's `error`.
+    pub note: Option<String>,
+}
+
 /// Everything the state store keeps about one file (the rows of `landfall state`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileRecord {

@@ -84,6 +84,7 @@ pub(super) fn cross_checks(
                 format!("reads the same queue ({q}) as stream `{}`; each stream needs its own queue (fan out with SNS), or one would delete the other's events", other.name),
             );
         }
+        moved_files_seen_again(ctx, s, streams);
         let dir = absolute(&s.state_dir);
         for other in &streams[..i] {
             if absolute(&other.state_dir) == dir {
@@ -107,6 +108,36 @@ pub(super) fn cross_checks(
                     ),
                 );
             }
+        }
+    }
+}
+
+/// A stream moving its files (`clean_source.mode = "move"`) into a location that a stream
+/// listing the same files also lists: that stream would find each file twice, at its source
+/// and at its destination, and ingest it twice. (A stream whose source holds the destination
+/// but not the files' source is an archive reader, and welcome.)
+fn moved_files_seen_again(ctx: &mut Ctx, s: &StreamSpec, streams: &[StreamSpec]) {
+    let Some(dest) = s
+        .clean_source
+        .as_ref()
+        .and_then(|c| c.move_destination.as_ref())
+    else {
+        return;
+    };
+    // The stream's own source against its destination is checked with its options.
+    for other in streams.iter().filter(|o| o.name != s.name) {
+        let reads_dest = other.source.contains(dest) || dest.contains(&other.source);
+        let reads_files = other.source.contains(&s.source) || s.source.contains(&other.source);
+        if reads_dest && reads_files {
+            ctx.err(
+                format!("streams.{}.clean_source.move_destination", s.name),
+                format!(
+                    "{} is listed by stream `{}` (source {}), which also lists this stream's files: each moved file would be ingested there a second time",
+                    dest.shown(),
+                    other.name,
+                    other.source.shown()
+                ),
+            );
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (one state directory per stream, no state directory inside a table, no table inside its own
 //! source). Every problem is collected, so `landfall check` lists them all at once.
 
+mod clean_source;
 mod cross;
 mod records;
 mod stream;

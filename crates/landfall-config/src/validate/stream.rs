@@ -55,6 +55,7 @@ pub(super) fn validate_stream(
     let batching = batching(ctx, k, s);
     let filters = file_filters(ctx, k, s);
     let listing = listing(ctx, k, s);
+    let clean_source = super::clean_source::clean_source(ctx, k, s);
     csv_options(ctx, k, s);
     let (discovery, backfill_interval) = discovery(
         ctx,
@@ -74,6 +75,12 @@ pub(super) fn validate_stream(
     if sink_loc.contains(&source) || source.contains(sink_loc) {
         ctx.err(k("sink.path"), format!("the table {} and the source {} overlap; landfall would ingest its own output or list the table", sink_loc.shown(), source.shown()));
         return None;
+    }
+    if let Some(Some(clean)) = &clean_source {
+        super::clean_source::check_destination(ctx, k, clean, &source, sink_loc);
+        if ctx.errors.len() > before {
+            return None;
+        }
     }
     if let Some(Some((_, bad))) = &bad_records
         && (bad.contains(&source)
@@ -139,6 +146,7 @@ pub(super) fn validate_stream(
         binary_max_size: schema.binary_max?,
         discovery: discovery?,
         backfill_interval: backfill_interval?,
+        clean_source: clean_source?,
     })
 }
 
@@ -223,7 +231,7 @@ fn schema_options(ctx: &mut Ctx, k: K, s: &StreamConfig, fixed: bool) -> SchemaO
     if evolution == crate::EvolutionMode::AddNewColumnsWithTypeWidening {
         ctx.err(
             k("schema_evolution_mode"),
-            "`add_new_columns_with_type_widening` is not supported yet: the Delta writer landfall builds on (delta-rs 1.1) refuses every write to a table with the typeWidening feature; use add_new_columns, rescue, fail_on_new_columns or none (a value wider than its column is rescued)",
+            "`add_new_columns_with_type_widening` is not supported yet: the Delta library landfall commits with (delta_kernel 0.30) cannot change a column's type in a table; use add_new_columns, rescue, fail_on_new_columns or none (a value wider than its column is rescued)",
         );
     }
     if fixed && evolution != crate::EvolutionMode::None {

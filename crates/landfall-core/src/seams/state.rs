@@ -1,7 +1,7 @@
 //! The per-stream ledger: every call is one atomic, synced change.
 
 use super::SeamResult;
-use crate::file::{FileKey, FileMeta, FileRecord, FileState, SkipReason};
+use crate::file::{Archive, FileKey, FileMeta, FileRecord, FileState, SkipReason};
 use crate::plan::{BatchLimits, BatchPlan, CommitReceipt};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -134,4 +134,20 @@ pub trait StateStore: Send + Sync {
     /// A committed batch's leftovers are settled (orphaned data files removed): forget its
     /// staged-file names, and plans older than the newest `keep_plans`.
     fn prune_batch(&self, batch_id: u64, keep_plans: u64) -> SeamResult<()>;
+    /// Make sure every committed file is in the archive index (`clean_source`). Commits
+    /// index their files themselves; this indexes those committed before the index existed,
+    /// once per ledger. Returns how many it indexed now.
+    fn index_for_archive(&self) -> SeamResult<u64>;
+    /// Committed files committed at or before `cutoff`, oldest commit first, at most `limit`,
+    /// passing over the keys `skip` names (files whose archiving failed and waits to be
+    /// retried). Index entries of files no longer committed are dropped on the way.
+    fn due_for_archive(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: usize,
+        skip: &dyn Fn(&FileKey) -> bool,
+    ) -> SeamResult<Vec<FileRecord>>;
+    /// Mark a committed file archived, durably. `None` (and nothing written) when the file
+    /// is no longer committed: expired, or archived already.
+    fn record_archived(&self, key: &FileKey, archive: &Archive) -> SeamResult<Option<FileRecord>>;
 }

@@ -122,6 +122,9 @@ impl<K: Kv> Ledger<K> {
                 rec.state = FileState::Committed;
                 rec.commit_time = Some(receipt.committed_at);
                 rec.table_version = Some(receipt.table_version);
+                if let Some(entry) = super::archive::archive_entry(&rec) {
+                    ops.push(KvOp::Put(entry, Vec::new()));
+                }
                 files += 1;
                 bytes += rec.meta.size;
                 ops.push(Self::put_json(fk, &rec));

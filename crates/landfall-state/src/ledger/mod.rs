@@ -6,8 +6,11 @@
 //! - `x/<modified ms, 20 digits>/<file key>` -> empty: expiry index for `max_file_age`
 //! - `b/<batch id, 20 digits>` -> [`BatchPlan`] (JSON)
 //! - `t/<batch id, 20 digits>/<path>` -> empty: data files staged by the batch's attempts
+//! - `a/<commit ms, 20 digits>/<file key>` -> empty: committed files in commit order, for
+//!   `clean_source` (see `archive`)
 //! - `s/<version, 10 digits>`  -> stream schema (Arrow schema JSON)
-//! - `m/cursor`, `m/seq`, `m/last_batch`, `m/open_batch`, `m/stats`, `m/format`
+//! - `m/cursor`, `m/seq`, `m/last_batch`, `m/open_batch`, `m/stats`, `m/format`,
+//!   `m/archive_index`
 //! - `m/keys_plain`, `m/keys_versioned`: which kinds of file key were ever admitted, so that
 //!   toggling `allow_overwrites` looks up the other kind only when it exists
 //!
@@ -100,6 +103,7 @@ pub struct Ledger<K: Kv> {
 }
 
 mod admit;
+mod archive;
 mod batches;
 mod read;
 mod store;

@@ -147,6 +147,9 @@ impl<K: Kv> Ledger<K> {
             match self.get_json::<FileRecord>(&file_key(&key))? {
                 Some(rec) if rec.state.is_terminal() => {
                     stats.moved(Some(rec.state), None);
+                    if let Some(entry) = super::archive::archive_entry(&rec) {
+                        ops.push(KvOp::Delete(entry));
+                    }
                     ops.push(KvOp::Delete(file_key(&key)));
                     ops.push(KvOp::Delete(ik));
                     expired += 1;

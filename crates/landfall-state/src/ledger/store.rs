@@ -195,4 +195,25 @@ impl<K: Kv> StateStore for Ledger<K> {
         }
         Ok(())
     }
+
+    fn index_for_archive(&self) -> SeamResult<u64> {
+        Ok(self.index_for_archive_inner()?)
+    }
+
+    fn due_for_archive(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: usize,
+        skip: &dyn Fn(&FileKey) -> bool,
+    ) -> SeamResult<Vec<FileRecord>> {
+        Ok(self.due_for_archive_inner(cutoff, limit, skip)?)
+    }
+
+    fn record_archived(
+        &self,
+        key: &FileKey,
+        archive: &landfall_core::Archive,
+    ) -> SeamResult<Option<FileRecord>> {
+        Ok(self.record_archived_inner(key, archive)?)
+    }
 }
