@@ -67,7 +67,10 @@ fn each_rule_names_its_reason() {
         "streams.a.clean_source.mode: `archive` is not `off`, `delete` or `move`"
     );
     assert_eq!(
-        one(stream("s3://b/in", "mode = \"delete\"\nretention_duration = \"6d\"")),
+        one(stream(
+            "s3://b/in",
+            "mode = \"delete\"\nretention_duration = \"6d\""
+        )),
         "streams.a.clean_source.retention_duration: `6d` is shorter than the 7 days `delete` needs (as Auto Loader): a file deleted sooner cannot be read again to repair the table"
     );
     assert_eq!(
@@ -96,7 +99,10 @@ fn each_rule_names_its_reason() {
         "streams.a.clean_source.move_destination: s3://b/in/done/ lies in the source s3://b/in/; moved files would be listed and ingested again"
     );
     assert_eq!(
-        one(stream("s3://b/in", "mode = \"move\"\nmove_destination = \"s3://b/in\"")),
+        one(stream(
+            "s3://b/in",
+            "mode = \"move\"\nmove_destination = \"s3://b/in\""
+        )),
         "streams.a.clean_source.move_destination: s3://b/in/ lies in the source s3://b/in/; moved files would be listed and ingested again"
     );
     assert_eq!(
@@ -130,7 +136,9 @@ fn a_stream_listing_source_and_destination_is_refused() {
     ));
     assert_eq!(
         e,
-        ["streams.a.clean_source.move_destination: s3://b/land/done/ is listed by stream `all` (source s3://b/land/), which also lists this stream's files: each moved file would be ingested there a second time"]
+        [
+            "streams.a.clean_source.move_destination: s3://b/land/done/ is listed by stream `all` (source s3://b/land/), which also lists this stream's files: each moved file would be ingested there a second time"
+        ]
     );
     assert!(
         errors(&format!(

@@ -18,7 +18,10 @@ pub mod size;
 pub mod testkit;
 pub mod text_encoding;
 
-pub use file::{Archive, ArchiveMode, FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKind, SkipReason};
+pub use file::{
+    Archive, ArchiveMode, FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKind,
+    SkipReason,
+};
 pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{

@@ -5,6 +5,7 @@
 //! out is [`stream`] (steps in order, each durable before the next) and [`protocol`] (recovery,
 //! and the one path for a batch the table already holds).
 
+pub mod clean_source;
 pub mod decode_options;
 pub mod events;
 pub mod failpoint;

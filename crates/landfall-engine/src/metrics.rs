@@ -92,6 +92,8 @@ pub struct Metrics {
     pub batches_failed: Counters,
     pub batches_recovered: Counters,
     pub orphan_files_removed: Counters,
+    pub files_archived: Counters<ReasonLabel>,
+    pub archive_failures: Counters,
     pub stream_restarts: Counters,
     pub errors: Counters<ErrorLabel>,
     pub storage_requests: Counters<OpLabel>,
@@ -240,6 +242,16 @@ impl Metrics {
                 &mut r,
                 "landfall_orphan_files_removed",
                 "Data files of failed attempts removed",
+            ),
+            files_archived: counter(
+                &mut r,
+                "landfall_files_archived",
+                "Committed source files archived by clean_source, by outcome (delete, move; gone: already deleted by someone else; overwritten: replaced after its commit, left in place)",
+            ),
+            archive_failures: counter(
+                &mut r,
+                "landfall_archive_failures",
+                "Archive attempts of clean_source that failed (retried later, never holding ingestion back)",
             ),
             stream_restarts: counter(
                 &mut r,

@@ -94,7 +94,7 @@ fn json_output_keeps_numbers_booleans_and_nulls() {
     ] {
         assert!(a[t].is_string(), "{t}: {a}");
     }
-    for absent in ["archive_time", "reason"] {
+    for absent in ["archive_time", "archive_mode", "move_location", "reason"] {
         assert!(a[absent].is_null(), "{absent}: {a}");
     }
     let c = state_of(&rows, "c.json");
@@ -111,7 +111,7 @@ fn json_output_keeps_numbers_booleans_and_nulls() {
     }
     // Every row has every column.
     for r in &rows {
-        assert_eq!(r.as_object().unwrap().len(), 12, "{r}");
+        assert_eq!(r.as_object().unwrap().len(), 14, "{r}");
     }
 
     let streams = json_rows(&cfg, &["streams"]);

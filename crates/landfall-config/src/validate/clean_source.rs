@@ -135,5 +135,7 @@ pub fn same_store(a: &Location, b: &Location) -> bool {
         "azure" => "az".to_string(),
         s => s.to_string(),
     };
-    scheme(a) == scheme(b) && a.url.host_str() == b.url.host_str() && a.url.username() == b.url.username()
+    scheme(a) == scheme(b)
+        && a.url.host_str() == b.url.host_str()
+        && a.url.username() == b.url.username()
 }

@@ -117,10 +117,12 @@ pub struct BatchTimings {
     pub offsets: (Option<u64>, Option<u64>),
 }
 
+mod archive;
 mod batch;
 mod discovery;
 mod recent;
 
+pub use archive::ArchiveOutcome;
 pub use batch::PROGRESS_TARGET;
 pub use recent::{RECENT_SKIPS, SkippedFile};
 

@@ -170,8 +170,54 @@ impl StreamWorker {
         &self.source.store
     }
 
-    /// Run until drained (available_now) or until `shutdown` turns true.
-    pub async fn run(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
+    /// Run until drained (available_now) or until `shutdown` turns true. With `clean_source`
+    /// on, the archiver runs beside the loop on its own task (a drain runs one pass at its
+    /// end instead).
+    pub async fn run(&mut self, shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
+        let archiver = match &self.spec.clean_source {
+            Some(clean) => {
+                let a = Arc::new(crate::clean_source::Archiver::new(
+                    &self.spec.name,
+                    clean,
+                    &self.spec.source.url,
+                    self.spec.poll_interval,
+                    &self.source,
+                    self.state.clone(),
+                    self.events.clone(),
+                )?);
+                a.prepare()?;
+                Some(a)
+            }
+            None => None,
+        };
+        let background = archiver
+            .as_ref()
+            .filter(|_| !self.available_now)
+            .map(|a| AbortOnDrop(tokio::spawn(a.clone().run(shutdown.clone()))));
+        let end = self.run_loop(shutdown).await?;
+        match end {
+            RunEnd::Drained => {
+                if let Some(a) = &archiver
+                    && let Err(e) = a.pass().await
+                {
+                    tracing::warn!(stream = %self.spec.name, error = %e.message, "clean_source pass after the drain failed; the next run tries again");
+                }
+            }
+            RunEnd::Stopped => {
+                // The archiver stops between files: let it finish the one in hand.
+                if let Some(mut task) = background
+                    && tokio::time::timeout(Duration::from_secs(30), &mut task.0)
+                        .await
+                        .is_err()
+                {
+                    tracing::warn!(stream = %self.spec.name, "clean_source did not stop within 30 s; cut short (the next start finishes its file)");
+                }
+            }
+        }
+        Ok(end)
+    }
+
+    async fn run_loop(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
         self.events.set_source(&landfall_discovery::display_path(
             &self.spec.source.url,
             self.source.prefix.as_ref(),
@@ -316,10 +362,19 @@ impl StreamWorker {
 /// streams' tasks: on the daemon's multi-threaded runtime the worker thread is handed over
 /// for the call (`block_in_place`); elsewhere (tests on a current-thread runtime) it runs
 /// as is.
-fn off_async<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn off_async<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
+    }
+}
+
+/// A task aborted when its handle is dropped (a worker that ends by an error).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -81,9 +81,7 @@ impl<K: Kv> Ledger<K> {
         let mut stale = Vec::new();
         for (ik, key) in entries {
             match self.get_json::<FileRecord>(&file_key(&key))? {
-                Some(rec) if archive_entry(&rec).as_deref() == Some(ik.as_slice()) => {
-                    due.push(rec)
-                }
+                Some(rec) if archive_entry(&rec).as_deref() == Some(ik.as_slice()) => due.push(rec),
                 _ => stale.push(KvOp::Delete(ik)),
             }
         }
@@ -274,10 +272,17 @@ mod tests {
         assert_eq!(keys.len(), 2);
         l.kv.write(keys.into_iter().map(KvOp::Delete).collect())
             .unwrap();
-        assert!(l.due_for_archive(at(9_000), 10, &|_| false).unwrap().is_empty());
+        assert!(
+            l.due_for_archive(at(9_000), 10, &|_| false)
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(l.index_for_archive().unwrap(), 2);
         assert_eq!(l.index_for_archive().unwrap(), 0);
-        assert_eq!(l.due_for_archive(at(9_000), 10, &|_| false).unwrap().len(), 2);
+        assert_eq!(
+            l.due_for_archive(at(9_000), 10, &|_| false).unwrap().len(),
+            2
+        );
         // Expiry forgets a committed file and its entry together.
         assert_eq!(l.expire(at(2_000)).unwrap(), 2);
         let mut left = 0;
@@ -293,7 +298,11 @@ mod tests {
             Vec::new(),
         )])
         .unwrap();
-        assert!(l.due_for_archive(at(9_000), 10, &|_| false).unwrap().is_empty());
+        assert!(
+            l.due_for_archive(at(9_000), 10, &|_| false)
+                .unwrap()
+                .is_empty()
+        );
         l.kv.scan(b"a/", b"a/", &mut |_, _| {
             left += 1;
             true
