@@ -1,0 +1,198 @@
+//! `clean_source = move` on object stores (moto server for S3, Azurite for Azure Blob): a move
+//! there is a server-side copy and a delete, and the process is killed after the copy (the
+//! file at both places) and after the delete (the record missing). The next run finishes
+//! each file: the source prefix ends empty, the destination holds every file byte for byte
+//! at its path below the source, the state says where each went, and the table (local, read
+//! by the independent reader) holds every row once.
+
+mod common;
+use common::*;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+async fn keys_under(s: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    let metas: Vec<_> = s
+        .list(Some(&ObjPath::from(prefix)))
+        .try_collect()
+        .await
+        .unwrap();
+    let mut keys: Vec<String> = metas
+        .into_iter()
+        .map(|m| {
+            m.location
+                .as_ref()
+                .strip_prefix(prefix)
+                .unwrap()
+                .trim_start_matches('/')
+                .to_string()
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn config(
+    root: &std::path::Path,
+    store_toml: &str,
+    source: &str,
+    dest: &str,
+) -> std::path::PathBuf {
+    write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{local}/state"
+
+[stores.emu]
+{store_toml}
+
+[streams.cloud]
+source = "{source}"
+source_store = "emu"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+max_files_per_trigger = 2
+
+[streams.cloud.clean_source]
+mode = "move"
+move_destination = "{dest}"
+retention_duration = "0s"
+
+[streams.cloud.sink]
+path = "{local}/table"
+"#,
+            local = root.display()
+        ),
+    )
+}
+
+fn crash_at_hit(config: &std::path::Path, point: &str) {
+    let o = landfall_env(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--available-now",
+        ],
+        &[("LANDFALL_FAILPOINTS", &format!("{point}=#1"))],
+    );
+    assert!(
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains(&format!("failpoint {point}")),
+        "expected an abort at {point}:\n{}",
+        text(&o)
+    );
+}
+
+async fn move_with_kills(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &str>) {
+    let run = unique("clean");
+    let s = store(scheme_root, &opts);
+    let src = format!("{run}/landing zone");
+    let dest = format!("{run}/archive");
+    let names: Vec<String> = (0..5u64)
+        .map(|f| format!("day={}/f {f}.json", f % 2))
+        .collect();
+    let mut bodies = BTreeMap::new();
+    for (f, name) in names.iter().enumerate() {
+        let f = f as u64;
+        let body: String = (f * 10..f * 10 + 10).map(row).collect();
+        s.put(&ObjPath::from(format!("{src}/{name}")), body.clone().into())
+            .await
+            .unwrap();
+        bodies.insert(name.clone(), body);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = config(
+        root,
+        store_toml,
+        &format!("{scheme_root}/{src}"),
+        &format!("{scheme_root}/{dest}"),
+    );
+    // Killed after the first copy: that file is at both places.
+    crash_at_hit(&cfg, "archive_after_copy");
+    let at_dest = keys_under(&s, &dest).await;
+    assert!(!at_dest.is_empty(), "nothing copied before the kill");
+    assert_eq!(
+        keys_under(&s, &src).await.len(),
+        5,
+        "nothing deleted before the kill"
+    );
+    // Killed after a move, before its record.
+    crash_at_hit(&cfg, "archive_before_record");
+    drain(&cfg);
+
+    assert_eq!(keys_under(&s, &src).await, Vec::<String>::new());
+    let mut expected: Vec<String> = names.clone();
+    expected.sort();
+    assert_eq!(keys_under(&s, &dest).await, expected);
+    for (name, body) in &bodies {
+        let got = s
+            .get(&ObjPath::from(format!("{dest}/{name}")))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(&got[..], body.as_bytes(), "{name}");
+    }
+    let rows = state_rows(&cfg, "cloud");
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    for name in &names {
+        let file = name.rsplit('/').next().unwrap();
+        let r = state_of(&rows, file);
+        assert_eq!(r["state"], "archived", "{r}");
+        assert_eq!(r["archive_mode"], "MOVE", "{r}");
+        assert_eq!(
+            r["move_location"],
+            format!("{scheme_root}/{dest}/{name}"),
+            "{r}"
+        );
+        assert!(r["reason"].is_null(), "{r}");
+    }
+    let v = verify("delta", &root.join("table"), Some("cloud"));
+    assert_exactly(&ids(&v, "id"), &(0..50).collect::<Vec<_>>());
+    // A re-run lists an empty source and ingests nothing.
+    let out = drain(&cfg);
+    assert!(
+        text(&out).contains("this run:  0 file(s), 0 row(s)"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_move_on_moto_survives_kills_between_copy_delete_and_record() {
+    let endpoint = moto_endpoint();
+    let opts = BTreeMap::from([
+        ("aws_endpoint", endpoint.as_str()),
+        ("aws_access_key_id", "test"),
+        ("aws_secret_access_key", "test"),
+        ("aws_region", "us-east-1"),
+        ("allow_http", "true"),
+    ]);
+    move_with_kills("s3://landfall-test", &moto_store_toml(&endpoint), opts).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn azure_move_on_azurite_survives_kills_between_copy_delete_and_record() {
+    assert_eq!(
+        std::env::var("LANDFALL_TEST_AZURITE").as_deref(),
+        Ok("1"),
+        "LANDFALL_TEST_AZURITE is not set: run the suite with scripts/test.sh, which starts Azurite"
+    );
+    let opts = BTreeMap::from([
+        ("azure_storage_use_emulator", "true"),
+        ("allow_http", "true"),
+    ]);
+    move_with_kills(
+        "az://landfall-test",
+        "use_emulator = true\nallow_http = true",
+        opts,
+    )
+    .await;
+}
