@@ -196,3 +196,105 @@ async fn azure_move_on_azurite_survives_kills_between_copy_delete_and_record() {
     )
     .await;
 }
+
+/// A notification stream whose bucket sends events for the whole `landing` string prefix:
+/// moving its files to the sibling `landing-archive/` (which shares that string prefix, not
+/// the `landing/` directory) makes moto send "created" events for every moved file and
+/// "removed" events for every source. The next run receives them, ingests nothing and deletes
+/// them: a moved file is never seen again as new.
+#[test]
+fn moved_files_announced_by_bucket_events_are_not_ingested_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let bucket = unique("cleanev");
+    let wired = aws(&["wire", &bucket, &bucket, "landing"]);
+    let q = wired["queue_url"].as_str().unwrap().to_string();
+    for f in 0..3u64 {
+        let body: String = (f * 10..f * 10 + 10).map(row).collect();
+        let file = root.join("upload.json");
+        std::fs::write(&file, body).unwrap();
+        aws(&[
+            "put",
+            &bucket,
+            &format!("landing/f{f}.json"),
+            file.to_str().unwrap(),
+        ]);
+    }
+    let cfg = write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{local}/state"
+
+[stores.moto]
+{store}
+
+[streams.ev]
+source = "s3://{bucket}/landing"
+source_store = "moto"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+discovery = "notifications"
+
+[streams.ev.notifications]
+queue_url = "{q}"
+wait_time = "1s"
+visibility_timeout = "10s"
+
+[streams.ev.clean_source]
+mode = "move"
+move_destination = "s3://{bucket}/landing-archive"
+retention_duration = "0s"
+
+[streams.ev.sink]
+path = "{local}/table"
+"#,
+            local = root.display(),
+            store = moto_store_toml(&moto_endpoint()),
+        ),
+    );
+    let out = drain(&cfg);
+    assert!(
+        text(&out).contains("this run:  3 file(s), 30 row(s)"),
+        "{}",
+        text(&out)
+    );
+    let s = moto_store(&format!("s3://{bucket}"));
+    assert_eq!(
+        keys_under(&s, "landing-archive").await_blocking(),
+        ["f0.json", "f1.json", "f2.json"]
+    );
+    // The moves' events (created at the destination, removed at the source) are waiting.
+    let waiting = aws(&["peek", &q]);
+    assert!(
+        waiting["visible"].as_u64().unwrap() + waiting["in_flight"].as_u64().unwrap() > 0,
+        "moto sent no events for the moves: {waiting}"
+    );
+    let out = drain(&cfg);
+    assert!(
+        text(&out).contains("this run:  0 file(s), 0 row(s)"),
+        "{}",
+        text(&out)
+    );
+    let v = verify("delta", &root.join("table"), Some("ev"));
+    assert_exactly(&ids(&v, "id"), &(0..30).collect::<Vec<_>>());
+    let left = aws(&["peek", &q]);
+    assert_eq!(
+        left["visible"].as_u64().unwrap() + left["in_flight"].as_u64().unwrap(),
+        0,
+        "the moves' events were not consumed: {left}"
+    );
+}
+
+/// Block on a future from a plain test (the emulator helpers are async).
+trait AwaitBlocking: std::future::Future + Sized {
+    fn await_blocking(self) -> Self::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(self)
+    }
+}
+impl<F: std::future::Future> AwaitBlocking for F {}
