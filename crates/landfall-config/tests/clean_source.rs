@@ -126,24 +126,67 @@ fn each_rule_names_its_reason() {
     );
 }
 
-/// Another stream listing both the files and their destination would ingest each file twice;
-/// one listing only the destination is an archive reader.
+/// Another stream over the same files would find them gone, or (listing the destination too)
+/// ingest them twice; one listing only the destination is an archive reader.
 #[test]
-fn a_stream_listing_source_and_destination_is_refused() {
+fn files_archived_by_one_stream_are_read_by_no_other() {
     let base = "[streams.a]\nsource = \"s3://b/land/in\"\nformat = \"json\"\nsink.path = \"s3://t/a\"\n[streams.a.clean_source]\nmode = \"move\"\nmove_destination = \"s3://b/land/done\"\n";
     let e = errors(&format!(
         "{base}[streams.all]\nsource = \"s3://b/land\"\nformat = \"json\"\nsink.path = \"s3://t/all\"\n"
     ));
     assert_eq!(
         e,
-        [
-            "streams.a.clean_source.move_destination: s3://b/land/done/ is listed by stream `all` (source s3://b/land/), which also lists this stream's files: each moved file would be ingested there a second time"
-        ]
+        ["streams.a.clean_source.mode: stream `all` also reads s3://b/land/in/ (source s3://b/land/): this stream would move files before that one read them; archive from one stream only"]
     );
+    // A second stream on the same files, written with another alias of the scheme.
+    let e = errors(&format!(
+        "{base}[streams.twin]\nsource = \"s3a://b/land/in/\"\nformat = \"json\"\nsink.path = \"s3://t/twin\"\n"
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].contains("stream `twin` also reads"), "{e:?}");
     assert!(
         errors(&format!(
             "{base}[streams.archive]\nsource = \"s3://b/land/done\"\nformat = \"json\"\nsink.path = \"s3://t/arch\"\n"
         ))
         .is_empty()
+    );
+    // Destinations clear of other streams' tables and destinations.
+    let e = errors(&format!(
+        "{base}[streams.c]\nsource = \"s3://b/other\"\nformat = \"json\"\nsink.path = \"s3://b/land/done/t\"\n"
+    ));
+    assert_eq!(
+        e,
+        ["streams.a.clean_source.move_destination: s3://b/land/done/ overlaps the table of stream `c` (s3://b/land/done/t/); moved files could overwrite or be overwritten there"]
+    );
+    let e = errors(&format!(
+        "{base}[streams.c]\nsource = \"s3://b/other\"\nformat = \"json\"\nsink.path = \"s3://t/c\"\n[streams.c.clean_source]\nmode = \"move\"\nmove_destination = \"s3://b/land/done\"\n"
+    ));
+    assert_eq!(e.len(), 2, "{e:?}");
+}
+
+/// A destination holding the source, or the source written another way, is refused: a file's
+/// path below the source put below such a destination can fall back into the source.
+#[test]
+fn destinations_are_compared_as_object_paths() {
+    let one = |toml: String| {
+        let e = errors(&toml);
+        assert_eq!(e.len(), 1, "{e:?}");
+        e[0].clone()
+    };
+    assert_eq!(
+        one(stream("s3://b/landing/orders", "mode = \"move\"\nmove_destination = \"s3://b/landing\"")),
+        "streams.a.clean_source.move_destination: s3://b/landing/ holds the source s3://b/landing/orders/; a file's path below the source, put below the destination, could fall back into the source or onto files not yet ingested"
+    );
+    assert!(
+        one(stream("s3a://b/in", "mode = \"move\"\nmove_destination = \"s3://b/in/archive\""))
+            .contains("lies in the source")
+    );
+    assert!(
+        one(stream("s3://b/in%2Fx", "mode = \"move\"\nmove_destination = \"s3://b/in/x/done\""))
+            .contains("lies in the source")
+    );
+    assert!(
+        one(stream("s3://b/a%2a", "mode = \"move\"\nmove_destination = \"s3://b/a%2A/done\""))
+            .contains("lies in the source")
     );
 }

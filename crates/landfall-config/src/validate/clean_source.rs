@@ -107,7 +107,7 @@ pub(super) fn check_destination(
                 source.shown()
             ),
         );
-    } else if source.contains(dest) {
+    } else if below(dest, source) {
         ctx.err(
             key,
             format!(
@@ -116,7 +116,16 @@ pub(super) fn check_destination(
                 source.shown()
             ),
         );
-    } else if dest.contains(table) || table.contains(dest) {
+    } else if below(source, dest) {
+        ctx.err(
+            key,
+            format!(
+                "{} holds the source {}; a file's path below the source, put below the destination, could fall back into the source or onto files not yet ingested",
+                dest.shown(),
+                source.shown()
+            ),
+        );
+    } else if overlap(dest, table) {
         ctx.err(
             key,
             format!(
@@ -128,7 +137,8 @@ pub(super) fn check_destination(
     }
 }
 
-/// Whether two locations are in one bucket or container (local paths: one file system tree).
+/// Whether two locations are in one bucket or container (local paths: one file system tree),
+/// whatever alias of the scheme names them (`s3`/`s3a`, `az`/`azure`).
 pub fn same_store(a: &Location, b: &Location) -> bool {
     let scheme = |l: &Location| match l.url.scheme() {
         "s3a" => "s3".to_string(),
@@ -138,4 +148,34 @@ pub fn same_store(a: &Location, b: &Location) -> bool {
     scheme(a) == scheme(b)
         && a.url.host_str() == b.url.host_str()
         && a.url.username() == b.url.username()
+}
+
+/// The object path's segments of a location, percent-decoded (`in%2Fx` and `in/x` name one
+/// object prefix; `%2a` and `%2A` one character).
+fn segments(l: &Location) -> Vec<String> {
+    l.url
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .flat_map(|s| {
+            let decoded = percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned();
+            decoded
+                .split('/')
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Whether `inner` is `outer` or lies below it, segment by segment, in one store.
+pub fn below(inner: &Location, outer: &Location) -> bool {
+    same_store(inner, outer) && segments(inner).starts_with(&segments(outer))
+}
+
+/// Whether one of two locations lies in the other.
+pub fn overlap(a: &Location, b: &Location) -> bool {
+    below(a, b) || below(b, a)
 }

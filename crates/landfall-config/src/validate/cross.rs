@@ -84,7 +84,7 @@ pub(super) fn cross_checks(
                 format!("reads the same queue ({q}) as stream `{}`; each stream needs its own queue (fan out with SNS), or one would delete the other's events", other.name),
             );
         }
-        moved_files_seen_again(ctx, s, streams);
+        archived_files_shared(ctx, s, streams);
         let dir = absolute(&s.state_dir);
         for other in &streams[..i] {
             if absolute(&other.state_dir) == dir {
@@ -112,33 +112,75 @@ pub(super) fn cross_checks(
     }
 }
 
-/// A stream moving its files (`clean_source.mode = "move"`) into a location that a stream
-/// listing the same files also lists: that stream would find each file twice, at its source
-/// and at its destination, and ingest it twice. (A stream whose source holds the destination
-/// but not the files' source is an archive reader, and welcome.)
-fn moved_files_seen_again(ctx: &mut Ctx, s: &StreamSpec, streams: &[StreamSpec]) {
-    let Some(dest) = s
-        .clean_source
-        .as_ref()
-        .and_then(|c| c.move_destination.as_ref())
-    else {
+/// A stream archiving its files (`clean_source`) must be the only one reading them: another
+/// stream over the same files would find them deleted or moved before it read them, or
+/// (listing the destination too) ingest them a second time. A destination must also stay
+/// clear of every table, bad-records path and other destination. It may lie in another
+/// stream's source: that stream reads the archive (and reads nothing of this stream's
+/// source, or the first rule refuses it).
+fn archived_files_shared(ctx: &mut Ctx, s: &StreamSpec, streams: &[StreamSpec]) {
+    use super::clean_source::overlap;
+    let Some(clean) = &s.clean_source else {
         return;
     };
-    // The stream's own source against its destination is checked with its options.
+    let key = |field: &str| format!("streams.{}.clean_source{field}", s.name);
     for other in streams.iter().filter(|o| o.name != s.name) {
-        let reads_dest = other.source.contains(dest) || dest.contains(&other.source);
-        let reads_files = other.source.contains(&s.source) || s.source.contains(&other.source);
-        if reads_dest && reads_files {
+        if overlap(&other.source, &s.source) {
             ctx.err(
-                format!("streams.{}.clean_source.move_destination", s.name),
+                key(".mode"),
                 format!(
-                    "{} is listed by stream `{}` (source {}), which also lists this stream's files: each moved file would be ingested there a second time",
-                    dest.shown(),
+                    "stream `{}` also reads {} (source {}): this stream would {} files before that one read them; archive from one stream only",
                     other.name,
-                    other.source.shown()
+                    s.source.shown(),
+                    other.source.shown(),
+                    if clean.mode == landfall_core::ArchiveMode::Delete { "delete" } else { "move" }
                 ),
             );
         }
+    }
+    let Some(dest) = &clean.move_destination else {
+        return;
+    };
+    for other in streams.iter().filter(|o| o.name != s.name) {
+        let mut clash = |what: &str, loc: &crate::Location| {
+            ctx.err(
+                key(".move_destination"),
+                format!(
+                    "{} overlaps {what} of stream `{}` ({}); moved files could overwrite or be overwritten there",
+                    dest.shown(),
+                    other.name,
+                    loc.shown()
+                ),
+            );
+        };
+        if overlap(dest, &other.sink.location) {
+            clash("the table", &other.sink.location);
+        }
+        if let Some((bad, _)) = &other.bad_records
+            && overlap(dest, bad)
+        {
+            clash("the bad-records path", bad);
+        }
+        if let Some(od) = other
+            .clean_source
+            .as_ref()
+            .and_then(|c| c.move_destination.as_ref())
+            && overlap(dest, od)
+        {
+            clash("the move destination", od);
+        }
+    }
+    if let Some((bad, _)) = &s.bad_records
+        && overlap(dest, bad)
+    {
+        ctx.err(
+            key(".move_destination"),
+            format!(
+                "{} overlaps this stream's bad-records path {}",
+                dest.shown(),
+                bad.shown()
+            ),
+        );
     }
 }
 
