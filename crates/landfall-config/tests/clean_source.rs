@@ -136,7 +136,9 @@ fn files_archived_by_one_stream_are_read_by_no_other() {
     ));
     assert_eq!(
         e,
-        ["streams.a.clean_source.mode: stream `all` also reads s3://b/land/in/ (source s3://b/land/): this stream would move files before that one read them; archive from one stream only"]
+        [
+            "streams.a.clean_source.mode: stream `all` also reads s3://b/land/in/ (source s3://b/land/): this stream would move files before that one read them; archive from one stream only"
+        ]
     );
     // A second stream on the same files, written with another alias of the scheme.
     let e = errors(&format!(
@@ -156,7 +158,9 @@ fn files_archived_by_one_stream_are_read_by_no_other() {
     ));
     assert_eq!(
         e,
-        ["streams.a.clean_source.move_destination: s3://b/land/done/ overlaps the table of stream `c` (s3://b/land/done/t/); moved files could overwrite or be overwritten there"]
+        [
+            "streams.a.clean_source.move_destination: s3://b/land/done/ overlaps the table of stream `c` (s3://b/land/done/t/); moved files could overwrite or be overwritten there"
+        ]
     );
     let e = errors(&format!(
         "{base}[streams.c]\nsource = \"s3://b/other\"\nformat = \"json\"\nsink.path = \"s3://t/c\"\n[streams.c.clean_source]\nmode = \"move\"\nmove_destination = \"s3://b/land/done\"\n"
@@ -174,19 +178,31 @@ fn destinations_are_compared_as_object_paths() {
         e[0].clone()
     };
     assert_eq!(
-        one(stream("s3://b/landing/orders", "mode = \"move\"\nmove_destination = \"s3://b/landing\"")),
+        one(stream(
+            "s3://b/landing/orders",
+            "mode = \"move\"\nmove_destination = \"s3://b/landing\""
+        )),
         "streams.a.clean_source.move_destination: s3://b/landing/ holds the source s3://b/landing/orders/; a file's path below the source, put below the destination, could fall back into the source or onto files not yet ingested"
     );
     assert!(
-        one(stream("s3a://b/in", "mode = \"move\"\nmove_destination = \"s3://b/in/archive\""))
-            .contains("lies in the source")
+        one(stream(
+            "s3a://b/in",
+            "mode = \"move\"\nmove_destination = \"s3://b/in/archive\""
+        ))
+        .contains("lies in the source")
     );
     assert!(
-        one(stream("s3://b/in%2Fx", "mode = \"move\"\nmove_destination = \"s3://b/in/x/done\""))
-            .contains("lies in the source")
+        one(stream(
+            "s3://b/in%2Fx",
+            "mode = \"move\"\nmove_destination = \"s3://b/in/x/done\""
+        ))
+        .contains("lies in the source")
     );
     assert!(
-        one(stream("s3://b/a%2a", "mode = \"move\"\nmove_destination = \"s3://b/a%2A/done\""))
-            .contains("lies in the source")
+        one(stream(
+            "s3://b/a%2a",
+            "mode = \"move\"\nmove_destination = \"s3://b/a%2A/done\""
+        ))
+        .contains("lies in the source")
     );
 }

@@ -145,16 +145,30 @@ impl ArchiveMode {
     }
 }
 
-/// What archiving did with one committed file, as the ledger records it.
+/// A file archived (`clean_source`), as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Archive {
     pub time: DateTime<Utc>,
     pub mode: ArchiveMode,
     /// Where a moved file now lies (shown form of the URL); `None` when nothing was moved.
     pub move_location: Option<String>,
-    /// Why the source was not touched or was already gone (an overwritten source, a file
-    /// deleted by someone else); kept in the record's `error`.
+    /// Why the source was already gone (deleted by someone else, or by an earlier attempt);
+    /// kept in the record's `error`.
     pub note: Option<String>,
+}
+
+/// One step of archiving a committed file, recorded by `StateStore::record_archive`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArchiveStep {
+    /// A move to this location (shown form) is about to start: recorded first, so a crash
+    /// after the copy finds where the copy went, and a later attempt overwrites only its own
+    /// copy. The file stays `committed` with `move_location` set.
+    Target(String),
+    /// Archived: the file becomes `archived`, out of the archive index.
+    Done(Archive),
+    /// Left in place for good (overwritten after its commit): the file stays `committed`,
+    /// out of the archive index, with this note.
+    PassedOver(String),
 }
 
 /// Everything the state store keeps about one file (the rows of `landfall state`).

@@ -19,8 +19,8 @@ pub mod testkit;
 pub mod text_encoding;
 
 pub use file::{
-    Archive, ArchiveMode, FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS, SkipKind,
-    SkipReason,
+    Archive, ArchiveMode, ArchiveStep, FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS,
+    SkipKind, SkipReason,
 };
 pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};

@@ -4,24 +4,28 @@
 //! - Only files the ledger records as **committed** are archived, and only after
 //!   `retention_duration` since their batch's commit. The ledger's archive index holds them in
 //!   commit order, so a pass reads what is due and stops at the first entry that is not.
-//! - A file is archived by steps that may each be cut short by a crash, and each step is safe
-//!   to do again: check the source (a HEAD), move (local: one `rename`; object stores: copy,
-//!   then delete) or delete, then record `archived` with `archive_time`, `archive_mode` and
-//!   `move_location`. A pass after a crash finds the file still `committed` and finishes the
-//!   steps: a source already gone whose destination holds the file was moved; a source gone
-//!   with nothing at the destination was deleted by someone else (recorded, with a note).
-//! - A source replaced by another version since its commit (the etag or size differ) is left
-//!   in place: with `allow_overwrites` it is a new file waiting to be ingested. The committed
-//!   version is recorded archived with a note.
-//! - Archiving never holds ingestion back: it runs beside the stream's loop on its own task
-//!   (a drain runs one pass after the last batch), a failed file is tried again later with a
-//!   growing delay (1 min to 1 h), and a failure is counted and logged, never fatal.
+//! - A page of due files is archived in steps, each safe to repeat after a crash: check each
+//!   source (a HEAD: a source replaced since its commit is left in place, recorded with a
+//!   note, never tried again); for `move`, choose each target (the path below the source,
+//!   put below the destination; if something else is there already, the same name with
+//!   `.landfall-<version>` appended) and record the targets, in one ledger write; move
+//!   (local: a rename; object stores: a copy, checked by a HEAD of the copy, then a delete
+//!   of the source) or delete; record the files archived, in one ledger write.
+//! - A pass after a crash finds the files still `committed` and finishes them: a source still
+//!   there is copied again to its recorded target (our own copy, overwritten with the same
+//!   bytes); a source gone whose recorded target holds a file of its size was moved; a source
+//!   gone otherwise was deleted by someone else (recorded, with a note).
+//! - Archiving never holds ingestion back: it runs beside the stream's loop on its own task,
+//!   started once the table and the ledger were checked and recovery ran (a drain runs one
+//!   pass after the last batch); a failed file is tried again later with a growing delay
+//!   (1 min to 1 h); a failure is counted and logged, never fatal; ledger writes are one per
+//!   page and step, not per file.
 //! - Exactly-once is unaffected: an archived file keeps its ledger record until
 //!   `max_file_age` forgets it, and the destination is never under the source (checked with
 //!   the configuration, as is a second stream listing both).
 //!
-//! `LANDFALL_TEST_CLOCK_AHEAD_SECS` (seconds, tests only) moves the archiver's clock forward, so
-//! a test can see a `delete` retention of 7 days pass.
+//! `LANDFALL_TEST_CLOCK_AHEAD_SECS` (seconds; read by debug builds only, which tests use)
+//! moves the archiver's clock forward, so a test can see a `delete` retention of 7 days pass.
 
 use crate::events::{ArchiveOutcome, StreamEvents};
 use crate::failpoint;
@@ -30,7 +34,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use landfall_config::CleanSource;
 use landfall_core::seams::SeamResult;
-use landfall_core::{Archive, ArchiveMode, FileKey, FileRecord, StateStore};
+use landfall_core::{Archive, ArchiveMode, ArchiveStep, FileKey, FileRecord, StateStore};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::collections::HashMap;
@@ -66,6 +70,8 @@ pub struct Archiver {
     /// Files whose last attempt failed: when they may be tried again, and how many failed.
     retry: Mutex<HashMap<FileKey, (Instant, u32)>>,
     clock_ahead: chrono::Duration,
+    /// The ledger's older committed files are in the archive index.
+    indexed: std::sync::atomic::AtomicBool,
 }
 
 /// What one pass did.
@@ -73,6 +79,17 @@ pub struct Archiver {
 pub struct Pass {
     pub archived: u64,
     pub failed: u64,
+}
+
+/// What the check of one due file decided.
+enum Plan {
+    /// Delete the source.
+    Delete,
+    /// Move the source to `to` (object path, shown form); `new` when the target is not yet
+    /// recorded.
+    Move { to: Path, shown: String, new: bool },
+    /// Nothing to do at the store: record this.
+    Record(ArchiveOutcome, ArchiveStep),
 }
 
 impl Archiver {
@@ -99,11 +116,15 @@ impl Archiver {
             }
             None => None,
         };
-        let clock_ahead = std::env::var("LANDFALL_TEST_CLOCK_AHEAD_SECS")
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .and_then(chrono::Duration::try_seconds)
-            .unwrap_or_default();
+        let clock_ahead = if cfg!(debug_assertions) {
+            std::env::var("LANDFALL_TEST_CLOCK_AHEAD_SECS")
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .and_then(chrono::Duration::try_seconds)
+                .unwrap_or_default()
+        } else {
+            chrono::Duration::zero()
+        };
         Ok(Archiver {
             stream: stream.to_string(),
             mode: clean.mode,
@@ -118,13 +139,25 @@ impl Archiver {
             events,
             retry: Mutex::new(HashMap::new()),
             clock_ahead,
+            indexed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Index the committed files of a ledger older than the archive index (once).
-    pub fn prepare(&self) -> SeamResult<()> {
-        let n = crate::stream::off_async(|| self.state.index_for_archive())?;
+    /// Index the committed files of a ledger older than the archive index (once per ledger;
+    /// once per process it is checked).
+    async fn prepare(&self) -> SeamResult<()> {
+        if self.indexed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        let state = self.state.clone();
+        let n = tokio::task::spawn_blocking(move || state.index_for_archive())
+            .await
+            .map_err(|e| {
+                landfall_core::SeamError::fatal(format!("indexing for clean_source: {e}"))
+            })??;
         self.events.archive_indexed(n);
+        self.indexed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -132,9 +165,11 @@ impl Archiver {
         Utc::now() + self.clock_ahead
     }
 
-    /// Archive every file due now (files waiting for a retry aside). A ledger error ends the
+    /// Archive every file due now (files waiting for a retry aside), until `stop` turns true:
+    /// it is looked at between pages and before each file's check. A ledger error ends the
     /// pass; a file's own failure does not.
-    pub async fn pass(&self) -> SeamResult<Pass> {
+    pub async fn pass(&self, stop: &watch::Receiver<bool>) -> SeamResult<Pass> {
+        self.prepare().await?;
         let started = Instant::now();
         let mut pass = Pass::default();
         let retention = chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
@@ -142,48 +177,110 @@ impl Archiver {
             .now()
             .checked_sub_signed(retention)
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
-        loop {
+        while !*stop.borrow() {
             let waiting = self.waiting();
             let skip = |k: &FileKey| waiting.contains_key(k);
             let due = crate::stream::off_async(|| self.state.due_for_archive(cutoff, PAGE, &skip))?;
             if due.is_empty() {
                 break;
             }
-            let mut results = futures::stream::iter(due)
-                .map(|rec| async move {
-                    let r = self.archive(&rec).await;
-                    (rec, r)
-                })
-                .buffer_unordered(IN_FLIGHT);
-            while let Some((rec, r)) = results.next().await {
-                match r {
-                    Ok(()) => {
-                        pass.archived += 1;
-                        self.retry_lock().remove(&rec.key);
-                    }
-                    Err(Failure::Ledger(e)) => return Err(e),
-                    Err(Failure::Store(e)) => {
-                        pass.failed += 1;
-                        let delay = self.failed(&rec.key);
-                        self.events
-                            .archive_failed(&self.shown(&rec.meta.path), &e, delay);
-                    }
-                }
-            }
+            self.page(due, stop, &mut pass).await?;
         }
         self.events
             .archive_pass(pass.archived, pass.failed, started.elapsed());
         Ok(pass)
     }
 
-    /// Passes until `shutdown` turns true, between files (a file's steps are never cut short
-    /// by a stop; a crash may cut them, and the next pass finishes them).
+    /// One page of due files: check, record the targets, move or delete, record.
+    async fn page(
+        &self,
+        due: Vec<FileRecord>,
+        stop: &watch::Receiver<bool>,
+        pass: &mut Pass,
+    ) -> SeamResult<()> {
+        let checked: Vec<(FileRecord, Result<Plan, String>)> = futures::stream::iter(due)
+            .take_while(|_| futures::future::ready(!*stop.borrow()))
+            .map(|rec| async move {
+                let plan = self.check(&rec).await;
+                (rec, plan)
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        let mut steps = Vec::new();
+        let mut work = Vec::new();
+        for (rec, plan) in checked {
+            match plan {
+                Err(e) => self.failure(&rec, &e, pass),
+                Ok(Plan::Record(outcome, step)) => steps.push((rec, outcome, step)),
+                Ok(plan) => work.push((rec, plan)),
+            }
+        }
+        let targets: Vec<(FileKey, ArchiveStep)> = work
+            .iter()
+            .filter_map(|(rec, plan)| match plan {
+                Plan::Move {
+                    shown, new: true, ..
+                } => Some((rec.key.clone(), ArchiveStep::Target(shown.clone()))),
+                _ => None,
+            })
+            .collect();
+        if !targets.is_empty() {
+            crate::stream::off_async(|| self.state.record_archive(&targets))?;
+        }
+        let done: Vec<(FileRecord, Result<(ArchiveOutcome, ArchiveStep), String>)> =
+            futures::stream::iter(work)
+                .map(|(rec, plan)| async move {
+                    let r = self.execute(&rec, plan).await;
+                    failpoint::hit("archive_before_record");
+                    (rec, r)
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .collect()
+                .await;
+        for (rec, r) in done {
+            match r {
+                Ok((outcome, step)) => steps.push((rec, outcome, step)),
+                Err(e) => self.failure(&rec, &e, pass),
+            }
+        }
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let record: Vec<(FileKey, ArchiveStep)> = steps
+            .iter()
+            .map(|(rec, _, step)| (rec.key.clone(), step.clone()))
+            .collect();
+        crate::stream::off_async(|| self.state.record_archive(&record))?;
+        let mut retry = self.retry_lock();
+        for (rec, outcome, step) in &steps {
+            retry.remove(&rec.key);
+            let to = match step {
+                ArchiveStep::Done(a) => a.move_location.as_deref(),
+                _ => None,
+            };
+            self.events
+                .file_archived(&self.shown(&rec.meta.path), *outcome, to);
+            pass.archived += 1;
+        }
+        Ok(())
+    }
+
+    fn failure(&self, rec: &FileRecord, error: &str, pass: &mut Pass) {
+        pass.failed += 1;
+        let delay = self.failed(&rec.key);
+        self.events
+            .archive_failed(&self.shown(&rec.meta.path), error, delay);
+    }
+
+    /// Passes until `shutdown` turns true (looked at between files: a file's steps are never
+    /// cut short by a stop; a crash may cut them, and the next pass finishes them).
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
             if *shutdown.borrow() {
                 return;
             }
-            if let Err(e) = self.pass().await {
+            if let Err(e) = self.pass(&shutdown).await {
                 tracing::warn!(stream = %self.stream, error = %e.message, "clean_source pass failed; trying again later");
             }
             tokio::select! {
@@ -221,126 +318,214 @@ impl Archiver {
     }
 
     /// Where a file of the source goes under the destination: its path below the source,
-    /// kept.
-    fn destination_of(&self, path: &str) -> Option<(Path, String)> {
+    /// kept, with `suffix` appended to the name.
+    fn destination_of(&self, path: &str, suffix: &str) -> Option<(Path, String)> {
         let (prefix, url) = self.destination.as_ref()?;
         let rel = landfall_discovery::relative_path(&self.source_prefix, path);
         let joined = if prefix.as_ref().is_empty() {
-            rel.to_string()
+            format!("{rel}{suffix}")
         } else {
-            format!("{}/{rel}", prefix.as_ref())
+            format!("{}/{rel}{suffix}", prefix.as_ref())
         };
         let to = Path::parse(&joined).ok()?;
         let shown = landfall_discovery::display_path(url, to.as_ref());
         Some((to, shown))
     }
 
-    /// Archive one committed file and record it.
-    async fn archive(&self, rec: &FileRecord) -> Result<(), Failure> {
-        let from = Path::parse(&rec.meta.path)
-            .map_err(|e| Failure::Store(format!("not an object path: {e}")))?;
-        let to = match self.mode {
-            ArchiveMode::Move => {
-                Some(self.destination_of(&rec.meta.path).ok_or_else(|| {
-                    Failure::Store("no destination path for this file".to_string())
-                })?)
+    /// The target recorded by an earlier attempt, as an object path.
+    fn recorded_target(&self, rec: &FileRecord) -> Option<(Path, String)> {
+        let (_, url) = self.destination.as_ref()?;
+        let shown = rec.move_location.as_ref()?;
+        let path = Path::parse(landfall_discovery::object_path(url, shown)).ok()?;
+        Some((path, shown.clone()))
+    }
+
+    /// What to do with one due file, from a HEAD of its source (and, for a move, of its
+    /// target).
+    async fn check(&self, rec: &FileRecord) -> Result<Plan, String> {
+        let from = Path::parse(&rec.meta.path).map_err(|e| format!("not an object path: {e}"))?;
+        let recorded = self.recorded_target(rec);
+        match self.store.head(&from).await {
+            Ok(found)
+                if !rec
+                    .meta
+                    .same_version(&landfall_discovery::file_meta(found.clone())) =>
+            {
+                Ok(Plan::Record(
+                    ArchiveOutcome::Overwritten,
+                    ArchiveStep::PassedOver(
+                        "clean_source: the source was overwritten after its commit; left in place"
+                            .to_string(),
+                    ),
+                ))
             }
-            ArchiveMode::Delete => None,
-        };
-        let shown = self.shown(&rec.meta.path);
-        let (outcome, note) = match self.store.head(&from).await {
-            Ok(found) => {
-                if !rec.meta.same_version(&landfall_discovery::file_meta(found)) {
-                    (
-                        ArchiveOutcome::Overwritten,
-                        Some(
-                            "clean_source: the source was overwritten after its commit; the new version was left in place".to_string(),
+            Ok(_) => match self.mode {
+                ArchiveMode::Delete => Ok(Plan::Delete),
+                ArchiveMode::Move => {
+                    if let Some((to, shown)) = recorded {
+                        // Our own target: a copy there is ours.
+                        return Ok(Plan::Move {
+                            to,
+                            shown,
+                            new: false,
+                        });
+                    }
+                    let (to, shown) = self
+                        .destination_of(&rec.meta.path, "")
+                        .ok_or("no destination path for this file")?;
+                    match self.store.head(&to).await {
+                        Err(object_store::Error::NotFound { .. }) => Ok(Plan::Move {
+                            to,
+                            shown,
+                            new: true,
+                        }),
+                        Ok(_) => {
+                            // Something else is there: never overwrite it.
+                            let suffix = format!(".landfall-{}", tag(&rec.meta.version_tag()));
+                            let (to, shown) = self
+                                .destination_of(&rec.meta.path, &suffix)
+                                .ok_or("no destination path for this file")?;
+                            Ok(Plan::Move {
+                                to,
+                                shown,
+                                new: true,
+                            })
+                        }
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+            },
+            Err(object_store::Error::NotFound { .. }) => {
+                let gone = |note: &str| {
+                    Ok(Plan::Record(
+                        ArchiveOutcome::Gone,
+                        ArchiveStep::Done(Archive {
+                            time: Utc::now(),
+                            mode: self.mode,
+                            move_location: None,
+                            note: Some(note.to_string()),
+                        }),
+                    ))
+                };
+                match (self.mode, recorded) {
+                    (ArchiveMode::Delete, _) => {
+                        gone("clean_source: the source was already gone when it was deleted")
+                    }
+                    (ArchiveMode::Move, Some((to, shown))) => match self.store.head(&to).await {
+                        // An earlier attempt moved it (its target was recorded first).
+                        Ok(m) if m.size == rec.meta.size => Ok(Plan::Record(
+                            ArchiveOutcome::Moved,
+                            ArchiveStep::Done(Archive {
+                                time: Utc::now(),
+                                mode: ArchiveMode::Move,
+                                move_location: Some(shown),
+                                note: None,
+                            }),
+                        )),
+                        Ok(_) | Err(object_store::Error::NotFound { .. }) => gone(
+                            "clean_source: the source was gone before it was moved; nothing was moved",
                         ),
-                    )
-                } else {
-                    self.archive_steps(&from, to.as_ref().map(|(p, _)| p))
-                        .await
-                        .map_err(|e| Failure::Store(e.to_string()))?;
-                    (
-                        match self.mode {
-                            ArchiveMode::Move => ArchiveOutcome::Moved,
-                            ArchiveMode::Delete => ArchiveOutcome::Deleted,
-                        },
-                        None,
-                    )
+                        Err(e) => Err(e.to_string()),
+                    },
+                    (ArchiveMode::Move, None) => gone(
+                        "clean_source: the source was gone before it was moved; nothing was moved",
+                    ),
                 }
             }
-            Err(object_store::Error::NotFound { .. }) => {
-                self.already_gone(rec, to.as_ref()).await?
-            }
-            Err(e) => return Err(Failure::Store(e.to_string())),
-        };
-        failpoint::hit("archive_before_record");
-        let moved = matches!(outcome, ArchiveOutcome::Moved);
-        let archive = Archive {
-            time: Utc::now(),
-            mode: self.mode,
-            move_location: to.as_ref().filter(|_| moved).map(|(_, s)| s.clone()),
-            note,
-        };
-        let recorded = crate::stream::off_async(|| self.state.record_archived(&rec.key, &archive))
-            .map_err(Failure::Ledger)?;
-        if recorded.is_some() {
-            self.events
-                .file_archived(&shown, outcome, archive.move_location.as_deref());
+            Err(e) => Err(e.to_string()),
         }
-        Ok(())
     }
 
-    /// The source is gone: a move whose destination holds the file was done by an earlier
-    /// attempt; anything else was deleted by someone else (or by an earlier `delete`).
-    async fn already_gone(
+    /// Delete, or move: a local file by a rename (a copy across file systems), an object by
+    /// a copy, a HEAD of the copy, and a delete.
+    async fn execute(
         &self,
         rec: &FileRecord,
-        to: Option<&(Path, String)>,
-    ) -> Result<(ArchiveOutcome, Option<String>), Failure> {
-        let Some((to, _)) = to else {
-            return Ok((
-                ArchiveOutcome::Gone,
-                Some("clean_source: the source was already gone when it was deleted".to_string()),
-            ));
+        plan: Plan,
+    ) -> Result<(ArchiveOutcome, ArchiveStep), String> {
+        let from = Path::parse(&rec.meta.path).map_err(|e| format!("not an object path: {e}"))?;
+        let done = |outcome, move_location| {
+            (
+                outcome,
+                ArchiveStep::Done(Archive {
+                    time: Utc::now(),
+                    mode: self.mode,
+                    move_location,
+                    note: None,
+                }),
+            )
         };
-        match self.store.head(to).await {
-            Ok(m) if m.size == rec.meta.size => Ok((ArchiveOutcome::Moved, None)),
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok((
-                ArchiveOutcome::Gone,
-                Some(
-                    "clean_source: the source was gone before it was moved; nothing was moved"
-                        .to_string(),
-                ),
-            )),
-            Err(e) => Err(Failure::Store(e.to_string())),
-        }
-    }
-
-    /// Delete, or move: a local file by one rename, an object by a copy and a delete.
-    async fn archive_steps(&self, from: &Path, to: Option<&Path>) -> object_store::Result<()> {
-        let Some(to) = to else {
-            return match self.store.delete(from).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e),
-            };
-        };
-        if self.local {
-            return self.store.rename(from, to).await;
-        }
-        self.store.copy(from, to).await?;
-        failpoint::hit("archive_after_copy");
-        match self.store.delete(from).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
+        match plan {
+            Plan::Record(outcome, step) => Ok((outcome, step)),
+            Plan::Delete => {
+                delete(self.store.as_ref(), &from).await?;
+                Ok(done(ArchiveOutcome::Deleted, None))
+            }
+            Plan::Move { to, shown, .. } => {
+                if self.local {
+                    local_move(&from, &to).await?;
+                } else {
+                    self.store
+                        .copy(&from, &to)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let copy = self.store.head(&to).await.map_err(|e| e.to_string())?;
+                    if copy.size != rec.meta.size {
+                        return Err(format!(
+                            "the copy at {shown} has {} bytes, the source {}; the source is kept",
+                            copy.size, rec.meta.size
+                        ));
+                    }
+                    failpoint::hit("archive_after_copy");
+                    delete(self.store.as_ref(), &from).await?;
+                }
+                Ok(done(ArchiveOutcome::Moved, Some(shown)))
+            }
         }
     }
 }
 
-/// Why archiving a file stopped: its store (the file is tried again later) or the ledger
-/// (the pass ends).
-enum Failure {
-    Store(String),
-    Ledger(landfall_core::SeamError),
+/// Delete an object; one already gone is deleted.
+async fn delete(store: &dyn ObjectStore, path: &Path) -> Result<(), String> {
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Move a local file: one rename, the directories made; across file systems a copy to a
+/// temporary name beside the target, synced, renamed into place, then the source removed.
+async fn local_move(from: &Path, to: &Path) -> Result<(), String> {
+    let fs = object_store::local::LocalFileSystem::new();
+    let from = fs.path_to_filesystem(from).map_err(|e| e.to_string())?;
+    let to = fs.path_to_filesystem(to).map_err(|e| e.to_string())?;
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        match std::fs::rename(&from, &to) {
+            Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+                let mut tmp = to.clone().into_os_string();
+                tmp.push(".landfall-partial");
+                let tmp = std::path::PathBuf::from(tmp);
+                std::fs::copy(&from, &tmp)?;
+                std::fs::File::open(&tmp)?.sync_all()?;
+                std::fs::rename(&tmp, &to)?;
+                std::fs::remove_file(&from)
+            }
+            other => other,
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
+}
+
+/// A version tag fit for a file name: letters and digits only, at most 32.
+fn tag(version: &str) -> String {
+    version
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(32)
+        .collect()
 }

@@ -162,7 +162,7 @@ fn expiry<K: Kv>(l: &Ledger<K>) {
     .unwrap();
     l.record_committed(0, receipt(1, now)).unwrap();
     // old.json is committed and old: expired. old-pending.json is old but not yet ingested: kept.
-    assert_eq!(l.expire(now - Duration::days(30)).unwrap(), 1);
+    assert_eq!(l.expire(now - Duration::days(30), false).unwrap(), 1);
     let left: Vec<_> = l
         .files(None)
         .unwrap()
@@ -170,7 +170,7 @@ fn expiry<K: Kv>(l: &Ledger<K>) {
         .map(|r| r.meta.path)
         .collect();
     assert_eq!(left, ["new.json", "old-pending.json"]);
-    assert_eq!(l.expire(now - Duration::days(30)).unwrap(), 0);
+    assert_eq!(l.expire(now - Duration::days(30), false).unwrap(), 0);
 }
 
 fn schemas<K: Kv>(l: &Ledger<K>) {

@@ -36,9 +36,11 @@ fn by_state<'a>(rows: &'a [Value], state: &str) -> Vec<&'a Value> {
 }
 
 /// `move` with a retention of 0: every committed file goes below the destination, keeping
-/// its path below the source (spaces and accents included). The process is killed after a
-/// move and before its record, twice; the next runs finish the move, record it once, and
-/// ingest nothing twice. Files added later are ingested, never the moved ones.
+/// its path below the source (spaces and accents included); a file already at a target is
+/// never overwritten (the moved file takes the name with `.landfall-<version>`). The process
+/// is killed after a move and before its record, twice; the next runs finish the move,
+/// record it once, and ingest nothing twice. Files added later are ingested, never the
+/// moved ones.
 #[test]
 fn move_survives_kills_between_moving_and_recording() {
     let dir = tempfile::tempdir().unwrap();
@@ -57,6 +59,9 @@ fn move_survives_kills_between_moving_and_recording() {
         .iter()
         .map(|n| std::fs::read(src.join(n)).unwrap())
         .collect();
+    // Something else already sits where f1 would go: it is never overwritten.
+    std::fs::create_dir_all(dest.join("day 1")).unwrap();
+    std::fs::write(dest.join("day 1/f1.json"), "someone else's\n").unwrap();
     let cfg = Config::in_dir(root)
         .stream(
             Stream::local("s", &src, "json", &table)
@@ -72,30 +77,35 @@ fn move_survives_kills_between_moving_and_recording() {
         .write();
     crash_at_hit(&cfg, "archive_before_record", 2);
     // Some files moved, some of them not recorded.
-    assert!(!files_under(&dest).is_empty());
+    assert!(files_under(&dest).len() > 1);
     crash_at_hit(&cfg, "archive_before_record", 1);
     drain(&cfg);
 
     assert_eq!(files_under(&src), Vec::<String>::new());
-    let mut sorted = names.clone();
-    sorted.sort();
-    assert_eq!(files_under(&dest), sorted);
-    for (n, body) in names.iter().zip(&originals) {
-        assert_eq!(&std::fs::read(dest.join(n)).unwrap(), body, "{n}");
-    }
+    let at_dest = files_under(&dest);
+    assert_eq!(at_dest.len(), 7, "{at_dest:?}");
+    assert_eq!(
+        std::fs::read_to_string(dest.join("day 1/f1.json")).unwrap(),
+        "someone else's\n"
+    );
     let rows = state_rows(&cfg, "s");
     assert_eq!(by_state(&rows, "archived").len(), 6, "{rows:?}");
-    for n in &names {
+    for (n, body) in names.iter().zip(&originals) {
         let r = state_of(&rows, n.rsplit('/').next().unwrap());
         assert_eq!(r["archive_mode"], "MOVE", "{r}");
         assert_eq!(r["ingestion_state"], "INGESTED", "{r}");
         assert!(r["archive_time"].is_string(), "{r}");
-        assert_eq!(
-            r["move_location"],
-            dest.join(n).display().to_string(),
-            "{r}"
-        );
         assert!(r["reason"].is_null(), "{r}");
+        let location = r["move_location"].as_str().unwrap();
+        if n == "day 1/f1.json" {
+            assert!(
+                location.starts_with(&format!("{}.landfall-", dest.join(n).display())),
+                "{r}"
+            );
+        } else {
+            assert_eq!(location, dest.join(n).display().to_string(), "{r}");
+        }
+        assert_eq!(&std::fs::read(location).unwrap(), body, "{n}");
     }
     let v = verify("delta", &table, Some("s"));
     assert_exactly(&ids(&v, "id"), &(0..60).collect::<Vec<_>>());
@@ -121,8 +131,8 @@ fn move_survives_kills_between_moving_and_recording() {
 
 /// `delete` keeps files for the retention (7 days at least): a drain commits them and deletes
 /// nothing; eight days later (the archiver's clock moved by the test knob) they are deleted.
-/// A file overwritten after its commit is left in place, its committed version recorded
-/// archived with the reason; a file someone else deleted is recorded too. A kill after a
+/// A file overwritten after its commit is left in place, and stays committed with the reason;
+/// a file someone else deleted is recorded archived, with its note. A kill after a
 /// delete and before its record is finished by the next run.
 #[test]
 fn delete_waits_for_the_retention_and_spares_overwritten_files() {
@@ -171,16 +181,19 @@ fn delete_waits_for_the_retention_and_spares_overwritten_files() {
     drain_env(&cfg, &later);
     assert_eq!(files_under(&src), ["f3.json"]);
     let rows = state_rows(&cfg, "s");
-    assert_eq!(by_state(&rows, "archived").len(), 5, "{rows:?}");
-    for r in &rows {
+    assert_eq!(by_state(&rows, "archived").len(), 4, "{rows:?}");
+    for r in by_state(&rows, "archived") {
         assert_eq!(r["archive_mode"], "DELETE", "{r}");
         assert!(r["move_location"].is_null(), "{r}");
     }
+    // f3 stays committed with the reason, never tried again.
     let f3 = state_of(&rows, "f3.json");
+    assert_eq!(f3["state"], "committed", "{f3}");
+    assert!(f3["archive_mode"].is_null(), "{f3}");
     assert!(
         f3["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("overwritten after its commit")),
+            .is_some_and(|r| r.contains("overwritten after its commit; left in place")),
         "{f3}"
     );
     let f4 = state_of(&rows, "f4.json");
@@ -257,4 +270,57 @@ fn crash_at_hit(config: &Path, point: &str, n: u32) {
         "expected an abort at {point}:\n{}",
         text(&o)
     );
+}
+
+/// A table lost behind the stream's back (deleted, restored from an older copy): the stream
+/// refuses to go on, and archives nothing meanwhile: the source files are what a rebuild of
+/// the table needs.
+#[test]
+fn nothing_is_archived_while_the_table_is_behind_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("landing");
+    let dest = root.join("done");
+    let table = root.join("table");
+    for f in 0..3u64 {
+        write_rows(&src, &format!("f{f}.json"), f * 10..f * 10 + 10);
+    }
+    let cfg = |retention: &str| {
+        Config::in_dir(root)
+            .stream(
+                Stream::local("s", &src, "json", &table)
+                    .set(
+                        "schema",
+                        "id BIGINT, name STRING, amount DOUBLE, tag STRING",
+                    )
+                    .set("clean_source.mode", "move")
+                    .set("clean_source.move_destination", &dest)
+                    .set("clean_source.retention_duration", retention),
+            )
+            .write()
+    };
+    drain(&cfg("1h"));
+    std::fs::remove_dir_all(&table).unwrap();
+    let cfg = cfg("0s");
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    assert!(
+        !o.status.success() && text(&o).contains("recorded batch 0 as committed"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(files_under(&src).len(), 3, "{}", text(&o));
+    assert!(files_under(&dest).is_empty(), "{}", text(&o));
+    // A continuous run (its archiver would run beside the loop): 4 s, then stopped.
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(files_under(&src).len(), 3);
+    assert!(files_under(&dest).is_empty());
 }

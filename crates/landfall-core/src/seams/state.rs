@@ -1,7 +1,7 @@
 //! The per-stream ledger: every call is one atomic, synced change.
 
 use super::SeamResult;
-use crate::file::{Archive, FileKey, FileMeta, FileRecord, FileState, SkipReason};
+use crate::file::{ArchiveStep, FileKey, FileMeta, FileRecord, FileState, SkipReason};
 use crate::plan::{BatchLimits, BatchPlan, CommitReceipt};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -107,7 +107,9 @@ pub trait StateStore: Send + Sync {
     /// The summary without `last_batch`: the counts only, one small read (for every round).
     fn counts(&self) -> SeamResult<StreamSummary>;
     /// Forget terminal files modified before `cutoff` (max_file_age). Returns how many.
-    fn expire(&self, cutoff: DateTime<Utc>) -> SeamResult<u64>;
+    /// `keep_unarchived`: committed files still in the archive index stay until archived
+    /// (`clean_source` is on).
+    fn expire(&self, cutoff: DateTime<Utc>, keep_unarchived: bool) -> SeamResult<u64>;
     /// The stream schema by version (Arrow schema JSON), and the latest version.
     fn schema(&self, version: u32) -> SeamResult<Option<String>>;
     fn latest_schema_version(&self) -> SeamResult<Option<u32>>;
@@ -147,7 +149,8 @@ pub trait StateStore: Send + Sync {
         limit: usize,
         skip: &dyn Fn(&FileKey) -> bool,
     ) -> SeamResult<Vec<FileRecord>>;
-    /// Mark a committed file archived, durably. `None` (and nothing written) when the file
-    /// is no longer committed: expired, or archived already.
-    fn record_archived(&self, key: &FileKey, archive: &Archive) -> SeamResult<Option<FileRecord>>;
+    /// Record archive steps of committed files, all in one durable write. Steps of files no
+    /// longer committed (expired, archived already) are passed over. Returns how many were
+    /// recorded.
+    fn record_archive(&self, steps: &[(FileKey, ArchiveStep)]) -> SeamResult<u64>;
 }

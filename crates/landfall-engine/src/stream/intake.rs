@@ -180,7 +180,9 @@ impl StreamWorker {
         }
         self.last_expiry = Some(Instant::now());
         let cutoff = Utc::now() - chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
-        let n = self.state.expire(cutoff)?;
+        let n = self
+            .state
+            .expire(cutoff, self.spec.clean_source.is_some())?;
         self.events.files_expired(n);
         Ok(())
     }

@@ -69,6 +69,9 @@ pub struct StreamWorker {
     /// Request counts of earlier runs (from the state) and when they were last saved.
     requests_base: std::collections::BTreeMap<String, u64>,
     requests_saved: std::sync::Mutex<Option<Instant>>,
+    /// `clean_source`'s archiver, and its task while a continuous run goes on.
+    archiver: Option<Arc<crate::clean_source::Archiver>>,
+    archiving: Option<AbortOnDrop>,
 }
 
 /// How often the last-receive time is written and the queue depth asked for.
@@ -143,6 +146,8 @@ impl StreamWorker {
             source_more: std::sync::atomic::AtomicBool::new(false),
             requests_base,
             requests_saved: std::sync::Mutex::new(None),
+            archiver: None,
+            archiving: None,
         })
     }
 
@@ -171,50 +176,64 @@ impl StreamWorker {
     }
 
     /// Run until drained (available_now) or until `shutdown` turns true. With `clean_source`
-    /// on, the archiver runs beside the loop on its own task (a drain runs one pass at its
-    /// end instead).
+    /// on, the archiver runs beside the loop on its own task once the table and the ledger
+    /// were checked and recovery ran (a drain runs one pass at its end instead).
     pub async fn run(&mut self, shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
-        let archiver = match &self.spec.clean_source {
-            Some(clean) => {
-                let a = Arc::new(crate::clean_source::Archiver::new(
-                    &self.spec.name,
-                    clean,
-                    &self.spec.source.url,
-                    self.spec.poll_interval,
-                    &self.source,
-                    self.state.clone(),
-                    self.events.clone(),
-                )?);
-                a.prepare()?;
-                Some(a)
-            }
-            None => None,
-        };
-        let background = archiver
-            .as_ref()
-            .filter(|_| !self.available_now)
-            .map(|a| AbortOnDrop(tokio::spawn(a.clone().run(shutdown.clone()))));
-        let end = self.run_loop(shutdown).await?;
+        self.archiver = self.open_archiver();
+        let end = self.run_loop(shutdown.clone()).await;
+        let background = self.archiving.take();
+        let end = end?;
         match end {
             RunEnd::Drained => {
-                if let Some(a) = &archiver
-                    && let Err(e) = a.pass().await
+                if let Some(a) = &self.archiver
+                    && let Err(e) = a.pass(&shutdown).await
                 {
                     tracing::warn!(stream = %self.spec.name, error = %e.message, "clean_source pass after the drain failed; the next run tries again");
                 }
             }
             RunEnd::Stopped => {
-                // The archiver stops between files: let it finish the one in hand.
+                // The archiver stops between files: let it finish the ones in hand.
                 if let Some(mut task) = background
                     && tokio::time::timeout(Duration::from_secs(30), &mut task.0)
                         .await
                         .is_err()
                 {
-                    tracing::warn!(stream = %self.spec.name, "clean_source did not stop within 30 s; cut short (the next start finishes its file)");
+                    tracing::warn!(stream = %self.spec.name, "clean_source did not stop within 30 s; cut short (the next start finishes its files)");
                 }
             }
         }
         Ok(end)
+    }
+
+    /// The stream's archiver, if `clean_source` is on; one that cannot be built is reported
+    /// and left out (ingestion goes on without archiving).
+    fn open_archiver(&self) -> Option<Arc<crate::clean_source::Archiver>> {
+        let clean = self.spec.clean_source.as_ref()?;
+        match crate::clean_source::Archiver::new(
+            &self.spec.name,
+            clean,
+            &self.spec.source.url,
+            self.spec.poll_interval,
+            &self.source,
+            self.state.clone(),
+            self.events.clone(),
+        ) {
+            Ok(a) => Some(Arc::new(a)),
+            Err(e) => {
+                tracing::error!(stream = %self.spec.name, error = %e.message, "clean_source is off for this run: its archiver could not start");
+                None
+            }
+        }
+    }
+
+    /// Start archiving beside the loop (a continuous run with `clean_source` on).
+    fn start_archiving(&mut self, shutdown: &watch::Receiver<bool>) {
+        if self.available_now || self.archiving.is_some() {
+            return;
+        }
+        if let Some(a) = &self.archiver {
+            self.archiving = Some(AbortOnDrop(tokio::spawn(a.clone().run(shutdown.clone()))));
+        }
     }
 
     async fn run_loop(&mut self, mut shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
@@ -255,6 +274,7 @@ impl StreamWorker {
             self.run_batch(plan, schema).await?;
         }
         self.events.running(self.state.clone());
+        self.start_archiving(&shutdown);
         let mut last_listing = Instant::now();
         // Whether the last round planned a batch: files may still be pending. (A round that
         // plans nothing has drained the pending queue.)

@@ -12,7 +12,7 @@
 //! damaged by hand) is dropped when a pass meets it.
 
 use super::*;
-use landfall_core::Archive;
+use landfall_core::ArchiveStep;
 
 const INDEXED: &[u8] = b"m/archive_index";
 /// Records indexed per write while indexing an old ledger.
@@ -102,34 +102,49 @@ impl<K: Kv> Ledger<K> {
         Ok(due)
     }
 
-    pub(super) fn record_archived_inner(
+    pub(super) fn record_archive_inner(
         &self,
-        key: &FileKey,
-        archive: &Archive,
-    ) -> Result<Option<FileRecord>, StateError> {
+        steps: &[(FileKey, ArchiveStep)],
+    ) -> Result<u64, StateError> {
         let _g = self.guard();
-        let fk = file_key(key);
-        let Some(mut rec) = self.get_json::<FileRecord>(&fk)? else {
-            return Ok(None);
-        };
-        let Some(entry) = archive_entry(&rec) else {
-            return Ok(None);
-        };
         let mut stats = self.stats()?;
-        stats.moved(Some(rec.state), Some(FileState::Archived));
-        rec.state = FileState::Archived;
-        rec.archive_time = Some(archive.time);
-        rec.archive_mode = Some(archive.mode.as_str().to_string());
-        rec.move_location = archive.move_location.clone();
-        if let Some(note) = &archive.note {
-            rec.error = Some(note.clone());
+        let mut ops = Vec::new();
+        let mut recorded = 0;
+        for (key, step) in steps {
+            let fk = file_key(key);
+            let Some(mut rec) = self.get_json::<FileRecord>(&fk)? else {
+                continue;
+            };
+            let Some(entry) = archive_entry(&rec) else {
+                continue;
+            };
+            match step {
+                ArchiveStep::Target(to) => rec.move_location = Some(to.clone()),
+                ArchiveStep::Done(archive) => {
+                    stats.moved(Some(rec.state), Some(FileState::Archived));
+                    rec.state = FileState::Archived;
+                    rec.archive_time = Some(archive.time);
+                    rec.archive_mode = Some(archive.mode.as_str().to_string());
+                    rec.move_location = archive.move_location.clone();
+                    if let Some(note) = &archive.note {
+                        rec.error = Some(note.clone());
+                    }
+                    ops.push(KvOp::Delete(entry));
+                }
+                ArchiveStep::PassedOver(note) => {
+                    rec.error = Some(note.clone());
+                    rec.move_location = None;
+                    ops.push(KvOp::Delete(entry));
+                }
+            }
+            ops.push(Self::put_json(fk, &rec));
+            recorded += 1;
         }
-        self.write(vec![
-            Self::put_json(fk, &rec),
-            KvOp::Delete(entry),
-            Self::put_json(STATS.to_vec(), &stats),
-        ])?;
-        Ok(Some(rec))
+        if recorded > 0 {
+            ops.push(Self::put_json(STATS.to_vec(), &stats));
+            self.write(ops)?;
+        }
+        Ok(recorded)
     }
 }
 
@@ -137,7 +152,7 @@ impl<K: Kv> Ledger<K> {
 mod tests {
     use super::*;
     use crate::kv::MemoryKv;
-    use landfall_core::ArchiveMode;
+    use landfall_core::{Archive, ArchiveMode};
 
     fn at(ms: i64) -> DateTime<Utc> {
         DateTime::from_timestamp_millis(ms).unwrap()
@@ -228,21 +243,27 @@ mod tests {
         commit(&l, &["a.json", "b.json"], 5_000);
         let mut moved = archive(ArchiveMode::Move);
         moved.move_location = Some("file:///archive/a.json".into());
-        let rec = l
-            .record_archived(&FileKey("a.json".into()), &moved)
-            .unwrap()
-            .unwrap();
+        let a = FileKey("a.json".into());
+        // The move's target first: still committed, still due.
+        let target = ArchiveStep::Target("file:///archive/a.json".into());
+        assert_eq!(l.record_archive(&[(a.clone(), target)]).unwrap(), 1);
+        let rec = l.file(&a).unwrap().unwrap();
+        assert_eq!(rec.state, FileState::Committed);
+        assert_eq!(rec.move_location.as_deref(), Some("file:///archive/a.json"));
+        assert_eq!(
+            l.due_for_archive(at(10_000), 10, &|_| false).unwrap().len(),
+            2
+        );
+        let done = ArchiveStep::Done(moved.clone());
+        assert_eq!(l.record_archive(&[(a.clone(), done.clone())]).unwrap(), 1);
+        let rec = l.file(&a).unwrap().unwrap();
         assert_eq!(rec.state, FileState::Archived);
         assert_eq!(rec.archive_mode.as_deref(), Some("MOVE"));
         assert_eq!(rec.move_location.as_deref(), Some("file:///archive/a.json"));
         assert_eq!(rec.archive_time, Some(at(9_000)));
         assert_eq!(rec.state.ingestion_state(), Some("INGESTED"));
         // Twice is nothing.
-        assert!(
-            l.record_archived(&FileKey("a.json".into()), &moved)
-                .unwrap()
-                .is_none()
-        );
+        assert_eq!(l.record_archive(&[(a, done)]).unwrap(), 0);
         let due = l.due_for_archive(at(10_000), 10, &|_| false).unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].key.0, "b.json");
@@ -256,6 +277,18 @@ mod tests {
                 .1
         };
         assert_eq!((n(FileState::Committed), n(FileState::Archived)), (1, 1));
+        // Passed over: committed, with its note, and no longer due.
+        let b = FileKey("b.json".into());
+        let over = ArchiveStep::PassedOver("overwritten".into());
+        assert_eq!(l.record_archive(&[(b.clone(), over)]).unwrap(), 1);
+        let rec = l.file(&b).unwrap().unwrap();
+        assert_eq!(rec.state, FileState::Committed);
+        assert_eq!(rec.error.as_deref(), Some("overwritten"));
+        assert!(
+            l.due_for_archive(at(10_000), 10, &|_| false)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -283,8 +316,14 @@ mod tests {
             l.due_for_archive(at(9_000), 10, &|_| false).unwrap().len(),
             2
         );
-        // Expiry forgets a committed file and its entry together.
-        assert_eq!(l.expire(at(2_000)).unwrap(), 2);
+        // Expiry keeps files waiting for clean_source, and with it off forgets a committed
+        // file and its entry together.
+        assert_eq!(l.expire(at(2_000), true).unwrap(), 0);
+        assert_eq!(
+            l.due_for_archive(at(9_000), 10, &|_| false).unwrap().len(),
+            2
+        );
+        assert_eq!(l.expire(at(2_000), false).unwrap(), 2);
         let mut left = 0;
         l.kv.scan(b"a/", b"a/", &mut |_, _| {
             left += 1;

@@ -124,7 +124,11 @@ impl<K: Kv> Ledger<K> {
         }
     }
 
-    pub(super) fn expire_inner(&self, cutoff: DateTime<Utc>) -> Result<u64, StateError> {
+    pub(super) fn expire_inner(
+        &self,
+        cutoff: DateTime<Utc>,
+        keep_unarchived: bool,
+    ) -> Result<u64, StateError> {
         let _g = self.guard();
         let end = format!("x/{:020}", cutoff.timestamp_millis().max(0));
         let mut index = Vec::new();
@@ -146,8 +150,17 @@ impl<K: Kv> Ledger<K> {
             let key = FileKey(text[23..].to_string());
             match self.get_json::<FileRecord>(&file_key(&key))? {
                 Some(rec) if rec.state.is_terminal() => {
+                    let entry = super::archive::archive_entry(&rec);
+                    let indexed = match &entry {
+                        Some(e) => self.kv.get(e).map_err(self.backend("read"))?.is_some(),
+                        None => false,
+                    };
+                    if keep_unarchived && indexed {
+                        // Waits for clean_source; expired once archived.
+                        continue;
+                    }
                     stats.moved(Some(rec.state), None);
-                    if let Some(entry) = super::archive::archive_entry(&rec) {
+                    if let Some(entry) = entry.filter(|_| indexed) {
                         ops.push(KvOp::Delete(entry));
                     }
                     ops.push(KvOp::Delete(file_key(&key)));

@@ -117,8 +117,8 @@ impl<K: Kv> StateStore for Ledger<K> {
         })
     }
 
-    fn expire(&self, cutoff: DateTime<Utc>) -> SeamResult<u64> {
-        Ok(self.expire_inner(cutoff)?)
+    fn expire(&self, cutoff: DateTime<Utc>, keep_unarchived: bool) -> SeamResult<u64> {
+        Ok(self.expire_inner(cutoff, keep_unarchived)?)
     }
 
     fn schema(&self, version: u32) -> SeamResult<Option<String>> {
@@ -209,11 +209,7 @@ impl<K: Kv> StateStore for Ledger<K> {
         Ok(self.due_for_archive_inner(cutoff, limit, skip)?)
     }
 
-    fn record_archived(
-        &self,
-        key: &FileKey,
-        archive: &landfall_core::Archive,
-    ) -> SeamResult<Option<FileRecord>> {
-        Ok(self.record_archived_inner(key, archive)?)
+    fn record_archive(&self, steps: &[(FileKey, landfall_core::ArchiveStep)]) -> SeamResult<u64> {
+        Ok(self.record_archive_inner(steps)?)
     }
 }
