@@ -30,6 +30,7 @@ pub(crate) mod kernel;
 mod landed;
 mod log_cleanup;
 pub(crate) mod stats_struct;
+pub mod vacuum;
 
 use crate::delta_protocol::{Writability, check_writable};
 use crate::delta_schema::{ConformingWriter, check_fits, check_fits_growing, new_fields};

@@ -10,7 +10,7 @@
 //! - [`ParquetDirCommitter`]: a plain directory of Parquet files, committed by a manifest
 //!   written with put-if-absent (see docs/exactly-once.md for what manifest-unaware readers see).
 
-mod delta;
+pub mod delta;
 mod delta_log;
 mod delta_protocol;
 mod delta_schema;
