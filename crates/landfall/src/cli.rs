@@ -1,4 +1,4 @@
-//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `health`.
+//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `vacuum`, `health`.
 
 use crate::out::OutputFormat;
 use crate::{admin, daemon, out, report, top};
@@ -136,6 +136,19 @@ enum Command {
         stream: String,
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
+    },
+    /// Delete the files of the stream's Delta table that no reader of a retained version
+    /// needs (older than `delta.deletedFileRetentionDuration`, 7 days by default). Safe while
+    /// the daemon runs.
+    Vacuum {
+        stream: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        /// List what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
     },
 }
 
@@ -318,6 +331,15 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             (None, None) => ExitCode::from(2),
+        },
+        Command::Vacuum {
+            stream,
+            config,
+            dry_run,
+            format,
+        } => match stream_spec(&config, &stream) {
+            Ok(spec) => crate::maintenance::vacuum(&spec, dry_run, format),
+            Err(code) => code,
         },
         Command::Reset { stream, config } => match stream_spec(&config, &stream) {
             Ok(spec) => admin::reset(&spec),

@@ -30,6 +30,7 @@ mod bars;
 mod cli;
 mod daemon;
 mod http;
+mod maintenance;
 mod memory;
 mod notify;
 mod out;

@@ -1,0 +1,131 @@
+//! `landfall vacuum` on a table landfall wrote: every data file made to look 30 days old (so
+//! only the table's references keep them), an old orphan (an attempt's leftover) and a fresh
+//! one. The dry run lists the old orphan and deletes nothing; the real run deletes it alone,
+//! and the independent reader still finds every row once.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+fn age(p: &Path, days: u64) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(days * 24 * 3600))
+        .unwrap();
+}
+
+fn data_files(table: &Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(table)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn vacuum_deletes_old_unreferenced_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("landing");
+    let table = root.join("table");
+    for f in 0..4u64 {
+        write_rows(&src, &format!("f{f}.json"), f * 10..f * 10 + 10);
+    }
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("s", &src, "json", &table)
+                .set(
+                    "schema",
+                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
+                )
+                .set("max_files_per_trigger", 2),
+        )
+        .write();
+    drain(&cfg);
+    let live = data_files(&table);
+    assert_eq!(live.len(), 2, "{live:?}");
+    for f in &live {
+        age(f, 30);
+    }
+    let orphan = table.join("part-00000-0000dead-beef-0000-0000-000000000000-c000.snappy.parquet");
+    std::fs::copy(&live[0], &orphan).unwrap();
+    age(&orphan, 30);
+    let fresh = table.join("part-00000-0000feed-beef-0000-0000-000000000000-c000.snappy.parquet");
+    std::fs::copy(&live[0], &fresh).unwrap();
+
+    let v: Value = {
+        let o = landfall(&[
+            "vacuum",
+            "s",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--dry-run",
+            "--format",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    assert_eq!(v["dry_run"], true, "{v}");
+    assert_eq!(v["deleted_files"], 1, "{v}");
+    assert_eq!(v["live_files"], 2, "{v}");
+    assert_eq!(v["recent_files"], 1, "{v}");
+    assert_eq!(v["retention_hours"], 168, "{v}");
+    assert_eq!(
+        v["files"][0]["path"],
+        orphan.file_name().unwrap().to_str().unwrap(),
+        "{v}"
+    );
+    assert!(orphan.exists());
+
+    let o = landfall(&["vacuum", "s", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("deleted 1 file(s)") && text(&o).contains("kept 2 live"),
+        "{}",
+        text(&o)
+    );
+    assert!(!orphan.exists());
+    assert!(fresh.exists());
+    for f in &live {
+        assert!(f.exists(), "{} was deleted", f.display());
+    }
+    let v = verify("delta", &table, Some("s"));
+    assert_exactly(&ids(&v, "id"), &(0..40).collect::<Vec<_>>());
+}
+
+#[test]
+fn vacuum_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("p", &root.join("in"), "json", &root.join("out"))
+                .set("schema", "id BIGINT")
+                .set("sink.format", "parquet"),
+        )
+        .stream(
+            Stream::local("d", &root.join("in2"), "json", &root.join("none"))
+                .set("schema", "id BIGINT"),
+        )
+        .write();
+    let o = landfall(&["vacuum", "p", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("vacuum is for Delta tables"),
+        "{}",
+        text(&o)
+    );
+    let o = landfall(&["vacuum", "d", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no Delta table here"), "{}", text(&o));
+    let o = landfall(&["vacuum", "nope", "--config", cfg.to_str().unwrap()]);
+    assert!(!o.status.success(), "{}", text(&o));
+}
