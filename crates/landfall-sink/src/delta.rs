@@ -26,6 +26,7 @@
 //!
 //! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
+pub mod compact;
 pub(crate) mod kernel;
 mod landed;
 mod log_cleanup;
@@ -269,34 +270,34 @@ impl DeltaCommitter {
         checkpointed
     }
 
-    /// The data files of the table's latest version, as stored in the log (decoded too).
-    async fn live_paths(&self) -> Result<HashSet<String>, SinkError> {
+    async fn remove_unreferenced(&self, paths: &[String]) -> Result<(Vec<String>, u64), SinkError> {
+        if paths.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let referenced = self.referenced_paths().await?;
+        let (kept, doomed): (Vec<String>, Vec<String>) = paths
+            .iter()
+            .cloned()
+            .partition(|p| referenced.contains(p) || referenced.contains(&percent_decode(p)));
+        let store = crate::table_store(&self.uri, &self.options)?;
+        let removed =
+            crate::parquet_dir::delete_all(&crate::shown(&self.uri), store.as_ref(), &doomed)
+                .await?;
+        Ok((kept, removed))
+    }
+
+    /// Every data file a version still in the log references: the latest version's, and those
+    /// of every `remove` in the log (a compaction removed them; older versions still read
+    /// them), as stored and decoded.
+    async fn referenced_paths(&self) -> Result<HashSet<String>, SinkError> {
         let guard = self.refreshed().await?;
         let Some(table) = guard.clone() else {
             return Ok(HashSet::new());
         };
         drop(guard);
         let k = self.kernel().await?;
-        Ok(k.live_paths(&table)
-            .await?
-            .into_iter()
-            .flat_map(|p| [percent_decode(&p), p])
-            .collect())
-    }
-
-    /// Delete the files among `paths` the table does not reference; returns the referenced
-    /// ones (kept) and how many were deleted.
-    async fn remove_unreferenced(&self, paths: &[String]) -> Result<(Vec<String>, u64), SinkError> {
-        let live = self.live_paths().await?;
-        let (kept, doomed): (Vec<String>, Vec<String>) = paths
-            .iter()
-            .cloned()
-            .partition(|p| live.contains(p) || live.contains(&percent_decode(p)));
-        let store = crate::table_store(&self.uri, &self.options)?;
-        let removed =
-            crate::parquet_dir::delete_all(&crate::shown(&self.uri), store.as_ref(), &doomed)
-                .await?;
-        Ok((kept, removed))
+        let (live, removed) = vacuum::referenced(k, &table, i64::MIN).await?;
+        Ok(live.paths.into_iter().chain(removed.paths).collect())
     }
 }
 

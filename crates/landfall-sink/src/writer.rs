@@ -130,6 +130,10 @@ impl TableLayout {
         Ok(self.shape()?.1)
     }
 
+    pub fn target_file_size(&self) -> u64 {
+        self.target_file_size
+    }
+
     /// A writer for one attempt of one batch, writing under `prefix` in `store`.
     pub fn writer(
         &self,
@@ -186,6 +190,8 @@ pub struct PartitionedWriter {
     files_started: u32,
     /// Writes so far, the clock of `OpenFile::last_used`.
     writes: u64,
+    /// The name's middle part instead of `<batch>-a<attempt>` (compaction's files).
+    stem: Option<String>,
 }
 
 impl PartitionedWriter {
@@ -224,7 +230,14 @@ impl PartitionedWriter {
             writes: 0,
             done: Vec::new(),
             files_started: 0,
+            stem: None,
         }
+    }
+
+    /// Name files `part-<stem>-<run>-c<n>.snappy.parquet` (files no batch writes).
+    pub fn with_stem(mut self, stem: &str) -> Self {
+        self.stem = Some(stem.to_string());
+        self
     }
 
     fn err(&self, path: &str, reason: impl ToString) -> SinkError {
@@ -262,10 +275,16 @@ impl PartitionedWriter {
 
     fn open_file(&mut self, values: &[Option<String>]) -> Result<OpenFile, SinkError> {
         self.files_started += 1;
-        let name = format!(
-            "part-{:010}-a{}-{}-c{:03}.snappy.parquet",
-            self.batch_id, self.attempt, self.run, self.files_started
-        );
+        let name = match &self.stem {
+            Some(stem) => format!(
+                "part-{stem}-{}-c{:03}.snappy.parquet",
+                self.run, self.files_started
+            ),
+            None => format!(
+                "part-{:010}-a{}-{}-c{:03}.snappy.parquet",
+                self.batch_id, self.attempt, self.run, self.files_started
+            ),
+        };
         let dir = partition_dir(&self.partition_by, values)
             .map_err(|reason| self.unwritable(&name, reason))?;
         let path = format!("{}{dir}{name}", self.prefix);

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use url::Url;
 
 /// What the kernel writes as `engineInfo`.
-const ENGINE_INFO: &str = concat!("landfall/", env!("CARGO_PKG_VERSION"));
+pub(crate) const ENGINE_INFO: &str = concat!("landfall/", env!("CARGO_PKG_VERSION"));
 
 /// The kernel's engine over one table's store, and where the table lies in it.
 pub(crate) struct Kernel {
@@ -300,22 +300,6 @@ impl Kernel {
             .map_err(|e| self.kernel_err("write a checkpoint", e))
     }
 
-    /// The paths of the data files `snapshot` references, as its `add` actions state them.
-    pub async fn live_paths(&self, snapshot: &SnapshotRef) -> Result<Vec<String>, SinkError> {
-        let snapshot = snapshot.clone();
-        self.run(move |engine| {
-            let scan = snapshot.scan_builder().build()?;
-            let mut out: Vec<String> = Vec::new();
-            for meta in scan.scan_metadata(engine)? {
-                out =
-                    meta?.visit_scan_files(out, |paths: &mut Vec<String>, f| paths.push(f.path))?;
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(|e| self.kernel_err("list the table's files", e))
-    }
-
     /// Whether commit `version` is still in the log (`false` also when the store cannot say).
     pub async fn has_commit(&self, version: u64) -> bool {
         use object_store::ObjectStoreExt;
@@ -346,7 +330,7 @@ impl Drop for Kernel {
 }
 
 /// `commitInfo`'s extra field: the state identity ([`landfall_core::OWNER_KEY`]).
-fn owner_commit_info(
+pub(crate) fn owner_commit_info(
     owner: &str,
 ) -> Result<
     (
@@ -369,7 +353,7 @@ fn owner_commit_info(
 }
 
 /// The batch `add_files` takes: `path, partitionValues, size, modificationTime, stats`.
-fn adds_batch(
+pub(crate) fn adds_batch(
     files: &[StagedFile],
     now_ms: i64,
     stats_schema: &delta_kernel::schema::SchemaRef,

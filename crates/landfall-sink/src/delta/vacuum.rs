@@ -87,40 +87,8 @@ pub async fn vacuum(
     }
     let cutoff = now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
     let cutoff_ms = cutoff.timestamp_millis();
-    let root = snapshot.table_root().clone();
     let version = snapshot.version() as i64;
-    let referenced = {
-        let snapshot = snapshot.clone();
-        let root = root.clone();
-        k.run(move |engine| {
-            let mut live = Referenced::default();
-            let scan = snapshot.clone().scan_builder().build()?;
-            for meta in scan.scan_metadata(engine)? {
-                let files = meta?.scan_files;
-                let mut v = LiveVisitor {
-                    root: &root,
-                    out: &mut live,
-                };
-                v.visit_rows_of(&files)?;
-            }
-            let mut removed = Referenced::default();
-            let mut v = RemoveVisitor {
-                root: &root,
-                cutoff_ms,
-                out: &mut removed,
-            };
-            for batch in snapshot
-                .log_segment()
-                .read_actions(engine, delta_kernel::actions::LOG_REMOVE_SCHEMA.clone())?
-            {
-                v.visit_rows_of(batch?.actions.as_ref())?;
-            }
-            Ok((live, removed))
-        })
-        .await
-        .map_err(|e| k.kernel_err("read the table's files", e))?
-    };
-    let (live, removed) = referenced;
+    let (live, removed) = referenced(&k, &snapshot, cutoff_ms).await?;
     let io = |op: &'static str, e: object_store::Error| SinkError::Io {
         location: k.location.clone(),
         op,
@@ -179,6 +147,45 @@ pub async fn vacuum(
     Ok(report)
 }
 
+/// The files `snapshot` references: its live files and their deletion vectors, and the files
+/// of `remove` actions still in the log deleted after `cutoff_ms` (or at no stated time), each
+/// path as written and decoded.
+pub(crate) async fn referenced(
+    k: &Kernel,
+    snapshot: &delta_kernel::SnapshotRef,
+    cutoff_ms: i64,
+) -> Result<(Referenced, Referenced), SinkError> {
+    let snapshot = snapshot.clone();
+    let root = snapshot.table_root().clone();
+    k.run(move |engine| {
+        let mut live = Referenced::default();
+        let scan = snapshot.clone().scan_builder().build()?;
+        for meta in scan.scan_metadata(engine)? {
+            let files = meta?.scan_files;
+            let mut v = LiveVisitor {
+                root: &root,
+                out: &mut live,
+            };
+            v.visit_rows_of(&files)?;
+        }
+        let mut removed = Referenced::default();
+        let mut v = RemoveVisitor {
+            root: &root,
+            cutoff_ms,
+            out: &mut removed,
+        };
+        for batch in snapshot
+            .log_segment()
+            .read_actions(engine, delta_kernel::actions::LOG_REMOVE_SCHEMA.clone())?
+        {
+            v.visit_rows_of(batch?.actions.as_ref())?;
+        }
+        Ok((live, removed))
+    })
+    .await
+    .map_err(|e| k.kernel_err("read the table's files", e))
+}
+
 /// Whether a table-relative path is Delta's to keep out of a vacuum: the log, and any level
 /// starting with `.`, or with `_` unless it is a `column=value` directory.
 fn hidden(rel: &str) -> bool {
@@ -203,8 +210,8 @@ fn humanize(d: Duration) -> String {
 
 /// Table-relative paths of files some action names, each as written and decoded.
 #[derive(Default)]
-struct Referenced {
-    paths: HashSet<String>,
+pub(crate) struct Referenced {
+    pub(crate) paths: HashSet<String>,
     /// The files, once each (decoded).
     files: HashSet<String>,
 }
