@@ -253,6 +253,26 @@ def missing_txn_for_stream_fails(tmp):
 
 
 @case
+def a_rearrangement_needs_no_txn(tmp):
+    """OPTIMIZE: files removed and added with dataChange false, no txn: fine. Adds with
+    dataChange false that remove nothing are data without a txn: refused."""
+    t = stream_table(tmp, batches=2)
+    big = rows_file(t, "part-big.parquet", [10, 11, 12, 20, 21, 22])
+    big["add"]["dataChange"] = False
+    gone = [remove("part-1.parquet"), remove("part-2.parquet")]
+    for r in gone:
+        r["remove"]["dataChange"] = False
+    t.commit(3, commit_info("OPTIMIZE"), *gone, big)
+    v = ok("delta", tmp, "--stream", "s")
+    assert v["rows"] == 6 and v["txn"] == {"s": 2}, v
+    lone = rows_file(t, "part-lone.parquet", [99])
+    lone["add"]["dataChange"] = False
+    t.commit(4, commit_info(), lone)
+    fails("commit 4 adds files but carries 0 txn action(s) [], not exactly one for stream 's'",
+          "delta", tmp, "--stream", "s")
+
+
+@case
 def txn_of_wrong_stream_fails(tmp):
     stream_table(tmp, batches=1, app="other")
     fails("commit 1 adds files but carries 1 txn action(s) ['other'], not exactly one for stream 's'",

@@ -403,9 +403,13 @@ def apply_commit(st, actions, version, stream, allow_other_writers):
     for app, n in per_app.items():
         if n > 1:
             fail(f"commit {version} carries {n} txn actions for appId {app!r} (at most one per appId)")
+    # A rearrangement (OPTIMIZE): files removed and added, none a data change. It holds the
+    # rows of the files it removes, so it needs no txn of its own.
+    rearranged = kinds["remove"] > 0 and all(
+        a[k].get("dataChange") is False for a in actions for k in ("add", "remove") if k in a)
     if stream is not None and version > 0:
         others = sorted(app for app in per_app if app != stream)
-        if kinds["add"]:
+        if kinds["add"] and not rearranged:
             if not allow_other_writers:
                 if len(txns) != 1 or txns[0]["appId"] != stream:
                     fail(f"commit {version} adds files but carries {len(txns)} txn action(s) "

@@ -23,8 +23,8 @@ pub use locations::{LocationConfig, LocationSpec};
 pub use model::*;
 pub use notifications::{DiscoveryMode, NotificationsConfig, NotificationsSpec, QueueSpec};
 pub use spec::{
-    CleanSource, DiscoverySpec, FileEventsSpec, HealthTable, RecordMode, SinkSpec, StreamSpec,
-    Trigger, ValidatedConfig,
+    AutoCompaction, CleanSource, DiscoverySpec, FileEventsSpec, HealthTable, RecordMode, SinkSpec,
+    StreamSpec, Trigger, ValidatedConfig,
 };
 pub use store::{Location, StoreConfig, StoreKind, StoreOptions};
 pub use validate::{DEFAULT_FULL_LISTING_INTERVAL, MIN_FILE_AGE, validate};

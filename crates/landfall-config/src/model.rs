@@ -404,6 +404,24 @@ pub struct SinkConfig {
     /// Roll to a new data file past this size (default `128m`).
     #[serde(default = "default_target_file_size")]
     pub target_file_size: String,
+    /// Compact the table's small files while the stream runs (Delta sink only; Databricks'
+    /// auto compaction). Off by default; `landfall optimize <stream>` compacts by hand.
+    #[serde(default)]
+    pub compaction: CompactionConfig,
+}
+
+/// `[streams.<name>.sink.compaction]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Compact while the stream runs (default `false`).
+    #[serde(default)]
+    pub auto: bool,
+    /// Small files (under half of `target_file_size`) the table must hold before a
+    /// compaction runs (default 50, as Databricks' `autoCompact.minNumFiles`).
+    pub min_files: Option<u64>,
+    /// How often the table's small files are counted (default `5m`).
+    pub check_interval: Option<String>,
 }
 
 fn default_target_file_size() -> String {

@@ -28,6 +28,15 @@ pub struct SinkSpec {
     pub options: StoreOptions,
     pub partition_by: Vec<String>,
     pub target_file_size: u64,
+    /// Compaction while the stream runs (`None`: off).
+    pub compaction: Option<AutoCompaction>,
+}
+
+/// `[streams.<name>.sink.compaction]` with `auto = true`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoCompaction {
+    pub min_files: u64,
+    pub check_interval: Duration,
 }
 
 /// The Delta table that receives progress records.

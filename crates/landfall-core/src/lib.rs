@@ -25,8 +25,8 @@ pub use file::{
 pub use listing::IncrementalListing;
 pub use plan::{BatchLimits, BatchPlan, CommitReceipt, StagedFile, staged_attempt};
 pub use seams::{
-    AckToken, BatchCommit, BatchWriter, Committed, Committer, Decoder, Discovery, DiscoveryBatch,
-    DiscoveryMemory, MalformedMessage, MalformedRecord, OWNER_KEY, QueueRound, RecordedMode,
-    RunStart, SeamError, StateStore, StreamSummary,
+    AckToken, BatchCommit, BatchWriter, Committed, Committer, Compaction, Decoder, Discovery,
+    DiscoveryBatch, DiscoveryMemory, MalformedMessage, MalformedRecord, OWNER_KEY, QueueRound,
+    RecordedMode, RunStart, SeamError, StateStore, StreamSummary,
 };
 pub use text_encoding::TextEncoding;

@@ -6,6 +6,7 @@
 //! and the one path for a batch the table already holds).
 
 pub mod clean_source;
+pub mod compaction;
 pub mod decode_options;
 pub mod events;
 pub mod failpoint;

@@ -94,6 +94,11 @@ pub struct Metrics {
     pub orphan_files_removed: Counters,
     pub files_archived: Counters<ReasonLabel>,
     pub archive_failures: Counters,
+    pub compactions: Counters<ReasonLabel>,
+    pub compaction_files_removed: Counters,
+    pub compaction_bytes_rewritten: Counters,
+    pub table_small_files: Gauges,
+    pub last_compaction: Gauges,
     pub stream_restarts: Counters,
     pub errors: Counters<ErrorLabel>,
     pub storage_requests: Counters<OpLabel>,
@@ -252,6 +257,31 @@ impl Metrics {
                 &mut r,
                 "landfall_archive_failures",
                 "Archive attempts of clean_source that failed (retried later, never holding ingestion back)",
+            ),
+            compactions: counter(
+                &mut r,
+                "landfall_compactions",
+                "Compactions of the stream's table (sink.compaction.auto), by outcome (committed; dropped: a file it replaced was removed meanwhile; failed)",
+            ),
+            compaction_files_removed: counter(
+                &mut r,
+                "landfall_compaction_files_removed",
+                "Small data files compactions replaced",
+            ),
+            compaction_bytes_rewritten: counter(
+                &mut r,
+                "landfall_compaction_bytes_rewritten",
+                "Bytes of the small data files compactions rewrote",
+            ),
+            table_small_files: gauge(
+                &mut r,
+                "landfall_table_small_files",
+                "Small data files (under half of target_file_size) in the stream's table at the last compaction check, before it compacted",
+            ),
+            last_compaction: gauge(
+                &mut r,
+                "landfall_last_compaction_timestamp_seconds",
+                "When a compaction of the stream's table last committed (Unix seconds)",
             ),
             stream_restarts: counter(
                 &mut r,

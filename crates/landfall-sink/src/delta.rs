@@ -507,6 +507,12 @@ impl Committer for DeltaCommitter {
         Ok(self.remove_unreferenced(paths).await?.1)
     }
 
+    async fn compact(&self, min_small_files: u64) -> SeamResult<Option<landfall_core::Compaction>> {
+        let mut opts = compact::CompactOptions::for_target(self.layout.target_file_size());
+        opts.min_small_files = min_small_files;
+        Ok(Some(DeltaCommitter::compact(self, &opts).await?))
+    }
+
     async fn table_version(&self) -> SeamResult<Option<i64>> {
         let guard = self.refreshed().await?;
         Ok(guard.as_ref().map(|t| t.version() as i64))

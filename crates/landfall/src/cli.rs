@@ -1,4 +1,5 @@
-//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `vacuum`, `health`.
+//! Commands: `run`, `check`, `state`, `streams`, `skip`, `reset`, `optimize`, `vacuum`,
+//! `health`.
 
 use crate::out::OutputFormat;
 use crate::{admin, daemon, out, report, top};
@@ -136,6 +137,15 @@ enum Command {
         stream: String,
         #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
         config: PathBuf,
+    },
+    /// Compact the small files of the stream's Delta table (bin-packing per partition toward
+    /// `target_file_size`, one commit). Safe while the daemon runs.
+    Optimize {
+        stream: String,
+        #[arg(long, short, env = "LANDFALL_CONFIG", default_value = "landfall.toml")]
+        config: PathBuf,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
     },
     /// Delete the files of the stream's Delta table that no reader of a retained version
     /// needs (older than `delta.deletedFileRetentionDuration`, 7 days by default). Safe while
@@ -331,6 +341,14 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             (None, None) => ExitCode::from(2),
+        },
+        Command::Optimize {
+            stream,
+            config,
+            format,
+        } => match stream_spec(&config, &stream) {
+            Ok(spec) => crate::maintenance::optimize(&spec, format),
+            Err(code) => code,
         },
         Command::Vacuum {
             stream,

@@ -1,8 +1,11 @@
-//! Table maintenance commands: `landfall vacuum <stream> [--dry-run]` deletes the files of a
-//! stream's Delta table that no reader of a retained version needs (see
-//! `landfall_sink::delta::vacuum` for what is kept). It may run while the daemon runs the
-//! stream: it deletes only files no version references and older than the table's
-//! `delta.deletedFileRetentionDuration`, and a batch's new data files are younger than that.
+//! Table maintenance commands, both safe while the daemon runs the stream:
+//!
+//! - `landfall optimize <stream>` compacts the small files of the stream's Delta table
+//!   (`landfall_sink::delta::compact`): one commit that the stream's appends race safely.
+//! - `landfall vacuum <stream> [--dry-run]` deletes the files of the table that no reader of a
+//!   retained version needs (`landfall_sink::delta::vacuum`): only files no version references
+//!   and older than the table's `delta.deletedFileRetentionDuration`, and a batch's new data
+//!   files are younger than that.
 
 use crate::out::OutputFormat;
 use chrono::Utc;
@@ -11,24 +14,98 @@ use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
 
-pub fn vacuum(spec: &StreamSpec, dry_run: bool, format: OutputFormat) -> ExitCode {
+/// A runtime for one command on a Delta stream; `Err`: the exit code (a Parquet sink, or no
+/// runtime).
+fn delta_runtime(spec: &StreamSpec, command: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
     if spec.sink.format != SinkFormat::Delta {
         eprintln!(
-            "error: stream `{}` writes a Parquet directory; vacuum is for Delta tables",
+            "error: stream `{}` writes a Parquet directory; {command} is for Delta tables",
             spec.name
         );
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("error: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+pub fn optimize(spec: &StreamSpec, format: OutputFormat) -> ExitCode {
+    let rt = match delta_runtime(spec, "optimize") {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let committer = landfall_sink::DeltaCommitter::new(
+        &spec.name,
+        &spec.sink.location.as_table_uri(),
+        spec.sink.options.to_hash_map(),
+        spec.sink.target_file_size,
+    );
+    let opts =
+        landfall_sink::delta::compact::CompactOptions::for_target(spec.sink.target_file_size);
+    let c = match rt.block_on(committer.compact(&opts)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: stream `{}`: {e}", spec.name);
             return ExitCode::FAILURE;
         }
+    };
+    crate::out::finish((|| {
+        let mut out = crate::out::stdout();
+        match format {
+            OutputFormat::Json => {
+                let v = json!({
+                    "stream": spec.name,
+                    "table": spec.sink.location.shown_table_uri(),
+                    "version": c.version,
+                    "files": c.files,
+                    "small_files": c.small_files,
+                    "files_removed": c.files_removed,
+                    "files_added": c.files_added,
+                    "bytes_rewritten": c.bytes_rewritten,
+                    "rows": c.rows,
+                    "dropped": c.dropped,
+                });
+                writeln!(out, "{v}")?;
+            }
+            OutputFormat::Table | OutputFormat::Csv => match c.version {
+                Some(v) => writeln!(
+                    out,
+                    "{}: version {v}: {} small file(s) of {} rewritten into {} ({} byte(s), {} row(s))",
+                    spec.sink.location.shown_table_uri(),
+                    c.files_removed,
+                    c.files,
+                    c.files_added,
+                    c.bytes_rewritten,
+                    c.rows
+                )?,
+                None if c.dropped => writeln!(
+                    out,
+                    "{}: dropped: a file it replaced was removed meanwhile; run it again",
+                    spec.sink.location.shown_table_uri()
+                )?,
+                None => writeln!(
+                    out,
+                    "{}: nothing to compact ({} file(s), {} small, none two in one partition)",
+                    spec.sink.location.shown_table_uri(),
+                    c.files,
+                    c.small_files
+                )?,
+            },
+        }
+        out.flush()?;
+        Ok(ExitCode::SUCCESS)
+    })())
+}
+
+pub fn vacuum(spec: &StreamSpec, dry_run: bool, format: OutputFormat) -> ExitCode {
+    let rt = match delta_runtime(spec, "vacuum") {
+        Ok(rt) => rt,
+        Err(code) => return code,
     };
     let uri = spec.sink.location.as_table_uri();
     let options = spec.sink.options.to_hash_map();

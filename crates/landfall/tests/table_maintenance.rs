@@ -129,3 +129,145 @@ fn vacuum_refuses_what_it_cannot_do() {
     let o = landfall(&["vacuum", "nope", "--config", cfg.to_str().unwrap()]);
     assert!(!o.status.success(), "{}", text(&o));
 }
+
+fn log_operations(table: &Path) -> Vec<String> {
+    let mut entries: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    entries.sort();
+    entries
+        .iter()
+        .filter_map(|p| {
+            std::fs::read_to_string(p).ok()?.lines().find_map(|l| {
+                let v: Value = serde_json::from_str(l).ok()?;
+                v["commitInfo"]["operation"].as_str().map(str::to_string)
+            })
+        })
+        .collect()
+}
+
+/// `landfall optimize` by hand: six one-file batches become one file in one OPTIMIZE commit;
+/// every row once; a vacuum right after keeps the replaced files (older versions read them).
+#[test]
+fn optimize_rewrites_small_files_in_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("landing");
+    let table = root.join("table");
+    for f in 0..6u64 {
+        write_rows(&src, &format!("f{f}.json"), f * 10..f * 10 + 10);
+    }
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("s", &src, "json", &table)
+                .set(
+                    "schema",
+                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
+                )
+                .set("max_files_per_trigger", 1),
+        )
+        .write();
+    drain(&cfg);
+    assert_eq!(data_files(&table).len(), 6);
+    let o = landfall(&[
+        "optimize",
+        "s",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files_removed"], 6, "{v}");
+    assert_eq!(v["files_added"], 1, "{v}");
+    assert_eq!(v["rows"], 60, "{v}");
+    assert_eq!(log_operations(&table).last().unwrap(), "OPTIMIZE");
+    let checked = verify("delta", &table, Some("s"));
+    assert_exactly(&ids(&checked, "id"), &(0..60).collect::<Vec<_>>());
+    // Nothing left to do.
+    let o = landfall(&["optimize", "s", "--config", cfg.to_str().unwrap()]);
+    assert!(text(&o).contains("nothing to compact"), "{}", text(&o));
+    // The replaced files stay for the retention.
+    let o = landfall(&["vacuum", "s", "--config", cfg.to_str().unwrap()]);
+    assert!(text(&o).contains("deleted 0 file(s)"), "{}", text(&o));
+    assert_eq!(data_files(&table).len(), 7);
+    // The stream goes on after the compaction.
+    write_rows(&src, "f6.json", 60..70);
+    drain(&cfg);
+    let checked = verify("delta", &table, Some("s"));
+    assert_exactly(&ids(&checked, "id"), &(0..70).collect::<Vec<_>>());
+}
+
+/// Auto compaction in a running daemon: files arrive one by one, each its own batch; the
+/// compactor commits OPTIMIZE beside the stream's appends, and every row lands once.
+#[test]
+fn auto_compaction_runs_beside_a_continuous_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("landing");
+    let table = root.join("table");
+    std::fs::create_dir_all(&src).unwrap();
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("s", &src, "json", &table)
+                .set(
+                    "schema",
+                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
+                )
+                .set("max_files_per_trigger", 1)
+                .set("poll_interval", "100ms")
+                .set("sink.compaction.auto", true)
+                .set("sink.compaction.min_files", 3)
+                .set("sink.compaction.check_interval", "1s"),
+        )
+        .write();
+    let mut child = std::process::Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .env("LANDFALL_LOG", "info")
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let files = 16u64;
+    for f in 0..files {
+        write_rows(&src, &format!("f{f:02}.json"), f * 10..f * 10 + 10);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ops = log_operations(&table);
+        let appends = ops
+            .iter()
+            .filter(|o| *o != "OPTIMIZE" && *o != "CREATE TABLE")
+            .count();
+        if appends as u64 >= files && ops.iter().any(|o| o == "OPTIMIZE") {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "no compaction or not every batch within a minute: {ops:?}\n{}",
+                text(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("table compacted"), "{}", text(&o));
+    let checked = verify("delta", &table, Some("s"));
+    assert_exactly(&ids(&checked, "id"), &(0..files * 10).collect::<Vec<_>>());
+    assert!(
+        data_files(&table).len() as u64 > files,
+        "the compacted files are kept"
+    );
+}

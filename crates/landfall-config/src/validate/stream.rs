@@ -336,8 +336,35 @@ fn sink(ctx: &mut Ctx, k: K, s: &StreamConfig, schema: Option<&SchemaRef>) -> Op
             }
         }
     }
+    let c = &s.sink.compaction;
+    let check_interval = match &c.check_interval {
+        Some(d) => ctx.ok(k("sink.compaction.check_interval"), duration(d)),
+        None => Some(Duration::from_secs(300)),
+    };
+    let min_files = c.min_files.unwrap_or(50);
+    if c.auto && min_files < 2 {
+        ctx.err(
+            k("sink.compaction.min_files"),
+            "must be at least 2: a compaction rewrites two small files or more into one",
+        );
+    }
+    if c.auto && s.sink.format != SinkFormat::Delta {
+        ctx.err(
+            k("sink.compaction.auto"),
+            "compaction is for Delta tables; a Parquet directory has no log to swap files in",
+        );
+    }
+    let compaction = c
+        .auto
+        .then_some(())
+        .and(check_interval)
+        .map(|check_interval| AutoCompaction {
+            min_files,
+            check_interval,
+        });
     let (location, store) = (sink_loc?, sink_store?);
     Some(SinkSpec {
+        compaction,
         format: s.sink.format,
         options: StoreOptions::build(location.kind, store.as_ref(), |v| std::env::var(v).ok()),
         location,

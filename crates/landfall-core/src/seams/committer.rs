@@ -11,6 +11,22 @@ use std::sync::Arc;
 pub const OWNER_KEY: &str = "landfall.state";
 
 /// What a commit says about who made it.
+/// What one compaction of the table found and did ([`Committer::compact`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Compaction {
+    /// The commit that holds it (`None`: nothing to do, too few small files, or dropped).
+    pub version: Option<i64>,
+    /// Live files before, and the small ones among them.
+    pub files: u64,
+    pub small_files: u64,
+    pub files_removed: u64,
+    pub files_added: u64,
+    pub bytes_rewritten: u64,
+    pub rows: u64,
+    /// Dropped after losing to a commit that removed one of its files (tried again later).
+    pub dropped: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchCommit {
     pub files: Vec<String>,
@@ -78,6 +94,11 @@ pub trait Committer: Send + Sync {
     async fn remove_orphans(&self, batch_id: u64, paths: &[String]) -> SeamResult<u64>;
     /// The table's current version, for summaries.
     async fn table_version(&self) -> SeamResult<Option<i64>>;
+    /// Compact the table's small files when it holds at least `min_small_files` of them
+    /// (Delta's OPTIMIZE); `None` when the sink does not compact.
+    async fn compact(&self, _min_small_files: u64) -> SeamResult<Option<Compaction>> {
+        Ok(None)
+    }
     /// What the commit holding batch `batch_id` of this stream says about who made it: its
     /// data files (as the staged hook named them) and the state identity stamped on it, when
     /// the table can still tell (`None`: no such commit, or its log entry is gone).

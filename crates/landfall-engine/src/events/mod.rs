@@ -121,6 +121,7 @@ mod archive;
 mod batch;
 mod discovery;
 mod recent;
+mod table;
 
 pub use archive::ArchiveOutcome;
 pub use batch::PROGRESS_TARGET;

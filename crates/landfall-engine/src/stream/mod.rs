@@ -69,9 +69,10 @@ pub struct StreamWorker {
     /// Request counts of earlier runs (from the state) and when they were last saved.
     requests_base: std::collections::BTreeMap<String, u64>,
     requests_saved: std::sync::Mutex<Option<Instant>>,
-    /// `clean_source`'s archiver, and its task while a continuous run goes on.
+    /// `clean_source`'s archiver, and the tasks beside the loop while a continuous run goes
+    /// on (archiving, compaction).
     archiver: Option<Arc<crate::clean_source::Archiver>>,
-    archiving: Option<AbortOnDrop>,
+    background: Vec<AbortOnDrop>,
 }
 
 /// How often the last-receive time is written and the queue depth asked for.
@@ -147,7 +148,7 @@ impl StreamWorker {
             requests_base,
             requests_saved: std::sync::Mutex::new(None),
             archiver: None,
-            archiving: None,
+            background: Vec::new(),
         })
     }
 
@@ -181,7 +182,7 @@ impl StreamWorker {
     pub async fn run(&mut self, shutdown: watch::Receiver<bool>) -> SeamResult<RunEnd> {
         self.archiver = self.open_archiver();
         let end = self.run_loop(shutdown.clone()).await;
-        let background = self.archiving.take();
+        let background = std::mem::take(&mut self.background);
         let end = end?;
         match end {
             RunEnd::Drained => {
@@ -192,13 +193,15 @@ impl StreamWorker {
                 }
             }
             RunEnd::Stopped => {
-                // The archiver stops between files: let it finish the ones in hand.
-                if let Some(mut task) = background
-                    && tokio::time::timeout(Duration::from_secs(30), &mut task.0)
+                // The archiver stops between files, the compactor between compactions: let
+                // them finish what is in hand.
+                for mut task in background {
+                    if tokio::time::timeout(Duration::from_secs(30), &mut task.0)
                         .await
                         .is_err()
-                {
-                    tracing::warn!(stream = %self.spec.name, "clean_source did not stop within 30 s; cut short (the next start finishes its files)");
+                    {
+                        tracing::warn!(stream = %self.spec.name, "a background task (clean_source or compaction) did not stop within 30 s; cut short (the next start finishes its work)");
+                    }
                 }
             }
         }
@@ -226,13 +229,24 @@ impl StreamWorker {
         }
     }
 
-    /// Start archiving beside the loop (a continuous run with `clean_source` on).
-    fn start_archiving(&mut self, shutdown: &watch::Receiver<bool>) {
-        if self.available_now || self.archiving.is_some() {
+    /// Start the tasks beside the loop of a continuous run: archiving (`clean_source`) and
+    /// compaction (`sink.compaction.auto`).
+    fn start_background(&mut self, shutdown: &watch::Receiver<bool>) {
+        if self.available_now || !self.background.is_empty() {
             return;
         }
         if let Some(a) = &self.archiver {
-            self.archiving = Some(AbortOnDrop(tokio::spawn(a.clone().run(shutdown.clone()))));
+            self.background
+                .push(AbortOnDrop(tokio::spawn(a.clone().run(shutdown.clone()))));
+        }
+        if let Some(settings) = self.spec.sink.compaction {
+            let compactor = crate::compaction::Compactor::new(
+                self.committer.clone(),
+                settings,
+                self.events.clone(),
+            );
+            self.background
+                .push(AbortOnDrop(tokio::spawn(compactor.run(shutdown.clone()))));
         }
     }
 
@@ -274,7 +288,7 @@ impl StreamWorker {
             self.run_batch(plan, schema).await?;
         }
         self.events.running(self.state.clone());
-        self.start_archiving(&shutdown);
+        self.start_background(&shutdown);
         let mut last_listing = Instant::now();
         // Whether the last round planned a batch: files may still be pending. (A round that
         // plans nothing has drained the pending queue.)

@@ -58,6 +58,8 @@ pub struct CompactOptions {
     pub min_file_size: u64,
     /// Bytes rewritten in one run at most (the rest waits for the next run).
     pub max_bytes: u64,
+    /// Small files the table must hold before anything is compacted.
+    pub min_small_files: u64,
 }
 
 impl CompactOptions {
@@ -66,25 +68,13 @@ impl CompactOptions {
             target_file_size,
             min_file_size: target_file_size / 2,
             max_bytes: 10 << 30,
+            min_small_files: 2,
         }
     }
 }
 
 /// What one compaction found and did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CompactReport {
-    /// The commit that holds it (`None`: nothing to do, or dropped).
-    pub version: Option<i64>,
-    /// Live files before, and the small ones among them.
-    pub files: u64,
-    pub small_files: u64,
-    pub files_removed: u64,
-    pub files_added: u64,
-    pub bytes_rewritten: u64,
-    pub rows: u64,
-    /// Dropped after losing to a commit that removed one of its files.
-    pub dropped: bool,
-}
+pub type CompactReport = landfall_core::Compaction;
 
 /// A live data file of the table.
 #[derive(Debug, Clone)]
@@ -137,7 +127,7 @@ impl DeltaCommitter {
             ..Default::default()
         };
         let bins = bins(&live, opts, &mut report);
-        if bins.is_empty() {
+        if bins.is_empty() || report.small_files < opts.min_small_files {
             return Ok(report);
         }
         let partition_by: Vec<String> = snapshot
