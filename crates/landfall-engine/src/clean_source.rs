@@ -81,6 +81,9 @@ pub struct Pass {
     pub failed: u64,
 }
 
+/// What archiving one file did, to be recorded.
+type Recorded = (ArchiveOutcome, ArchiveStep);
+
 /// What the check of one due file decided.
 enum Plan {
     /// Delete the source.
@@ -228,16 +231,15 @@ impl Archiver {
         if !targets.is_empty() {
             crate::stream::off_async(|| self.state.record_archive(&targets))?;
         }
-        let done: Vec<(FileRecord, Result<(ArchiveOutcome, ArchiveStep), String>)> =
-            futures::stream::iter(work)
-                .map(|(rec, plan)| async move {
-                    let r = self.execute(&rec, plan).await;
-                    failpoint::hit("archive_before_record");
-                    (rec, r)
-                })
-                .buffer_unordered(IN_FLIGHT)
-                .collect()
-                .await;
+        let done: Vec<(FileRecord, Result<Recorded, String>)> = futures::stream::iter(work)
+            .map(|(rec, plan)| async move {
+                let r = self.execute(&rec, plan).await;
+                failpoint::hit("archive_before_record");
+                (rec, r)
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
         for (rec, r) in done {
             match r {
                 Ok((outcome, step)) => steps.push((rec, outcome, step)),
@@ -438,11 +440,7 @@ impl Archiver {
 
     /// Delete, or move: a local file by a rename (a copy across file systems), an object by
     /// a copy, a HEAD of the copy, and a delete.
-    async fn execute(
-        &self,
-        rec: &FileRecord,
-        plan: Plan,
-    ) -> Result<(ArchiveOutcome, ArchiveStep), String> {
+    async fn execute(&self, rec: &FileRecord, plan: Plan) -> Result<Recorded, String> {
         let from = Path::parse(&rec.meta.path).map_err(|e| format!("not an object path: {e}"))?;
         let done = |outcome, move_location| {
             (

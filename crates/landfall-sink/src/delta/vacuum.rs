@@ -201,7 +201,7 @@ fn decode(s: &str) -> String {
 
 fn humanize(d: Duration) -> String {
     let h = d.as_secs() / 3600;
-    if h >= 24 && h % 24 == 0 {
+    if h >= 24 && h.is_multiple_of(24) {
         format!("{} days", h / 24)
     } else {
         format!("{h} hours")
@@ -253,14 +253,7 @@ fn dv_columns(parent: &[&str]) -> Vec<ColumnName> {
         "cardinality",
     ]
     .iter()
-    .map(|leaf| {
-        ColumnName::new(
-            parent
-                .iter()
-                .copied()
-                .chain(["deletionVector", leaf].into_iter()),
-        )
-    })
+    .map(|leaf| ColumnName::new(parent.iter().copied().chain(["deletionVector", leaf])))
     .collect()
 }
 
