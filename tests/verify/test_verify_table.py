@@ -273,6 +273,27 @@ def a_rearrangement_needs_no_txn(tmp):
 
 
 @case
+def a_rearrangement_that_changes_rows_fails(tmp):
+    t = stream_table(tmp, batches=2)
+    big = rows_file(t, "part-big.parquet", [10, 11, 12, 20, 21, 22, 23])
+    big["add"]["dataChange"] = False
+    gone = [remove("part-1.parquet"), remove("part-2.parquet")]
+    for r in gone:
+        r["remove"]["dataChange"] = False
+    t.commit(3, commit_info("OPTIMIZE"), *gone, big)
+    fails("commit 3 rearranges files but changes their rows: 6 rows removed, 7 added", "delta", tmp)
+
+
+@case
+def a_rearrangement_that_only_removes_fails(tmp):
+    t = stream_table(tmp, batches=2)
+    gone = remove("part-1.parquet")
+    gone["remove"]["dataChange"] = False
+    t.commit(3, commit_info("OPTIMIZE"), gone)
+    fails("commit 3 removes files with dataChange false and adds none", "delta", tmp)
+
+
+@case
 def txn_of_wrong_stream_fails(tmp):
     stream_table(tmp, batches=1, app="other")
     fails("commit 1 adds files but carries 1 txn action(s) ['other'], not exactly one for stream 's'",

@@ -339,6 +339,9 @@ class LogState:
         self.added_at = {}    # path -> version it was added at (None: from the checkpoint)
         self.removed = set()  # paths of removed adds (tombstones)
         self.txn = {}         # appId -> last version
+        # OPTIMIZE-like commits: (version, [removed add actions], [added add actions]), whose
+        # rows are compared after the replay (verify_delta).
+        self.rearranged = []
 
     def schema(self):
         return json.loads(self.metadata["schemaString"])
@@ -407,6 +410,14 @@ def apply_commit(st, actions, version, stream, allow_other_writers):
     # rows of the files it removes, so it needs no txn of its own.
     rearranged = kinds["remove"] > 0 and all(
         a[k].get("dataChange") is False for a in actions for k in ("add", "remove") if k in a)
+    if rearranged:
+        if not kinds["add"]:
+            fail(f"commit {version} removes files with dataChange false and adds none: rows gone without a data change")
+        if stream is not None and stream in per_app:
+            fail(f"commit {version} rearranges files (dataChange false) but carries stream {stream!r}'s txn")
+        st.rearranged.append((version, [dict(st.live[a["remove"]["path"]]) for a in actions
+                                        if "remove" in a and a["remove"]["path"] in st.live],
+                              [a["add"] for a in actions if "add" in a]))
     if stream is not None and version > 0:
         others = sorted(app for app in per_app if app != stream)
         if kinds["add"] and not rearranged:
@@ -779,6 +790,30 @@ def describe_row(key):
     return "{" + ", ".join(f"{c}: {v!r}" for c, v in key) + "}"
 
 
+def check_rearrangements(con, root, st, fields):
+    """Every OPTIMIZE-like commit (files removed and added, none a data change) holds exactly
+    the rows of the files it removed: the same multiset per partition, a column absent from an
+    older file counting as null."""
+    def rows_of(adds):
+        files = []
+        for a in adds:
+            if not os.path.exists(local_path(root, a["path"])):
+                fail(f"{a['path']} is gone; the commit that rearranged it cannot be checked")
+            pv = a.get("partitionValues") or {}
+            files.append((a["path"], {k: typed_partition_value(v, fields[k], k) for k, v in pv.items()}))
+        got = collections.Counter()
+        for r in duckdb_rows(files, root, con):
+            got[json.dumps({k: canon(v) for k, v in r.items() if v is not None}, sort_keys=True)] += 1
+        return got
+    for version, removed, added in st.rearranged:
+        before, after = rows_of(removed), rows_of(added)
+        if before != after:
+            fail(f"commit {version} rearranges files but changes their rows: "
+                 f"{sum(before.values())} rows removed, {sum(after.values())} added; "
+                 f"only before: {list((before - after).elements())[:2]}; "
+                 f"only after: {list((after - before).elements())[:2]}")
+
+
 def verify_delta(root, stream=None, allow_other_writers=False, orphans=False, stats=False):
     st = replay_delta_log(root, stream, allow_other_writers)
     fields = st.fields()
@@ -794,6 +829,7 @@ def verify_delta(root, stream=None, allow_other_writers=False, orphans=False, st
             fail(f"add {p} has partition values for {sorted(pv)}, the table is partitioned by {st.partition_cols()}")
         files.append((p, {k: typed_partition_value(v, fields[k], k) for k, v in pv.items()}))
     ours_raw = duckdb_rows(files, root, con)
+    check_rearrangements(con, root, st, fields)
     theirs_raw = read_deltalake_rows(root)
     ours_keys = collections.Counter(typed_key(r, fields, "DuckDB log replay") for r in ours_raw)
     theirs_keys = collections.Counter(typed_key(r, fields, "deltalake") for r in theirs_raw)

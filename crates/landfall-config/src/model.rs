@@ -408,6 +408,21 @@ pub struct SinkConfig {
     /// auto compaction). Off by default; `landfall optimize <stream>` compacts by hand.
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// Vacuum the table while the stream runs (Delta sink only). Off by default;
+    /// `landfall vacuum <stream>` vacuums by hand.
+    #[serde(default)]
+    pub vacuum: VacuumConfig,
+}
+
+/// `[streams.<name>.sink.vacuum]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VacuumConfig {
+    /// Vacuum while the stream runs (default `false`).
+    #[serde(default)]
+    pub auto: bool,
+    /// How often (default `1d`).
+    pub interval: Option<String>,
 }
 
 /// `[streams.<name>.sink.compaction]`.

@@ -30,6 +30,8 @@ pub struct SinkSpec {
     pub target_file_size: u64,
     /// Compaction while the stream runs (`None`: off).
     pub compaction: Option<AutoCompaction>,
+    /// Vacuum while the stream runs, this often (`None`: off).
+    pub vacuum_every: Option<Duration>,
 }
 
 /// `[streams.<name>.sink.compaction]` with `auto = true`.

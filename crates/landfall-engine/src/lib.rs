@@ -27,6 +27,7 @@ mod split;
 pub mod stream;
 pub mod supervisor;
 pub mod timeline;
+pub mod vacuum;
 pub mod wiring;
 
 pub use hub::{AdminAction, AdminRequest, Hub};

@@ -99,6 +99,9 @@ pub struct Metrics {
     pub compaction_bytes_rewritten: Counters,
     pub table_small_files: Gauges,
     pub last_compaction: Gauges,
+    pub files_vacuumed: Counters,
+    pub bytes_vacuumed: Counters,
+    pub vacuum_failures: Counters,
     pub stream_restarts: Counters,
     pub errors: Counters<ErrorLabel>,
     pub storage_requests: Counters<OpLabel>,
@@ -282,6 +285,21 @@ impl Metrics {
                 &mut r,
                 "landfall_last_compaction_timestamp_seconds",
                 "When a compaction of the stream's table last committed (Unix seconds)",
+            ),
+            files_vacuumed: counter(
+                &mut r,
+                "landfall_files_vacuumed",
+                "Files of the stream's table deleted by vacuum (sink.vacuum.auto): no retained version referenced them",
+            ),
+            bytes_vacuumed: counter(
+                &mut r,
+                "landfall_bytes_vacuumed",
+                "Bytes of the files vacuum deleted",
+            ),
+            vacuum_failures: counter(
+                &mut r,
+                "landfall_vacuum_failures",
+                "Vacuums of the stream's table that failed (tried again at the next interval)",
             ),
             stream_restarts: counter(
                 &mut r,

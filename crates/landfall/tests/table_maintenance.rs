@@ -271,3 +271,60 @@ fn auto_compaction_runs_beside_a_continuous_stream() {
         "the compacted files are kept"
     );
 }
+
+/// Vacuum in a running daemon: an old orphan in the table is deleted at the first interval,
+/// the live files stay, and the stream goes on ingesting.
+#[test]
+fn auto_vacuum_runs_beside_a_continuous_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = root.join("landing");
+    let table = root.join("table");
+    write_rows(&src, "f0.json", 0..10);
+    let cfg = Config::in_dir(root)
+        .stream(
+            Stream::local("s", &src, "json", &table)
+                .set(
+                    "schema",
+                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
+                )
+                .set("poll_interval", "100ms")
+                .set("sink.vacuum.auto", true)
+                .set("sink.vacuum.interval", "2s"),
+        )
+        .write();
+    drain(&cfg);
+    let live = data_files(&table);
+    for f in &live {
+        age(f, 30);
+    }
+    let orphan = table.join("part-00000-0000dead-beef-0000-0000-000000000000-c000.snappy.parquet");
+    std::fs::copy(&live[0], &orphan).unwrap();
+    age(&orphan, 30);
+    let child = std::process::Command::new(bin())
+        .env("LANDFALL_LISTEN", "127.0.0.1:0")
+        .env("LANDFALL_LOG", "info")
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    write_rows(&src, "f1.json", 10..20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while orphan.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!orphan.exists(), "{}", text(&o));
+    assert!(text(&o).contains("table vacuumed"), "{}", text(&o));
+    for f in &live {
+        assert!(f.exists(), "{} was deleted", f.display());
+    }
+    let checked = verify("delta", &table, Some("s"));
+    assert_exactly(&ids(&checked, "id"), &(0..20).collect::<Vec<_>>());
+}

@@ -362,9 +362,25 @@ fn sink(ctx: &mut Ctx, k: K, s: &StreamConfig, schema: Option<&SchemaRef>) -> Op
             min_files,
             check_interval,
         });
+    let v = &s.sink.vacuum;
+    let vacuum_every = match &v.interval {
+        Some(d) => ctx.ok(k("sink.vacuum.interval"), duration(d)),
+        None => Some(Duration::from_secs(24 * 3600)),
+    };
+    if v.auto && s.sink.format != SinkFormat::Delta {
+        ctx.err(
+            k("sink.vacuum.auto"),
+            "vacuum is for Delta tables; a Parquet directory has no log of removed files",
+        );
+    }
+    if v.auto && vacuum_every.is_some_and(|d| d < Duration::from_secs(1)) {
+        ctx.err(k("sink.vacuum.interval"), "must be at least 1s");
+    }
+    let vacuum_every = if v.auto { Some(vacuum_every?) } else { None };
     let (location, store) = (sink_loc?, sink_store?);
     Some(SinkSpec {
         compaction,
+        vacuum_every,
         format: s.sink.format,
         options: StoreOptions::build(location.kind, store.as_ref(), |v| std::env::var(v).ok()),
         location,

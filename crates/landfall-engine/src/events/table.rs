@@ -1,5 +1,5 @@
 //! Events of table maintenance while a stream runs: compaction checks, compactions committed,
-//! dropped and failed.
+//! dropped and failed; vacuums.
 
 use super::*;
 
@@ -55,5 +55,24 @@ impl StreamEvents {
             })
             .inc();
         tracing::warn!(stream = %self.stream, error = %error, "compaction failed; the next check tries again (ingestion goes on)");
+    }
+}
+
+impl StreamEvents {
+    /// A vacuum deleted `files` files of `bytes` bytes.
+    pub fn vacuumed(&self, files: u64, bytes: u64, took: Duration) {
+        let label = self.label();
+        add(&self.metrics.files_vacuumed.get_or_create(&label), files);
+        add(&self.metrics.bytes_vacuumed.get_or_create(&label), bytes);
+        tracing::info!(stream = %self.stream, files, bytes, took = ?took, "table vacuumed");
+    }
+
+    /// A vacuum failed; the next interval tries again.
+    pub fn vacuum_failed(&self, error: &str) {
+        add(
+            &self.metrics.vacuum_failures.get_or_create(&self.label()),
+            1,
+        );
+        tracing::warn!(stream = %self.stream, error = %error, "vacuum failed; the next interval tries again (ingestion goes on)");
     }
 }

@@ -229,8 +229,8 @@ impl StreamWorker {
         }
     }
 
-    /// Start the tasks beside the loop of a continuous run: archiving (`clean_source`) and
-    /// compaction (`sink.compaction.auto`).
+    /// Start the tasks beside the loop of a continuous run: archiving (`clean_source`),
+    /// compaction (`sink.compaction.auto`) and vacuum (`sink.vacuum.auto`).
     fn start_background(&mut self, shutdown: &watch::Receiver<bool>) {
         if self.available_now || !self.background.is_empty() {
             return;
@@ -247,6 +247,11 @@ impl StreamWorker {
             );
             self.background
                 .push(AbortOnDrop(tokio::spawn(compactor.run(shutdown.clone()))));
+        }
+        if let Some(every) = self.spec.sink.vacuum_every {
+            let vacuumer = crate::vacuum::Vacuumer::new(&self.spec, every, self.events.clone());
+            self.background
+                .push(AbortOnDrop(tokio::spawn(vacuumer.run(shutdown.clone()))));
         }
     }
 

@@ -11,14 +11,19 @@
 //! - **Never racing appends**: the commit is put-if-absent of the next version. Losing the race
 //!   (a stream's append took the version) refreshes the table and tries again while every file
 //!   it replaces is still live: appends never remove files, so a stream's commits never make it
-//!   give up. When a file it replaces is gone (another compaction, a DELETE), the compaction
-//!   is dropped: its new files are deleted and it is tried again later. An answer lost after
-//!   the write (the commit landed, the client was not told) is found by looking for the new
-//!   files in the table, never committed twice.
+//!   give up (it keeps trying, with a growing pause, for up to two minutes). When a file it
+//!   replaces is gone or gained a deletion vector (another compaction, a DELETE, UPDATE or
+//!   MERGE), the compaction is dropped: its new files are deleted and it is tried again later.
+//!   An answer lost after the write (the commit landed, the client was not told) is found by
+//!   looking for the new files in the log (live, or removed by a later commit), never
+//!   committed twice, and files a version may name are never deleted.
+//! - **Checked**: each bin's rows read must equal the `numRecords` its files' statistics
+//!   state, or nothing is committed.
 //! - **Which files**: live files under `min_file_size` (default: half the target), without a
 //!   deletion vector, grouped by partition, in path order, packed greedily into bins of at most
 //!   `target_file_size` bytes; a bin of one file is left alone. Files written with an older
-//!   schema (fewer columns) get nulls for the columns added since.
+//!   schema get nulls for the columns (and nested fields) added since; columns are matched by
+//!   name at every level, and a cast that would turn a value into a null fails instead.
 //! - **Refused**: tables with `rowTracking` (the kernel would give the rewritten rows new ids;
 //!   keeping them needs materialized row-id columns this writer does not write), and tables
 //!   landfall does not append to.
@@ -26,8 +31,8 @@
 use super::DeltaCommitter;
 use super::kernel::{ENGINE_INFO, Kernel, adds_batch, owner_commit_info};
 use crate::error::SinkError;
-use arrow::array::{RecordBatch, new_null_array};
-use arrow_schema::{Schema, SchemaRef};
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow_schema::{Field, Schema, SchemaRef};
 use bytes::Bytes;
 use delta_kernel::KernelError;
 use delta_kernel::SnapshotRef;
@@ -46,8 +51,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
 
-/// Rounds of losing the commit race before the compaction is dropped for this time.
-const MAX_CONFLICTS: u32 = 10;
+/// How long a compaction keeps losing the commit race to appends before it is dropped for
+/// this time.
+const MAX_RACING: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// What to compact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +90,8 @@ struct LiveFile {
     size: u64,
     partition: BTreeMap<String, String>,
     has_dv: bool,
+    /// `numRecords` of its statistics, when stated.
+    rows: Option<u64>,
 }
 
 impl DeltaCommitter {
@@ -160,7 +168,9 @@ impl DeltaCommitter {
             .iter()
             .map(|f| super::kernel::encode_path(&f.path))
             .collect();
-        let mut conflicts = 0;
+        let started = std::time::Instant::now();
+        let mut backoff = std::time::Duration::from_millis(50);
+        let mut writability = writability;
         let committed = loop {
             let attempt = compact_commit(k, &snapshot, &targets, &adds, self.owner()).await;
             match attempt {
@@ -168,23 +178,44 @@ impl DeltaCommitter {
                 Ok(Outcome::SourceGone) => break None,
                 Ok(Outcome::Conflicted) | Err(_) => {
                     snapshot = k.refresh(snapshot).await?;
-                    // Our own write whose answer was lost: it is in the table.
-                    let now_live: HashSet<String> = live_files(k, &snapshot)
-                        .await?
-                        .into_iter()
-                        .map(|f| f.path)
-                        .collect();
-                    if new_paths.iter().all(|p| now_live.contains(p)) {
+                    // Our own write whose answer was lost is in the log: live, or removed
+                    // since by a later commit. Never delete files a version references.
+                    let (live, removed) = super::vacuum::referenced(k, &snapshot, i64::MIN).await?;
+                    let landed = |p: &String| live.paths.contains(p) || removed.paths.contains(p);
+                    if new_paths.iter().all(landed) {
                         break Some(snapshot.clone());
+                    }
+                    if new_paths.iter().any(landed) {
+                        // Part of it in the log: never the case for one commit; keep its files
+                        // for vacuum rather than delete what a version may name.
+                        return Err(SinkError::Io {
+                            location,
+                            op: "commit a compaction",
+                            reason: "some of its new files are in the log and some are not; its files are left for vacuum".into(),
+                        });
                     }
                     if let Err(e) = attempt {
                         self.discard(&written).await;
                         return Err(k.kernel_err("commit a compaction", e));
                     }
-                    conflicts += 1;
-                    if conflicts >= MAX_CONFLICTS {
+                    // The table may have changed its features meanwhile.
+                    writability = match crate::delta_protocol::check_writable(&location, &snapshot)
+                    {
+                        Ok(w) => w,
+                        Err(e) => {
+                            self.discard(&written).await;
+                            return Err(e);
+                        }
+                    };
+                    // Appends only add files: keep trying while they take the versions, with
+                    // a growing pause, for at most two minutes.
+                    if started.elapsed() > MAX_RACING {
                         break None;
                     }
+                    let jitter = (chrono::Utc::now().timestamp_subsec_nanos() % 1000) as u64;
+                    tokio::time::sleep(backoff + std::time::Duration::from_micros(jitter * 50))
+                        .await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
                 }
             }
         };
@@ -193,6 +224,7 @@ impl DeltaCommitter {
             report.dropped = true;
             return Ok(report);
         };
+        // The version after it (ours, or a later one when our answer was lost).
         report.version = Some(snapshot.version() as i64);
         report.files_removed = targets.len() as u64;
         report.files_added = adds.len() as u64;
@@ -257,6 +289,7 @@ impl DeltaCommitter {
         let mut rows = 0u64;
         let mut out = Vec::new();
         for bin in bins {
+            let before = rows;
             for f in bin {
                 let values: Vec<Option<String>> = partition_by
                     .iter()
@@ -274,6 +307,22 @@ impl DeltaCommitter {
                     rows += batch.num_rows() as u64;
                     writer.write(&values, batch).await?;
                 }
+            }
+            // Every row of the bin, as the files' statistics count them.
+            let stated: Option<u64> = bin.iter().map(|f| f.rows).sum();
+            if let Some(stated) = stated
+                && stated != rows - before
+            {
+                return Err(io(
+                    &location,
+                    "rewrite files",
+                    &bin[0].path,
+                    format!(
+                        "read {} rows from {} files whose statistics state {stated}; nothing committed",
+                        rows - before,
+                        bin.len()
+                    ),
+                ));
             }
             // One bin, one file: close it before the next bin.
             let done = writer.finish().await?;
@@ -322,21 +371,91 @@ async fn read(k: &Kernel, log_path: &str) -> Result<Bytes, SinkError> {
         .map_err(|e| io(&k.location, "read a file to compact", log_path, e))
 }
 
-/// A batch of a data file in the table's file schema: columns by name, cast where the file
-/// wrote another type, nulls for columns added after the file was written.
+/// A batch of a data file in the table's file schema: columns by name, at every level of
+/// structs, lists and maps; nulls for (nullable) fields added after the file was written; other
+/// types cast, failing rather than turning a value into a null.
 fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
     let columns = schema
         .fields()
         .iter()
         .map(|f| match batch.column_by_name(f.name()) {
-            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => arrow::compute::cast(c, f.data_type())
-                .map_err(|e| format!("column `{}`: {e}", f.name())),
+            Some(c) => conform_array(c, f).map_err(|e| format!("column `{}`: {e}", f.name())),
             None if f.is_nullable() => Ok(new_null_array(f.data_type(), batch.num_rows())),
             None => Err(format!("column `{}` is missing and not nullable", f.name())),
         })
         .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
+}
+
+fn conform_array(a: &ArrayRef, target: &Field) -> Result<ArrayRef, String> {
+    use arrow::array::{Array, AsArray, LargeListArray, ListArray, MapArray, StructArray};
+    use arrow_schema::DataType as T;
+    if a.data_type() == target.data_type() {
+        return Ok(a.clone());
+    }
+    match (a.data_type(), target.data_type()) {
+        (T::Struct(_), T::Struct(fields)) => {
+            let s = a.as_struct();
+            let children = fields
+                .iter()
+                .map(|f| match s.column_by_name(f.name()) {
+                    Some(c) => conform_array(c, f).map_err(|e| format!("{}.{e}", f.name())),
+                    None if f.is_nullable() => Ok(new_null_array(f.data_type(), s.len())),
+                    None => Err(format!("{} is missing and not nullable", f.name())),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            StructArray::try_new(fields.clone(), children, s.nulls().cloned())
+                .map(|s| Arc::new(s) as ArrayRef)
+                .map_err(|e| e.to_string())
+        }
+        (T::List(_), T::List(item)) => {
+            let l = a.as_list::<i32>();
+            let values = conform_array(l.values(), item)?;
+            ListArray::try_new(
+                item.clone(),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )
+            .map(|l| Arc::new(l) as ArrayRef)
+            .map_err(|e| e.to_string())
+        }
+        (T::LargeList(_), T::LargeList(item)) => {
+            let l = a.as_list::<i64>();
+            let values = conform_array(l.values(), item)?;
+            LargeListArray::try_new(
+                item.clone(),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )
+            .map(|l| Arc::new(l) as ArrayRef)
+            .map_err(|e| e.to_string())
+        }
+        (T::Map(_, _), T::Map(entries, sorted)) => {
+            let m = a.as_map();
+            let as_struct: ArrayRef = Arc::new(m.entries().clone());
+            let e = conform_array(&as_struct, entries)?;
+            MapArray::try_new(
+                entries.clone(),
+                m.offsets().clone(),
+                e.as_struct().clone(),
+                m.nulls().cloned(),
+                *sorted,
+            )
+            .map(|m| Arc::new(m) as ArrayRef)
+            .map_err(|e| e.to_string())
+        }
+        (_, t) => arrow::compute::cast_with_options(
+            a,
+            t,
+            &arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string()),
+    }
 }
 
 /// Small files packed into bins per partition (bins of one file left out), up to
@@ -396,6 +515,7 @@ async fn live_files(k: &Kernel, snapshot: &SnapshotRef) -> Result<Vec<LiveFile>,
                     size: f.size.max(0) as u64,
                     partition: f.partition_values.into_iter().collect(),
                     has_dv: f.dv_info.has_vector(),
+                    rows: f.stats.map(|s| s.num_records),
                 })
             })?;
         }
@@ -410,23 +530,32 @@ enum Outcome {
     Committed(SnapshotRef),
     /// Another commit took the version: refresh and try again.
     Conflicted,
-    /// A file to replace is no longer live.
+    /// A file to replace is no longer live, or gained a deletion vector.
     SourceGone,
 }
 
-static PATH_COLUMN: LazyLock<(Vec<ColumnName>, Vec<KernelType>)> =
-    LazyLock::new(|| (vec![ColumnName::new(["path"])], vec![KernelType::STRING]));
+static PICK_COLUMNS: LazyLock<(Vec<ColumnName>, Vec<KernelType>)> = LazyLock::new(|| {
+    (
+        vec![
+            ColumnName::new(["path"]),
+            ColumnName::new(["deletionVector", "storageType"]),
+        ],
+        vec![KernelType::STRING, KernelType::STRING],
+    )
+});
 
-/// Selects the live rows of a scan whose path is one to replace.
+/// Selects the live rows of a scan whose path is one to replace; notes a target that gained a
+/// deletion vector since it was planned (a DELETE, UPDATE or MERGE rewrote it in place).
 struct Pick<'t> {
     targets: &'t HashSet<String>,
     selected: Vec<bool>,
     found: usize,
+    changed: bool,
 }
 
 impl FilteredRowVisitor for Pick<'_> {
     fn selected_column_names_and_types(&self) -> (&'static [ColumnName], &'static [KernelType]) {
-        (&PATH_COLUMN.0, &PATH_COLUMN.1)
+        (&PICK_COLUMNS.0, &PICK_COLUMNS.1)
     }
 
     fn visit_filtered<'a>(
@@ -438,6 +567,8 @@ impl FilteredRowVisitor for Pick<'_> {
         for i in rows {
             let path: Option<String> = g[0].get_opt(i, "path")?;
             if path.is_some_and(|p| self.targets.contains(&p)) {
+                let dv: Option<String> = g[1].get_opt(i, "deletionVector.storageType")?;
+                self.changed |= dv.is_some();
                 self.selected[i] = true;
                 self.found += 1;
             }
@@ -478,8 +609,12 @@ async fn compact_commit(
                 targets: &targets,
                 selected: Vec::new(),
                 found: 0,
+                changed: false,
             };
             pick.visit_rows_of(&files)?;
+            if pick.changed {
+                return Ok(Outcome::SourceGone);
+            }
             found += pick.found;
             if pick.found == 0 {
                 continue;
@@ -507,4 +642,130 @@ async fn compact_commit(
         })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(path: &str, dv: bool) -> String {
+        let dv = if dv {
+            r#","deletionVector":{"storageType":"u","pathOrInlineDv":"ab00000000000000000000","offset":1,"sizeInBytes":36,"cardinality":2}"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"add":{{"path":"{path}","partitionValues":{{}},"size":10,"modificationTime":0,"dataChange":true,"stats":"{{\"numRecords\":5}}"{dv}}}}}"#
+        )
+    }
+
+    /// A DELETE that rewrote a planned file with a deletion vector while the compaction ran:
+    /// the stale snapshot's commit conflicts, and the refreshed one finds the change and
+    /// drops the compaction instead of bringing the deleted rows back.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_file_that_gained_a_deletion_vector_drops_the_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("_delta_log");
+        std::fs::create_dir_all(&log).unwrap();
+        let schema = r#"{\"type\":\"struct\",\"fields\":[{\"name\":\"id\",\"type\":\"long\",\"nullable\":true,\"metadata\":{}}]}"#;
+        let v0 = [
+            r#"{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["deletionVectors"],"writerFeatures":["deletionVectors"]}}"#.to_string(),
+            format!(r#"{{"metaData":{{"id":"t","format":{{"provider":"parquet","options":{{}}}},"schemaString":"{schema}","partitionColumns":[],"configuration":{{}},"createdTime":0}}}}"#),
+        ];
+        std::fs::write(log.join("00000000000000000000.json"), v0.join("\n")).unwrap();
+        std::fs::write(
+            log.join("00000000000000000001.json"),
+            [add("a.parquet", false), add("b.parquet", false)].join("\n"),
+        )
+        .unwrap();
+        let uri = url::Url::from_directory_path(dir.path())
+            .unwrap()
+            .to_string();
+        let k = Kernel::open(&uri, &Default::default()).unwrap();
+        let planned = k.load().await.unwrap().unwrap();
+        // The DELETE: a.parquet removed and added again with a deletion vector.
+        std::fs::write(
+            log.join("00000000000000000002.json"),
+            [
+                r#"{"remove":{"path":"a.parquet","deletionTimestamp":1,"dataChange":true}}"#
+                    .to_string(),
+                add("a.parquet", true),
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        let targets: HashSet<String> = ["a.parquet", "b.parquet"].map(String::from).into();
+        let stale = compact_commit(&k, &planned, &targets, &[], None)
+            .await
+            .unwrap();
+        assert!(matches!(stale, Outcome::Conflicted));
+        let fresh = k.refresh(planned).await.unwrap();
+        let outcome = compact_commit(&k, &fresh, &targets, &[], None)
+            .await
+            .unwrap();
+        assert!(matches!(outcome, Outcome::SourceGone));
+        assert!(!log.join("00000000000000000003.json").exists());
+    }
+
+    /// Nested fields added after a file was written: matched by name at every level, nulls
+    /// for the new ones; a cast that would lose a value fails.
+    #[test]
+    fn files_of_an_older_schema_conform_by_name_at_every_level() {
+        use arrow::array::{Array, AsArray, Int64Array, ListArray, StringArray, StructArray};
+        use arrow_schema::{DataType as T, Fields};
+        let old_inner = Fields::from(vec![Field::new("a", T::Int64, true)]);
+        let new_inner = Fields::from(vec![
+            Field::new("a", T::Int64, true),
+            Field::new("b", T::Utf8, true),
+        ]);
+        let old_struct = StructArray::try_new(
+            old_inner.clone(),
+            vec![Arc::new(Int64Array::from(vec![1, 2]))],
+            None,
+        )
+        .unwrap();
+        let old_list = ListArray::try_new(
+            Arc::new(Field::new("item", T::Struct(old_inner.clone()), true)),
+            arrow::buffer::OffsetBuffer::from_lengths([1, 1]),
+            Arc::new(old_struct.clone()),
+            None,
+        )
+        .unwrap();
+        let old_schema = Arc::new(Schema::new(vec![
+            Field::new("s", T::Struct(old_inner.clone()), true),
+            Field::new("l", old_list.data_type().clone(), true),
+        ]));
+        let batch =
+            RecordBatch::try_new(old_schema, vec![Arc::new(old_struct), Arc::new(old_list)])
+                .unwrap();
+        let target = Arc::new(Schema::new(vec![
+            Field::new("s", T::Struct(new_inner.clone()), true),
+            Field::new(
+                "l",
+                T::List(Arc::new(Field::new("item", T::Struct(new_inner), true))),
+                true,
+            ),
+            Field::new("note", T::Utf8, true),
+        ]));
+        let out = conform(&batch, &target).unwrap();
+        let s = out.column(0).as_struct();
+        assert_eq!(
+            s.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(1),
+            2
+        );
+        assert_eq!(s.column(1).null_count(), 2);
+        let l = out.column(1).as_list::<i32>();
+        assert_eq!(l.values().as_struct().column(1).null_count(), 2);
+        assert_eq!(out.column(2).null_count(), 2);
+        // A value that does not fit fails, never a null.
+        let text = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("n", T::Utf8, true)])),
+            vec![Arc::new(StringArray::from(vec!["12", "x"]))],
+        )
+        .unwrap();
+        let wants_int = Arc::new(Schema::new(vec![Field::new("n", T::Int64, true)]));
+        assert!(conform(&text, &wants_int).is_err());
+    }
 }

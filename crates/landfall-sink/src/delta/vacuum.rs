@@ -88,6 +88,11 @@ pub async fn vacuum(
     let cutoff = now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
     let cutoff_ms = cutoff.timestamp_millis();
     let version = snapshot.version() as i64;
+    let partition_columns: Vec<String> = snapshot
+        .table_configuration()
+        .metadata()
+        .partition_columns()
+        .to_vec();
     let (live, removed) = referenced(&k, &snapshot, cutoff_ms).await?;
     let io = |op: &'static str, e: object_store::Error| SinkError::Io {
         location: k.location.clone(),
@@ -121,7 +126,7 @@ pub async fn vacuum(
                 None => continue,
             }
         };
-        if hidden(rel) {
+        if hidden(rel, &partition_columns) {
             continue;
         }
         let decoded = decode(rel);
@@ -186,11 +191,18 @@ pub(crate) async fn referenced(
     .map_err(|e| k.kernel_err("read the table's files", e))
 }
 
-/// Whether a table-relative path is Delta's to keep out of a vacuum: the log, and any level
-/// starting with `.`, or with `_` unless it is a `column=value` directory.
-fn hidden(rel: &str) -> bool {
-    rel.split('/')
-        .any(|level| level.starts_with('.') || (level.starts_with('_') && !level.contains('=')))
+/// Whether a table-relative path is kept out of a vacuum: the log, and any level starting
+/// with `.`, or with `_` unless it is the directory of one of the table's partition columns
+/// (`_col=value`). (`_change_data/` is kept whole: Delta deletes its expired files, this
+/// vacuum does not read `cdc` actions.)
+fn hidden(rel: &str, partition_columns: &[String]) -> bool {
+    rel.split('/').any(|level| {
+        level.starts_with('.')
+            || (level.starts_with('_')
+                && !partition_columns.iter().any(|c| {
+                    level.starts_with(&format!("{}=", crate::writer::escape_partition_value(c)))
+                }))
+    })
 }
 
 fn decode(s: &str) -> String {
@@ -217,30 +229,71 @@ pub(crate) struct Referenced {
 }
 
 impl Referenced {
-    /// A data file's path as an action writes it: relative (URI-encoded), or an absolute URI
-    /// (kept when it lies in the table, ignored elsewhere: vacuum lists only the table).
-    fn add(&mut self, root: &Url, path: &str) {
+    /// A data file's path as an action writes it: relative (URI-encoded), or an absolute URI:
+    /// kept when it lies in the table, passed over when it lies in another bucket or
+    /// container, and an error when it cannot be told (an unknown scheme): when in doubt,
+    /// nothing is deleted.
+    fn add(&mut self, root: &Url, path: &str) -> Result<(), KernelError> {
         if path.contains("://") {
-            if let Ok(u) = Url::parse(path)
-                && let Some(rel) = u.as_str().strip_prefix(root.as_str())
-            {
-                self.paths.insert(rel.to_string());
-                self.paths.insert(decode(rel));
-                self.files.insert(decode(rel));
+            let url = Url::parse(path)
+                .map_err(|e| KernelError::generic(format!("the log names `{path}`: {e}")))?;
+            if let Some(rel) = inside(root, &url).map_err(KernelError::generic)? {
+                self.paths.insert(rel.clone());
+                self.files.insert(rel);
             }
-            return;
+            return Ok(());
         }
         self.paths.insert(path.to_string());
         self.paths.insert(decode(path));
         self.files.insert(decode(path));
+        Ok(())
     }
 
     fn add_dv(&mut self, root: &Url, dv: Option<DeletionVectorDescriptor>) -> DeltaResult<()> {
         if let Some(url) = dv.map(|d| d.absolute_path(root)).transpose()?.flatten() {
-            self.add(root, url.as_str());
+            self.add(root, url.as_str())?;
         }
         Ok(())
     }
+}
+
+/// Where an absolute URL lies against the table root: `Some(decoded relative path)` inside it,
+/// `None` in another bucket or container or outside the table's prefix, an error when the two
+/// cannot be compared. Schemes are compared by family (`s3`/`s3a`/`s3n`; `az`, `azure`,
+/// `abfs(s)`, `wasb(s)` by container).
+fn inside(root: &Url, url: &Url) -> Result<Option<String>, String> {
+    fn family(u: &Url) -> Option<(&'static str, String)> {
+        let host = u.host_str().unwrap_or_default().to_ascii_lowercase();
+        match u.scheme() {
+            "s3" | "s3a" | "s3n" => Some(("s3", host)),
+            "gs" | "gcs" => Some(("gs", host)),
+            "file" => Some(("file", host)),
+            "az" | "azure" | "abfs" | "abfss" | "wasb" | "wasbs" | "adl" => {
+                let container = if u.username().is_empty() {
+                    host
+                } else {
+                    u.username().to_ascii_lowercase()
+                };
+                Some(("azure", container))
+            }
+            _ => None,
+        }
+    }
+    let (Some(r), Some(f)) = (family(root), family(url)) else {
+        return Err(format!(
+            "cannot tell whether {url} lies in the table {root}; vacuum deletes nothing"
+        ));
+    };
+    if r != f {
+        return Ok(None);
+    }
+    let (rp, fp) = (decode(root.path()), decode(url.path()));
+    let rp = if rp.ends_with('/') {
+        rp
+    } else {
+        format!("{rp}/")
+    };
+    Ok(fp.strip_prefix(&rp).map(str::to_string))
 }
 
 /// The leaves of a deletion vector descriptor under `parent`, and the descriptor read back.
@@ -316,7 +369,7 @@ impl FilteredRowVisitor for LiveVisitor<'_> {
                 continue;
             };
             let path: String = path;
-            self.out.add(self.root, &path);
+            self.out.add(self.root, &path)?;
             self.out.add_dv(self.root, dv_at(g, 1, i)?)?;
         }
         Ok(())
@@ -357,7 +410,7 @@ impl RowVisitor for RemoveVisitor<'_> {
             if deleted.is_some_and(|t| t <= self.cutoff_ms) {
                 continue;
             }
-            self.out.add(self.root, &path);
+            self.out.add(self.root, &path)?;
             self.out.add_dv(self.root, dv_at(g, 2, i)?)?;
         }
         Ok(())
@@ -376,16 +429,18 @@ mod tests {
             "_change_data/cdc-0.parquet",
             "x/.tmp/part-1.parquet",
             "_tmp_path/a.parquet",
+            "_other=1/a.parquet",
         ] {
-            assert!(hidden(h), "{h}");
+            assert!(hidden(h, &["_col".to_string()]), "{h}");
         }
         for v in [
             "part-0.parquet",
             "_col=1/part-0.parquet",
             "day=2024-01-01/part-0.parquet",
+            "x/part-0.parquet",
             "deletion_vector_0b7e5a1c.bin",
         ] {
-            assert!(!hidden(v), "{v}");
+            assert!(!hidden(v, &["_col".to_string(), "day".to_string()]), "{v}");
         }
     }
 
@@ -393,16 +448,31 @@ mod tests {
     fn paths_are_kept_as_written_and_decoded() {
         let root = Url::parse("s3://b/t%20x/").unwrap();
         let mut r = Referenced::default();
-        r.add(&root, "k=a%20b/part-0.parquet");
-        r.add(&root, "s3://b/t%20x/abs/part-1.parquet");
-        r.add(&root, "s3://elsewhere/part-2.parquet");
+        r.add(&root, "k=a%20b/part-0.parquet").unwrap();
+        r.add(&root, "s3://b/t%20x/abs/part-1.parquet").unwrap();
+        r.add(&root, "s3a://b/t x/abs/part-3.parquet").unwrap();
+        r.add(&root, "s3://elsewhere/part-2.parquet").unwrap();
         for p in [
             "k=a%20b/part-0.parquet",
             "k=a b/part-0.parquet",
             "abs/part-1.parquet",
+            "abs/part-3.parquet",
         ] {
             assert!(r.paths.contains(p), "{p}: {:?}", r.paths);
         }
         assert!(!r.paths.iter().any(|p| p.contains("part-2")));
+        // A scheme it cannot compare: an error, nothing deleted.
+        assert!(r.add(&root, "hdfs://nn/t/part-4.parquet").is_err());
+        let az = Url::parse("az://box/t/").unwrap();
+        let mut r = Referenced::default();
+        r.add(&az, "abfss://box@acct.dfs.core.windows.net/t/p.parquet")
+            .unwrap();
+        r.add(&az, "abfss://other@acct.dfs.core.windows.net/t/q.parquet")
+            .unwrap();
+        assert!(
+            r.paths.contains("p.parquet") && !r.paths.contains("q.parquet"),
+            "{:?}",
+            r.paths
+        );
     }
 }
