@@ -26,6 +26,7 @@
 //!
 //! [`PartitionedWriter`]: crate::writer::PartitionedWriter
 
+pub(crate) mod column_mapping;
 pub mod compact;
 pub(crate) mod kernel;
 mod landed;
@@ -72,6 +73,9 @@ pub struct DeltaCommitter {
     schema: std::sync::Mutex<Option<SchemaRef>>,
     /// The state identity stamped on commits.
     owner: std::sync::Mutex<Option<String>>,
+    /// The table's column mapping (set by `prepare`): data files are written in its physical
+    /// columns.
+    physical: std::sync::Mutex<Option<Arc<column_mapping::Physical>>>,
 }
 
 impl DeltaCommitter {
@@ -92,6 +96,7 @@ impl DeltaCommitter {
             layout: TableLayout::new(uri, target_file_size),
             schema: std::sync::Mutex::new(None),
             owner: std::sync::Mutex::new(None),
+            physical: std::sync::Mutex::new(None),
         }
     }
 
@@ -191,8 +196,34 @@ impl DeltaCommitter {
         *guard = Some(table.clone());
         self.writability(&table)?;
         self.check_compatible(&table, &schema, partition_by, grow)?;
-        *self.schema.lock().expect("schema lock") = Some(schema.clone());
-        self.layout.set(schema, partition_by);
+        let physical = column_mapping::Physical::of(&table)
+            .map_err(|e| self.incompatible(format!("its column mapping: {e}")))?
+            .map(Arc::new);
+        match &physical {
+            Some(p) => {
+                let want = kernel::to_kernel(&schema)
+                    .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
+                if let Some((_, field)) = new_fields(&table.schema(), &want).first() {
+                    return Err(SinkError::Unsupported {
+                        location: crate::shown(&self.uri),
+                        feature: "columnMapping".into(),
+                        reason: format!(
+                            "column `{}` would be added, and adding columns to a column-mapped table (delta.columnMapping.mode = {:?}) needs new physical names and ids, which landfall does not assign yet; add the column to the table first (ALTER TABLE ... ADD COLUMN)",
+                            field.name(),
+                            p.mode
+                        ),
+                    }
+                    .into());
+                }
+                let names = p
+                    .partition_names(partition_by)
+                    .map_err(|e| self.incompatible(e))?;
+                self.layout.set(p.schema(), &names);
+            }
+            None => self.layout.set(schema.clone(), partition_by),
+        }
+        *self.physical.lock().expect("physical lock") = physical;
+        *self.schema.lock().expect("schema lock") = Some(schema);
         Ok(())
     }
 
@@ -353,6 +384,7 @@ impl Committer for DeltaCommitter {
             Some(schema) => Box::new(ConformingWriter {
                 inner,
                 schema,
+                physical: self.physical.lock().expect("physical lock").clone(),
                 location: crate::shown(&self.uri),
                 batch_id,
             }),

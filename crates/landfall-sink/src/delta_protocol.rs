@@ -20,8 +20,9 @@
 //!
 //! Refused when in use, because writers must act on every row or file and landfall does not:
 //! CHECK constraints (`delta.constraints.*`), generated columns (`delta.generationExpression`),
-//! identity columns (`delta.identity.*`), invariants (`delta.invariants`), column mapping
-//! (`delta.columnMapping.mode` name/id: files must use physical names). Refused when merely in
+//! identity columns (`delta.identity.*`), invariants (`delta.invariants`). Column mapping
+//! (`delta.columnMapping.mode` name/id) is written: files in physical names with field ids
+//! (`delta::column_mapping`). Refused when merely in
 //! force: what the Delta kernel landfall is built with (delta_kernel 0.30) refuses to commit to
 //! (legacy writer versions 3 to 6, which imply CHECK constraints; generated and identity
 //! columns), `clustering` (the kernel needs stats of the clustering columns on every file, which
@@ -208,19 +209,6 @@ impl TableFacts {
 
     /// Features that are not only in force but used, each needing writers to act on the data.
     fn in_use(&self) -> Result<(), (String, String)> {
-        if let Some(mode) = self.configuration.get("delta.columnMapping.mode")
-            && !mode.eq_ignore_ascii_case("none")
-            && self.supports("columnMapping")
-        {
-            return Err((
-                "columnMapping".into(),
-                format!(
-                    "delta.columnMapping.mode = {mode}: data files must name columns by their \
-                     physical names, which landfall's writer does not; write to a table \
-                     without column mapping (mode none)"
-                ),
-            ));
-        }
         if self.supports("checkConstraints") {
             let mut constraints: Vec<_> = self
                 .configuration

@@ -15,7 +15,7 @@
 //! [`delta_normalize`]: landfall_core::delta_types::delta_normalize
 
 use crate::error::SinkError;
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use delta_kernel::schema::{DataType as KernelType, StructField, StructType};
@@ -213,44 +213,113 @@ fn fits_type(path: &str, s: &DataType, t: &DataType, grow: bool) -> Result<(), S
     }
 }
 
-/// Cast `batch` to `schema` (normalised): columns taken by name, each cast when its type
-/// differs. Lossy casts (overflow) fail instead of turning values into nulls.
-pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
+/// How [`conform`] treats a top-level column the batch lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Missing {
+    /// An error: the stream's batches hold every column of its schema.
+    Refuse,
+    /// Nulls, when the column is nullable: a data file written before the column was added.
+    Null,
+}
+
+/// `batch` in `schema`: columns by name at every level of structs, lists and maps; nested
+/// fields the batch lacks are null (when nullable); other types cast, failing rather than
+/// turning a value into a null.
+pub(crate) fn conform(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+    missing: Missing,
+) -> Result<RecordBatch, String> {
     if batch.schema().fields() == schema.fields() {
         return Ok(batch);
     }
-    let options = CastOptions {
-        safe: false,
-        ..Default::default()
-    };
     let columns = schema
         .fields()
         .iter()
-        .map(|f| {
-            let col = batch
-                .column_by_name(f.name())
-                .ok_or_else(|| format!("the batch has no column `{}`", f.name()))?;
-            if col.data_type() == f.data_type() {
-                Ok(col.clone())
-            } else {
-                cast_with_options(col, f.data_type(), &options).map_err(|e| {
-                    format!(
-                        "column `{}`: cannot store {} as {}: {e}",
-                        f.name(),
-                        col.data_type(),
-                        f.data_type()
-                    )
-                })
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) => conform_array(c, f).map_err(|e| {
+                format!(
+                    "column `{}`: cannot store {} as {}: {e}",
+                    f.name(),
+                    c.data_type(),
+                    f.data_type()
+                )
+            }),
+            None if missing == Missing::Null && f.is_nullable() => {
+                Ok(new_null_array(f.data_type(), batch.num_rows()))
             }
+            None => Err(format!("the batch has no column `{}`", f.name())),
         })
         .collect::<Result<Vec<ArrayRef>, String>>()?;
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
+}
+
+fn conform_array(a: &ArrayRef, target: &Field) -> Result<ArrayRef, String> {
+    use arrow::array::{Array, AsArray, LargeListArray, ListArray, MapArray, StructArray};
+    if a.data_type() == target.data_type() {
+        return Ok(a.clone());
+    }
+    match (a.data_type(), target.data_type()) {
+        (DataType::Struct(_), DataType::Struct(fields)) => {
+            let s = a.as_struct();
+            let children = fields
+                .iter()
+                .map(|f| match s.column_by_name(f.name()) {
+                    Some(c) => conform_array(c, f).map_err(|e| format!("{}.{e}", f.name())),
+                    None if f.is_nullable() => Ok(new_null_array(f.data_type(), s.len())),
+                    None => Err(format!("{} is missing and not nullable", f.name())),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            StructArray::try_new(fields.clone(), children, s.nulls().cloned())
+                .map(|s| Arc::new(s) as ArrayRef)
+                .map_err(|e| e.to_string())
+        }
+        (DataType::List(_), DataType::List(item)) => {
+            let l = a.as_list::<i32>();
+            let values = conform_array(l.values(), item)?;
+            ListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
+                .map(|l| Arc::new(l) as ArrayRef)
+                .map_err(|e| e.to_string())
+        }
+        (DataType::LargeList(_), DataType::LargeList(item)) => {
+            let l = a.as_list::<i64>();
+            let values = conform_array(l.values(), item)?;
+            LargeListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
+                .map(|l| Arc::new(l) as ArrayRef)
+                .map_err(|e| e.to_string())
+        }
+        (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
+            let m = a.as_map();
+            let as_struct: ArrayRef = Arc::new(m.entries().clone());
+            let e = conform_array(&as_struct, entries)?;
+            MapArray::try_new(
+                entries.clone(),
+                m.offsets().clone(),
+                e.as_struct().clone(),
+                m.nulls().cloned(),
+                *sorted,
+            )
+            .map(|m| Arc::new(m) as ArrayRef)
+            .map_err(|e| e.to_string())
+        }
+        (_, t) => cast_with_options(
+            a,
+            t,
+            &CastOptions {
+                safe: false,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string()),
+    }
 }
 
 /// A [`BatchWriter`] that conforms every batch to the table's normalised schema first.
 pub(crate) struct ConformingWriter {
     pub inner: Box<dyn BatchWriter>,
     pub schema: SchemaRef,
+    /// A column-mapped table's physical columns, which the files are written in.
+    pub physical: Option<Arc<crate::delta::column_mapping::Physical>>,
     pub location: String,
     pub batch_id: u64,
 }
@@ -262,12 +331,16 @@ impl BatchWriter for ConformingWriter {
         partition_values: &[Option<String>],
         batch: RecordBatch,
     ) -> SeamResult<()> {
-        let batch = conform(batch, &self.schema).map_err(|reason| SinkError::Write {
+        let write_err = |reason| SinkError::Write {
             location: self.location.clone(),
             batch_id: self.batch_id,
             path: String::new(),
             reason,
-        })?;
+        };
+        let mut batch = conform(batch, &self.schema, Missing::Refuse).map_err(write_err)?;
+        if let Some(p) = &self.physical {
+            batch = p.batch(batch).map_err(write_err)?;
+        }
         self.inner.write(partition_values, batch).await
     }
 
@@ -399,7 +472,7 @@ mod tests {
         )
         .unwrap();
         let target = Arc::new(delta_normalize(&raw));
-        let out = conform(batch, &target).unwrap();
+        let out = conform(batch, &target, Missing::Refuse).unwrap();
         assert_eq!(out.schema(), target);
         let d = out
             .column(3)

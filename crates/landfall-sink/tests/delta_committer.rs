@@ -534,15 +534,6 @@ async fn tables_needing_writer_work_are_refused_before_any_data_file() {
             "`id`",
         ),
         (
-            "columnMapping",
-            hand_made_table(
-                json!({"minReaderVersion": 2, "minWriterVersion": 5}),
-                json!({"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}),
-                json!({"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}),
-            ),
-            "physical names",
-        ),
-        (
             "identityColumns",
             hand_made_table(
                 json!({"minReaderVersion": 1, "minWriterVersion": 6}),

@@ -31,8 +31,9 @@
 use super::DeltaCommitter;
 use super::kernel::{ENGINE_INFO, Kernel, adds_batch, owner_commit_info};
 use crate::error::SinkError;
-use arrow::array::{ArrayRef, RecordBatch, new_null_array};
-use arrow_schema::{Field, Schema, SchemaRef};
+use crate::delta_schema::{Missing, conform};
+use arrow::array::RecordBatch;
+use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
 use delta_kernel::KernelError;
 use delta_kernel::SnapshotRef;
@@ -127,6 +128,15 @@ impl DeltaCommitter {
                 location,
                 feature: "rowTracking".into(),
                 reason: "compaction would give the rewritten rows new row ids; keeping them needs materialized row-id columns, which landfall does not write".into(),
+            });
+        }
+        if snapshot.table_configuration().column_mapping_mode()
+            != delta_kernel::table_features::ColumnMappingMode::None
+        {
+            return Err(SinkError::Unsupported {
+                location,
+                feature: "columnMapping".into(),
+                reason: "compacting a column-mapped table (files in physical names and field ids) is not built yet".into(),
             });
         }
         let live = live_files(k, &snapshot).await?;
@@ -302,7 +312,7 @@ impl DeltaCommitter {
                 for batch in reader {
                     let batch =
                         batch.map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                    let batch = conform(&batch, &file_schema)
+                    let batch = conform(batch, &file_schema, Missing::Null)
                         .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
                     rows += batch.num_rows() as u64;
                     writer.write(&values, batch).await?;
@@ -369,93 +379,6 @@ async fn read(k: &Kernel, log_path: &str) -> Result<Bytes, SinkError> {
         .bytes()
         .await
         .map_err(|e| io(&k.location, "read a file to compact", log_path, e))
-}
-
-/// A batch of a data file in the table's file schema: columns by name, at every level of
-/// structs, lists and maps; nulls for (nullable) fields added after the file was written; other
-/// types cast, failing rather than turning a value into a null.
-fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, String> {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|f| match batch.column_by_name(f.name()) {
-            Some(c) => conform_array(c, f).map_err(|e| format!("column `{}`: {e}", f.name())),
-            None if f.is_nullable() => Ok(new_null_array(f.data_type(), batch.num_rows())),
-            None => Err(format!("column `{}` is missing and not nullable", f.name())),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
-}
-
-fn conform_array(a: &ArrayRef, target: &Field) -> Result<ArrayRef, String> {
-    use arrow::array::{Array, AsArray, LargeListArray, ListArray, MapArray, StructArray};
-    use arrow_schema::DataType as T;
-    if a.data_type() == target.data_type() {
-        return Ok(a.clone());
-    }
-    match (a.data_type(), target.data_type()) {
-        (T::Struct(_), T::Struct(fields)) => {
-            let s = a.as_struct();
-            let children = fields
-                .iter()
-                .map(|f| match s.column_by_name(f.name()) {
-                    Some(c) => conform_array(c, f).map_err(|e| format!("{}.{e}", f.name())),
-                    None if f.is_nullable() => Ok(new_null_array(f.data_type(), s.len())),
-                    None => Err(format!("{} is missing and not nullable", f.name())),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            StructArray::try_new(fields.clone(), children, s.nulls().cloned())
-                .map(|s| Arc::new(s) as ArrayRef)
-                .map_err(|e| e.to_string())
-        }
-        (T::List(_), T::List(item)) => {
-            let l = a.as_list::<i32>();
-            let values = conform_array(l.values(), item)?;
-            ListArray::try_new(
-                item.clone(),
-                l.offsets().clone(),
-                values,
-                l.nulls().cloned(),
-            )
-            .map(|l| Arc::new(l) as ArrayRef)
-            .map_err(|e| e.to_string())
-        }
-        (T::LargeList(_), T::LargeList(item)) => {
-            let l = a.as_list::<i64>();
-            let values = conform_array(l.values(), item)?;
-            LargeListArray::try_new(
-                item.clone(),
-                l.offsets().clone(),
-                values,
-                l.nulls().cloned(),
-            )
-            .map(|l| Arc::new(l) as ArrayRef)
-            .map_err(|e| e.to_string())
-        }
-        (T::Map(_, _), T::Map(entries, sorted)) => {
-            let m = a.as_map();
-            let as_struct: ArrayRef = Arc::new(m.entries().clone());
-            let e = conform_array(&as_struct, entries)?;
-            MapArray::try_new(
-                entries.clone(),
-                m.offsets().clone(),
-                e.as_struct().clone(),
-                m.nulls().cloned(),
-                *sorted,
-            )
-            .map(|m| Arc::new(m) as ArrayRef)
-            .map_err(|e| e.to_string())
-        }
-        (_, t) => arrow::compute::cast_with_options(
-            a,
-            t,
-            &arrow::compute::CastOptions {
-                safe: false,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string()),
-    }
 }
 
 /// Small files packed into bins per partition (bins of one file left out), up to
@@ -712,7 +635,7 @@ mod tests {
     #[test]
     fn files_of_an_older_schema_conform_by_name_at_every_level() {
         use arrow::array::{Array, AsArray, Int64Array, ListArray, StringArray, StructArray};
-        use arrow_schema::{DataType as T, Fields};
+        use arrow_schema::{DataType as T, Field, Fields};
         let old_inner = Fields::from(vec![Field::new("a", T::Int64, true)]);
         let new_inner = Fields::from(vec![
             Field::new("a", T::Int64, true),
@@ -747,7 +670,7 @@ mod tests {
             ),
             Field::new("note", T::Utf8, true),
         ]));
-        let out = conform(&batch, &target).unwrap();
+        let out = conform(batch, &target, Missing::Null).unwrap();
         let s = out.column(0).as_struct();
         assert_eq!(
             s.column(0)
@@ -766,6 +689,6 @@ mod tests {
         )
         .unwrap();
         let wants_int = Arc::new(Schema::new(vec![Field::new("n", T::Int64, true)]));
-        assert!(conform(&text, &wants_int).is_err());
+        assert!(conform(text, &wants_int, Missing::Null).is_err());
     }
 }

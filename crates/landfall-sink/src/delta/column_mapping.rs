@@ -1,0 +1,125 @@
+//! Appends to column-mapped tables (`delta.columnMapping.mode` = `name` or `id`, as Databricks
+//! enables to rename and drop columns): data files must name every column, nested ones too, by
+//! its physical name, and carry its field id, which readers in `id` mode match columns by.
+//!
+//! Contract: a batch in the stream's schema is first conformed to the table's whole logical
+//! schema (columns the stream lacks are null), then rebuilt with the physical names and the
+//! `PARQUET:field_id` of each field, as the kernel's `make_physical` states them. Partition
+//! columns are named by their physical names in `partitionValues`; statistics are taken from
+//! the physical batch, so they name physical columns, as the protocol wants. Adding columns to
+//! such a table (assigning new physical names and ids) and compacting it are not built: both
+//! are refused before any data file is written.
+
+use crate::delta_schema::{Missing, conform};
+use arrow::array::{Array, ArrayRef, AsArray, LargeListArray, ListArray, MapArray, RecordBatch};
+use arrow::array::StructArray;
+use arrow_schema::{DataType, Field, SchemaRef};
+use delta_kernel::Snapshot;
+use delta_kernel::table_features::ColumnMappingMode;
+use std::sync::Arc;
+
+/// A column-mapped table's two views of its schema.
+#[derive(Debug)]
+pub(crate) struct Physical {
+    pub mode: ColumnMappingMode,
+    /// The table's logical schema, as Arrow.
+    logical: SchemaRef,
+    /// The same, field by field, with physical names and `PARQUET:field_id` metadata.
+    physical: SchemaRef,
+}
+
+impl Physical {
+    /// The mapping of `table`, or `None` when it maps no columns.
+    pub(crate) fn of(table: &Snapshot) -> Result<Option<Self>, String> {
+        let mode = table.table_configuration().column_mapping_mode();
+        if mode == ColumnMappingMode::None {
+            return Ok(None);
+        }
+        let logical = table.schema();
+        let physical = logical.make_physical(mode).map_err(|e| e.to_string())?;
+        Ok(Some(Physical {
+            mode,
+            logical: Arc::new(super::kernel::to_arrow(&logical)?),
+            physical: Arc::new(super::kernel::to_arrow(&physical)?),
+        }))
+    }
+
+    pub(crate) fn schema(&self) -> SchemaRef {
+        self.physical.clone()
+    }
+
+    /// The physical names of the (logical) partition columns.
+    pub(crate) fn partition_names(&self, logical: &[String]) -> Result<Vec<String>, String> {
+        logical
+            .iter()
+            .map(|c| {
+                let i = self
+                    .logical
+                    .index_of(c)
+                    .map_err(|_| format!("partition column `{c}` is not in the table"))?;
+                Ok(self.physical.field(i).name().clone())
+            })
+            .collect()
+    }
+
+    /// A batch of the stream as the table's physical columns.
+    pub(crate) fn batch(&self, batch: RecordBatch) -> Result<RecordBatch, String> {
+        let logical = conform(batch, &self.logical, Missing::Null)?;
+        let columns = logical
+            .columns()
+            .iter()
+            .zip(self.physical.fields())
+            .map(|(c, f)| rename(c, f))
+            .collect::<Result<Vec<_>, _>>()?;
+        RecordBatch::try_new(self.physical.clone(), columns).map_err(|e| e.to_string())
+    }
+}
+
+/// `a` (of the logical type) with the field names of `physical` at every level.
+fn rename(a: &ArrayRef, physical: &Field) -> Result<ArrayRef, String> {
+    let err = |e: arrow_schema::ArrowError| e.to_string();
+    Ok(match physical.data_type() {
+        DataType::Struct(fields) => {
+            let s = a.as_struct();
+            let children = s
+                .columns()
+                .iter()
+                .zip(fields.iter())
+                .map(|(c, f)| rename(c, f))
+                .collect::<Result<Vec<_>, _>>()?;
+            Arc::new(StructArray::try_new(fields.clone(), children, s.nulls().cloned()).map_err(err)?)
+        }
+        DataType::List(item) => {
+            let l = a.as_list::<i32>();
+            let values = rename(l.values(), item)?;
+            Arc::new(
+                ListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
+                    .map_err(err)?,
+            )
+        }
+        DataType::LargeList(item) => {
+            let l = a.as_list::<i64>();
+            let values = rename(l.values(), item)?;
+            Arc::new(
+                LargeListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
+                    .map_err(err)?,
+            )
+        }
+        DataType::Map(entries, sorted) => {
+            let m = a.as_map();
+            let as_struct: ArrayRef = Arc::new(m.entries().clone());
+            let e = rename(&as_struct, entries)?;
+            Arc::new(
+                MapArray::try_new(
+                    entries.clone(),
+                    m.offsets().clone(),
+                    e.as_struct().clone(),
+                    m.nulls().cloned(),
+                    *sorted,
+                )
+                .map_err(err)?,
+            )
+        }
+        _ => a.clone(),
+    })
+}
