@@ -196,25 +196,23 @@ impl DeltaCommitter {
         *guard = Some(table.clone());
         self.writability(&table)?;
         self.check_compatible(&table, &schema, partition_by, grow)?;
+        let mut table = table;
+        if grow
+            && column_mapping::Physical::of(&table)
+                .ok()
+                .flatten()
+                .is_some()
+        {
+            // The new columns' physical names and ids come from the commit that adds them,
+            // and the data files need them before they are written: add them first.
+            table = self.add_mapped_columns(table, &schema).await?;
+            *guard = Some(table.clone());
+        }
         let physical = column_mapping::Physical::of(&table)
             .map_err(|e| self.incompatible(format!("its column mapping: {e}")))?
             .map(Arc::new);
         match &physical {
             Some(p) => {
-                let want = kernel::to_kernel(&schema)
-                    .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
-                if let Some((_, field)) = new_fields(&table.schema(), &want).first() {
-                    return Err(SinkError::Unsupported {
-                        location: crate::shown(&self.uri),
-                        feature: "columnMapping".into(),
-                        reason: format!(
-                            "column `{}` would be added, and adding columns to a column-mapped table (delta.columnMapping.mode = {:?}) needs new physical names and ids, which landfall does not assign yet; add the column to the table first (ALTER TABLE ... ADD COLUMN)",
-                            field.name(),
-                            p.mode
-                        ),
-                    }
-                    .into());
-                }
                 let names = p
                     .partition_names(partition_by)
                     .map_err(|e| self.incompatible(e))?;
@@ -225,6 +223,39 @@ impl DeltaCommitter {
         *self.physical.lock().expect("physical lock") = physical;
         *self.schema.lock().expect("schema lock") = Some(schema);
         Ok(())
+    }
+
+    /// Add the stream's columns a column-mapped table lacks, in a commit of their own (the
+    /// kernel assigns physical names and ids); returns the table after it. Another writer's
+    /// commit in between refreshes and looks again; columns already there are not added twice.
+    async fn add_mapped_columns(
+        &self,
+        mut table: SnapshotRef,
+        schema: &Schema,
+    ) -> Result<SnapshotRef, SinkError> {
+        let k = self.kernel().await?;
+        let want = kernel::to_kernel(schema)
+            .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
+        for _ in 0..MAX_CONFLICTS {
+            let grown = new_fields(&table.schema(), &want);
+            if grown.is_empty() {
+                return Ok(table);
+            }
+            let owner = self.owner.lock().expect("owner lock").clone();
+            match k.add_columns(&table, grown, owner).await {
+                Ok(Attempt::Committed { version, snapshot }) => {
+                    tracing::info!(table = %crate::shown(&self.uri), version, "columns added to the column-mapped table before the batch's files are written");
+                    return Ok(snapshot);
+                }
+                Ok(Attempt::Conflicted { .. }) => table = k.refresh(table).await?,
+                Err(e) => return Err(k.kernel_err("add columns", e)),
+            }
+        }
+        Err(SinkError::Io {
+            location: crate::shown(&self.uri),
+            op: "add columns",
+            reason: format!("lost the race for the next version {MAX_CONFLICTS} times"),
+        })
     }
 
     /// The stream's columns the table lacks (added by the batch's commit).

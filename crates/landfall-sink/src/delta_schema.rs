@@ -22,6 +22,7 @@ use delta_kernel::schema::{DataType as KernelType, StructField, StructType};
 use landfall_core::ddl::type_to_ddl;
 use landfall_core::seams::SeamResult;
 use landfall_core::{BatchWriter, StagedFile};
+use std::sync::Arc;
 
 /// Why `stream` (normalised) does not fit `table`, if it does not.
 pub(crate) fn check_fits(stream: &Schema, table: &Schema) -> Result<(), String> {
@@ -277,16 +278,26 @@ fn conform_array(a: &ArrayRef, target: &Field) -> Result<ArrayRef, String> {
         (DataType::List(_), DataType::List(item)) => {
             let l = a.as_list::<i32>();
             let values = conform_array(l.values(), item)?;
-            ListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
-                .map(|l| Arc::new(l) as ArrayRef)
-                .map_err(|e| e.to_string())
+            ListArray::try_new(
+                item.clone(),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )
+            .map(|l| Arc::new(l) as ArrayRef)
+            .map_err(|e| e.to_string())
         }
         (DataType::LargeList(_), DataType::LargeList(item)) => {
             let l = a.as_list::<i64>();
             let values = conform_array(l.values(), item)?;
-            LargeListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
-                .map(|l| Arc::new(l) as ArrayRef)
-                .map_err(|e| e.to_string())
+            LargeListArray::try_new(
+                item.clone(),
+                l.offsets().clone(),
+                values,
+                l.nulls().cloned(),
+            )
+            .map(|l| Arc::new(l) as ArrayRef)
+            .map_err(|e| e.to_string())
         }
         (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
             let m = a.as_map();

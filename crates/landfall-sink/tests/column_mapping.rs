@@ -1,8 +1,9 @@
 //! Appends to column-mapped tables (`delta.columnMapping.mode` name and id), as Databricks
 //! creates them: the data files name every column, nested ones too, by its physical name and
 //! carry its field id; partition values and statistics name physical columns; the deltalake
-//! Python package reads the rows back by their logical names. Adding a column and compacting
-//! are refused before any data file is written.
+//! Python package reads the rows back by their logical names. A column the stream adds gets
+//! its physical name and id from a commit of its own before the batch's files are written.
+//! Compacting is refused.
 
 use arrow::array::{Int64Array, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
@@ -35,7 +36,7 @@ fn table(mode: &str) -> tempfile::TempDir {
     ]});
     let lines = [
         json!({"commitInfo": {"timestamp": 1_700_000_000_000i64, "operation": "CREATE TABLE"}}),
-        json!({"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}),
+        json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"], "writerFeatures": ["columnMapping"]}}),
         json!({"metaData": {
             "id": uuid::Uuid::new_v4().to_string(),
             "format": {"provider": "parquet", "options": {}},
@@ -77,7 +78,9 @@ fn batch(ids: std::ops::Range<i64>, part: &str) -> RecordBatch {
         schema(false),
         vec![
             Arc::new(Int64Array::from_iter_values(ids.clone())),
-            Arc::new(StringArray::from_iter_values(ids.clone().map(|i| format!("n{i}")))),
+            Arc::new(StringArray::from_iter_values(
+                ids.clone().map(|i| format!("n{i}")),
+            )),
             Arc::new(StructArray::new(
                 inner(),
                 vec![Arc::new(Int64Array::from_iter_values(ids.map(|i| i * 10)))],
@@ -102,7 +105,9 @@ async fn append(c: &DeltaCommitter, batch_id: u64, b: RecordBatch, part: &str) -
 
 /// The rows as the deltalake Python package reads them (logical names), sorted by id.
 fn read_logical(dir: &Path) -> Vec<serde_json::Value> {
-    let script = "import sys, json\nfrom deltalake import DeltaTable\nrows = DeltaTable(sys.argv[1]).to_pyarrow_table().to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))";
+    // deltalake's DataFusion reader (QueryBuilder) applies column mapping; its pyarrow
+    // reader refuses such tables.
+    let script = "import sys, json\nfrom deltalake import DeltaTable, QueryBuilder\nrows = QueryBuilder().register('t', DeltaTable(sys.argv[1])).execute('SELECT * FROM t').read_all()\nrows = __import__('pyarrow').table(rows).to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))";
     let o = std::process::Command::new("python3")
         .args(["-c", script, dir.to_str().unwrap()])
         .output()
@@ -114,13 +119,17 @@ fn read_logical(dir: &Path) -> Vec<serde_json::Value> {
 async fn appends_are_written_in_physical_columns(mode: &str) {
     let dir = table(mode);
     let c = DeltaCommitter::new("s", &uri(dir.path()), HashMap::new(), 64 << 20);
-    c.prepare(schema(false), &["part".to_string()]).await.unwrap();
+    c.prepare(schema(false), &["part".to_string()])
+        .await
+        .unwrap();
     let files = append(&c, 0, batch(0..3, "a"), "a").await;
     append(&c, 1, batch(3..5, "b"), "b").await;
 
     // The file: physical names at every level, field ids, no partition column.
     let path = dir.path().join(&files[0].path);
-    let reader = parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let reader =
+        parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&path).unwrap())
+            .unwrap();
     use parquet::file::reader::FileReader;
     let descr = reader.metadata().file_metadata().schema_descr_ptr();
     let root = descr.root_schema();
@@ -142,7 +151,8 @@ async fn appends_are_written_in_physical_columns(mode: &str) {
     assert_eq!((nested.name(), nested.get_basic_info().id()), ("col-d4", 4));
 
     // The log: partition values and statistics by physical name.
-    let log = std::fs::read_to_string(dir.path().join("_delta_log/00000000000000000001.json")).unwrap();
+    let log =
+        std::fs::read_to_string(dir.path().join("_delta_log/00000000000000000001.json")).unwrap();
     let add = log
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
@@ -162,23 +172,35 @@ async fn appends_are_written_in_physical_columns(mode: &str) {
         json!({"id": 4, "name": "n4", "s": {"x": 40}, "extra": null, "part": "b"})
     );
 
-    // A column the table lacks: refused, nothing written.
-    let before = std::fs::read_dir(dir.path().join("_delta_log")).unwrap().count();
-    let e = c
-        .evolve(schema(true), &["part".to_string()])
-        .await
-        .unwrap_err();
-    assert!(
-        e.message.contains("columnMapping") && e.message.contains("brand_new"),
-        "{e}"
-    );
+    // A column the table lacks: added by a commit of its own (physical name and id assigned
+    // by the kernel), then the batch's files carry it.
+    c.evolve(schema(true), &["part".to_string()]).await.unwrap();
+    let grown = schema(true);
+    let mut cols: Vec<Arc<dyn arrow::array::Array>> = batch(5..7, "a").columns().to_vec();
+    cols.push(Arc::new(StringArray::from(vec!["new5", "new6"])));
+    let b = RecordBatch::try_new(grown, cols).unwrap();
+    append(&c, 2, b, "a").await;
+    let alter =
+        std::fs::read_to_string(dir.path().join("_delta_log/00000000000000000003.json")).unwrap();
+    let meta: serde_json::Value = alter
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find_map(|a| a.get("metaData").cloned())
+        .expect("the column is added by a metadata commit");
+    assert!(!alter.contains("\"txn\""), "{alter}");
     assert_eq!(
-        std::fs::read_dir(dir.path().join("_delta_log")).unwrap().count(),
-        before
+        meta["configuration"]["delta.columnMapping.maxColumnId"], "7",
+        "{meta}"
     );
+    let rows = read_logical(dir.path());
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    assert_eq!(rows[6]["brand_new"], "new6", "{rows:?}");
+    assert_eq!(rows[0]["brand_new"], serde_json::Value::Null, "{rows:?}");
     // Compaction: refused.
     let e = c
-        .compact(&landfall_sink::delta::compact::CompactOptions::for_target(64 << 20))
+        .compact(&landfall_sink::delta::compact::CompactOptions::for_target(
+            64 << 20,
+        ))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("columnMapping"), "{e}");

@@ -34,6 +34,18 @@ fn delta_runtime(spec: &StreamSpec, command: &str) -> Result<tokio::runtime::Run
         })
 }
 
+/// Run one table operation; its error is printed, naming the stream.
+fn block_on<T>(
+    spec: &StreamSpec,
+    rt: &tokio::runtime::Runtime,
+    f: impl std::future::Future<Output = Result<T, landfall_sink::SinkError>>,
+) -> Result<T, ExitCode> {
+    rt.block_on(f).map_err(|e| {
+        eprintln!("error: stream `{}`: {e}", spec.name);
+        ExitCode::FAILURE
+    })
+}
+
 pub fn optimize(spec: &StreamSpec, format: OutputFormat) -> ExitCode {
     let rt = match delta_runtime(spec, "optimize") {
         Ok(rt) => rt,
@@ -47,12 +59,9 @@ pub fn optimize(spec: &StreamSpec, format: OutputFormat) -> ExitCode {
     );
     let opts =
         landfall_sink::delta::compact::CompactOptions::for_target(spec.sink.target_file_size);
-    let c = match rt.block_on(committer.compact(&opts)) {
+    let c = match block_on(spec, &rt, committer.compact(&opts)) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     crate::out::finish((|| {
         let mut out = crate::out::stdout();
@@ -109,17 +118,10 @@ pub fn vacuum(spec: &StreamSpec, dry_run: bool, format: OutputFormat) -> ExitCod
     };
     let uri = spec.sink.location.as_table_uri();
     let options = spec.sink.options.to_hash_map();
-    let report = match rt.block_on(landfall_sink::delta::vacuum::vacuum(
-        &uri,
-        &options,
-        dry_run,
-        Utc::now(),
-    )) {
+    let vacuumed = landfall_sink::delta::vacuum::vacuum(&uri, &options, dry_run, Utc::now());
+    let report = match block_on(spec, &rt, vacuumed) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: stream `{}`: {e}", spec.name);
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let bytes: u64 = report.deleted.iter().map(|(_, n)| n).sum();
     crate::out::finish((|| {

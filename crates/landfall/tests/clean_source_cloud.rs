@@ -70,24 +70,6 @@ path = "{local}/table"
     )
 }
 
-fn crash_at_hit(config: &std::path::Path, point: &str) {
-    let o = landfall_env(
-        &[
-            "run",
-            "--config",
-            config.to_str().unwrap(),
-            "--available-now",
-        ],
-        &[("LANDFALL_FAILPOINTS", &format!("{point}=#1"))],
-    );
-    assert!(
-        !o.status.success()
-            && String::from_utf8_lossy(&o.stderr).contains(&format!("failpoint {point}")),
-        "expected an abort at {point}:\n{}",
-        text(&o)
-    );
-}
-
 async fn move_with_kills(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &str>) {
     let run = unique("clean");
     let s = store(scheme_root, &opts);
@@ -114,7 +96,7 @@ async fn move_with_kills(scheme_root: &str, store_toml: &str, opts: BTreeMap<&st
         &format!("{scheme_root}/{dest}"),
     );
     // Killed after the first copy: that file is at both places.
-    crash_at_hit(&cfg, "archive_after_copy");
+    crash_at_hit(&cfg, "archive_after_copy", 1);
     let at_dest = keys_under(&s, &dest).await;
     assert!(!at_dest.is_empty(), "nothing copied before the kill");
     assert_eq!(
@@ -123,7 +105,7 @@ async fn move_with_kills(scheme_root: &str, store_toml: &str, opts: BTreeMap<&st
         "nothing deleted before the kill"
     );
     // Killed after a move, before its record.
-    crash_at_hit(&cfg, "archive_before_record");
+    crash_at_hit(&cfg, "archive_before_record", 1);
     drain(&cfg);
 
     assert_eq!(keys_under(&s, &src).await, Vec::<String>::new());

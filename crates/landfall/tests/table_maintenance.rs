@@ -39,14 +39,7 @@ fn vacuum_deletes_old_unreferenced_files_only() {
         write_rows(&src, &format!("f{f}.json"), f * 10..f * 10 + 10);
     }
     let cfg = Config::in_dir(root)
-        .stream(
-            Stream::local("s", &src, "json", &table)
-                .set(
-                    "schema",
-                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
-                )
-                .set("max_files_per_trigger", 2),
-        )
+        .stream(Stream::rows("s", &src, &table).set("max_files_per_trigger", 2))
         .write();
     drain(&cfg);
     let live = data_files(&table);
@@ -161,14 +154,7 @@ fn optimize_rewrites_small_files_in_one_commit() {
         write_rows(&src, &format!("f{f}.json"), f * 10..f * 10 + 10);
     }
     let cfg = Config::in_dir(root)
-        .stream(
-            Stream::local("s", &src, "json", &table)
-                .set(
-                    "schema",
-                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
-                )
-                .set("max_files_per_trigger", 1),
-        )
+        .stream(Stream::rows("s", &src, &table).set("max_files_per_trigger", 1))
         .write();
     drain(&cfg);
     assert_eq!(data_files(&table).len(), 6);
@@ -213,11 +199,7 @@ fn auto_compaction_runs_beside_a_continuous_stream() {
     std::fs::create_dir_all(&src).unwrap();
     let cfg = Config::in_dir(root)
         .stream(
-            Stream::local("s", &src, "json", &table)
-                .set(
-                    "schema",
-                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
-                )
+            Stream::rows("s", &src, &table)
                 .set("max_files_per_trigger", 1)
                 .set("poll_interval", "100ms")
                 .set("sink.compaction.auto", true)
@@ -283,11 +265,7 @@ fn auto_vacuum_runs_beside_a_continuous_stream() {
     write_rows(&src, "f0.json", 0..10);
     let cfg = Config::in_dir(root)
         .stream(
-            Stream::local("s", &src, "json", &table)
-                .set(
-                    "schema",
-                    "id BIGINT, name STRING, amount DOUBLE, tag STRING",
-                )
+            Stream::rows("s", &src, &table)
                 .set("poll_interval", "100ms")
                 .set("sink.vacuum.auto", true)
                 .set("sink.vacuum.interval", "2s"),

@@ -6,13 +6,14 @@
 //! schema (columns the stream lacks are null), then rebuilt with the physical names and the
 //! `PARQUET:field_id` of each field, as the kernel's `make_physical` states them. Partition
 //! columns are named by their physical names in `partitionValues`; statistics are taken from
-//! the physical batch, so they name physical columns, as the protocol wants. Adding columns to
-//! such a table (assigning new physical names and ids) and compacting it are not built: both
-//! are refused before any data file is written.
+//! the physical batch, so they name physical columns, as the protocol wants. A column the
+//! stream adds is added by a commit of its own first (the kernel assigns its physical name and
+//! id, and `delta.columnMapping.maxColumnId`), so the batch's files can carry them. Compacting
+//! such a table is not built, and refused.
 
 use crate::delta_schema::{Missing, conform};
-use arrow::array::{Array, ArrayRef, AsArray, LargeListArray, ListArray, MapArray, RecordBatch};
 use arrow::array::StructArray;
+use arrow::array::{Array, ArrayRef, AsArray, LargeListArray, ListArray, MapArray, RecordBatch};
 use arrow_schema::{DataType, Field, SchemaRef};
 use delta_kernel::Snapshot;
 use delta_kernel::table_features::ColumnMappingMode;
@@ -21,7 +22,6 @@ use std::sync::Arc;
 /// A column-mapped table's two views of its schema.
 #[derive(Debug)]
 pub(crate) struct Physical {
-    pub mode: ColumnMappingMode,
     /// The table's logical schema, as Arrow.
     logical: SchemaRef,
     /// The same, field by field, with physical names and `PARQUET:field_id` metadata.
@@ -38,7 +38,6 @@ impl Physical {
         let logical = table.schema();
         let physical = logical.make_physical(mode).map_err(|e| e.to_string())?;
         Ok(Some(Physical {
-            mode,
             logical: Arc::new(super::kernel::to_arrow(&logical)?),
             physical: Arc::new(super::kernel::to_arrow(&physical)?),
         }))
@@ -87,22 +86,34 @@ fn rename(a: &ArrayRef, physical: &Field) -> Result<ArrayRef, String> {
                 .zip(fields.iter())
                 .map(|(c, f)| rename(c, f))
                 .collect::<Result<Vec<_>, _>>()?;
-            Arc::new(StructArray::try_new(fields.clone(), children, s.nulls().cloned()).map_err(err)?)
+            Arc::new(
+                StructArray::try_new(fields.clone(), children, s.nulls().cloned()).map_err(err)?,
+            )
         }
         DataType::List(item) => {
             let l = a.as_list::<i32>();
             let values = rename(l.values(), item)?;
             Arc::new(
-                ListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
-                    .map_err(err)?,
+                ListArray::try_new(
+                    item.clone(),
+                    l.offsets().clone(),
+                    values,
+                    l.nulls().cloned(),
+                )
+                .map_err(err)?,
             )
         }
         DataType::LargeList(item) => {
             let l = a.as_list::<i64>();
             let values = rename(l.values(), item)?;
             Arc::new(
-                LargeListArray::try_new(item.clone(), l.offsets().clone(), values, l.nulls().cloned())
-                    .map_err(err)?,
+                LargeListArray::try_new(
+                    item.clone(),
+                    l.offsets().clone(),
+                    values,
+                    l.nulls().cloned(),
+                )
+                .map_err(err)?,
             )
         }
         DataType::Map(entries, sorted) => {

@@ -30,9 +30,8 @@
 
 use super::DeltaCommitter;
 use super::kernel::{ENGINE_INFO, Kernel, adds_batch, owner_commit_info};
-use crate::error::SinkError;
 use crate::delta_schema::{Missing, conform};
-use arrow::array::RecordBatch;
+use crate::error::SinkError;
 use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
 use delta_kernel::KernelError;
@@ -634,7 +633,9 @@ mod tests {
     /// for the new ones; a cast that would lose a value fails.
     #[test]
     fn files_of_an_older_schema_conform_by_name_at_every_level() {
-        use arrow::array::{Array, AsArray, Int64Array, ListArray, StringArray, StructArray};
+        use arrow::array::{
+            Array, ArrayRef, AsArray, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
+        };
         use arrow_schema::{DataType as T, Field, Fields};
         let old_inner = Fields::from(vec![Field::new("a", T::Int64, true)]);
         let new_inner = Fields::from(vec![
@@ -658,9 +659,11 @@ mod tests {
             Field::new("s", T::Struct(old_inner.clone()), true),
             Field::new("l", old_list.data_type().clone(), true),
         ]));
-        let batch =
-            RecordBatch::try_new(old_schema, vec![Arc::new(old_struct), Arc::new(old_list)])
-                .unwrap();
+        let batch = RecordBatch::try_new(
+            old_schema,
+            vec![Arc::new(old_struct) as ArrayRef, Arc::new(old_list)],
+        )
+        .unwrap();
         let target = Arc::new(Schema::new(vec![
             Field::new("s", T::Struct(new_inner.clone()), true),
             Field::new(

@@ -290,6 +290,47 @@ impl Kernel {
         .await
     }
 
+    /// A commit that only adds columns (`ALTER TABLE ... ADD COLUMNS`): on a column-mapped
+    /// table the kernel assigns each its physical name and id, which the data files of the
+    /// next batch need before they are written. No `txn`: it is no batch of the stream.
+    pub async fn add_columns(
+        &self,
+        snapshot: &SnapshotRef,
+        new_fields: Vec<(Vec<String>, StructField)>,
+        owner: Option<String>,
+    ) -> Result<Attempt, KernelError> {
+        let snapshot = snapshot.clone();
+        self.run(move |engine| {
+            let mut b = snapshot.update_table(UpdateTableOperation::AlterTable, ENGINE_INFO, false);
+            if let Some(owner) = &owner {
+                let (row, schema) = owner_commit_info(owner)?;
+                b = b.with_commit_info(row, schema);
+            }
+            for (parent, field) in new_fields {
+                b = if parent.is_empty() {
+                    b.add_column(field)
+                } else {
+                    b.add_column_at(ColumnName::new(parent), field)
+                };
+            }
+            let txn = b.build(engine, Box::new(FileSystemCommitter::new()))?;
+            Ok(match txn.commit(engine)? {
+                CommitResult::Committed(c) => Attempt::Committed {
+                    version: c.commit_version() as i64,
+                    snapshot: c
+                        .post_commit_snapshot()
+                        .cloned()
+                        .ok_or_else(|| KernelError::generic("no post-commit snapshot"))?,
+                },
+                CommitResult::Conflicted(c) => Attempt::Conflicted {
+                    version: c.conflict_version() as i64,
+                },
+                CommitResult::Retryable(r) => return Err(r.error),
+            })
+        })
+        .await
+    }
+
     /// Write a checkpoint of `snapshot` (its version), as Delta's writers do every
     /// `delta.checkpointInterval` commits; classic or v2 as the table's features say.
     /// Returns the snapshot that reads from the new checkpoint.

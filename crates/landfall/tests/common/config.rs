@@ -164,6 +164,12 @@ impl Stream {
             .set("sink.path", sink)
     }
 
+    /// A JSON stream of [`super::row`]'s lines (schema [`super::ROW_SCHEMA`]) from a local
+    /// directory into a table at `sink`.
+    pub fn rows(name: &str, source: impl Into<V>, sink: impl Into<V>) -> Self {
+        Stream::local(name, source, "json", sink).set("schema", super::ROW_SCHEMA)
+    }
+
     /// Set an option (`key` as the configuration writes it: `csv.header`,
     /// `sink.partition_by`, `trigger.available_now`).
     pub fn set(mut self, key: &str, v: impl Into<V>) -> Self {

@@ -6,6 +6,9 @@ use super::*;
 use std::path::Path;
 use std::process::Command;
 
+/// The schema of [`row`]'s lines.
+pub const ROW_SCHEMA: &str = "id BIGINT, name STRING, amount DOUBLE, tag STRING";
+
 /// One NDJSON line with a known id.
 pub fn row(id: u64) -> String {
     format!(

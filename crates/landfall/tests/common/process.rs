@@ -42,6 +42,15 @@ pub fn landfall_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// `landfall run --available-now` that aborts at failpoint `point` (like `kill -9` there).
 pub fn crash_at(config: &Path, point: &str) -> Output {
+    crash_when(config, point, "1")
+}
+
+/// [`crash_at`] on the `n`th hit of `point` exactly.
+pub fn crash_at_hit(config: &Path, point: &str, n: u32) -> Output {
+    crash_when(config, point, &format!("#{n}"))
+}
+
+fn crash_when(config: &Path, point: &str, trigger: &str) -> Output {
     let o = landfall_env(
         &[
             "run",
@@ -49,7 +58,7 @@ pub fn crash_at(config: &Path, point: &str) -> Output {
             config.to_str().unwrap(),
             "--available-now",
         ],
-        &[("LANDFALL_FAILPOINTS", &format!("{point}=1"))],
+        &[("LANDFALL_FAILPOINTS", &format!("{point}={trigger}"))],
     );
     assert!(
         !o.status.success()
