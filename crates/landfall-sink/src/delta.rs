@@ -76,6 +76,9 @@ pub struct DeltaCommitter {
     /// The table's column mapping (set by `prepare`): data files are written in its physical
     /// columns.
     physical: std::sync::Mutex<Option<Arc<column_mapping::Physical>>>,
+    /// The partition columns by their logical names (the layout holds the physical ones), as
+    /// `commitInfo` names them.
+    partition_by: std::sync::Mutex<Vec<String>>,
 }
 
 impl DeltaCommitter {
@@ -97,6 +100,7 @@ impl DeltaCommitter {
             schema: std::sync::Mutex::new(None),
             owner: std::sync::Mutex::new(None),
             physical: std::sync::Mutex::new(None),
+            partition_by: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -221,6 +225,7 @@ impl DeltaCommitter {
             None => self.layout.set(schema.clone(), partition_by),
         }
         *self.physical.lock().expect("physical lock") = physical;
+        *self.partition_by.lock().expect("partition lock") = partition_by.to_vec();
         *self.schema.lock().expect("schema lock") = Some(schema);
         Ok(())
     }
@@ -234,7 +239,10 @@ impl DeltaCommitter {
         schema: &Schema,
     ) -> Result<SnapshotRef, SinkError> {
         let k = self.kernel().await?;
-        let want = kernel::to_kernel(schema)
+        // The kernel keeps ids and physical names it is given: a stream field carrying some
+        // (read from another table's files) could take a dropped column's identity.
+        let clean = column_mapping::without_mapping_metadata(schema);
+        let want = kernel::to_kernel(&clean)
             .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
         for _ in 0..MAX_CONFLICTS {
             let grown = new_fields(&table.schema(), &want);
@@ -255,6 +263,30 @@ impl DeltaCommitter {
             location: crate::shown(&self.uri),
             op: "add columns",
             reason: format!("lost the race for the next version {MAX_CONFLICTS} times"),
+        })
+    }
+
+    /// On a column-mapped table, the batch's files were written in the physical columns
+    /// `prepare` saw. A column dropped, renamed or added since (another writer's ALTER TABLE)
+    /// changes them: committing would leave the files' values where no reader looks. The
+    /// attempt fails, retryably: the worker starts again, `prepare` reads the mapping anew and
+    /// the batch is written again.
+    fn check_mapping(&self, table: &SnapshotRef, batch_id: u64) -> Result<(), SinkError> {
+        let written = self.physical.lock().expect("physical lock").clone();
+        let now = column_mapping::Physical::of(table)
+            .map_err(|e| self.incompatible(format!("its column mapping: {e}")))?;
+        let same = match (&written, &now) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.schema() == b.schema(),
+            _ => false,
+        };
+        if same {
+            return Ok(());
+        }
+        Err(SinkError::Commit {
+            location: crate::shown(&self.uri),
+            batch_id,
+            reason: "the table's columns changed (added, dropped or renamed by another writer) while the batch's files were written in its column mapping; the batch is written again with the table's new mapping".into(),
         })
     }
 
@@ -425,7 +457,9 @@ impl Committer for DeltaCommitter {
     }
 
     async fn commit(&self, batch_id: u64, files: &[StagedFile]) -> SeamResult<Committed> {
-        let partition_by = self.layout.partition_by()?;
+        // Fails with "prepare() was not called" before anything else.
+        self.layout.partition_by()?;
+        let partition_by = self.partition_by.lock().expect("partition lock").clone();
         let k = self.kernel().await?;
         // Right after our own commit, its snapshot is the table's latest unless another writer
         // committed since, and then the put-if-absent of the next version fails as a conflict,
@@ -470,6 +504,7 @@ impl Committer for DeltaCommitter {
             }
             // Features may have been enabled since prepare; refuse before committing.
             let writability = self.writability(&table)?;
+            self.check_mapping(&table, batch_id)?;
             let append = Append {
                 stream: self.stream.clone(),
                 batch_id: batch_id as i64,

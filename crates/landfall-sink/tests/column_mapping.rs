@@ -215,3 +215,67 @@ async fn name_mode_tables_get_physical_columns() {
 async fn id_mode_tables_get_physical_columns_and_field_ids() {
     appends_are_written_in_physical_columns("id").await;
 }
+
+/// Another writer drops a column while the stream runs: the batch's files, written in the old
+/// mapping, are not committed (a retryable error); a committer prepared anew (what the worker's
+/// restart does) writes the batch in the new mapping, adding the column back under a new
+/// physical name, and every value lands where readers look.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mapping_changed_by_another_writer_makes_the_batch_be_written_again() {
+    let dir = table("name");
+    let c = DeltaCommitter::new("s", &uri(dir.path()), HashMap::new(), 64 << 20);
+    c.prepare(schema(false), &["part".to_string()])
+        .await
+        .unwrap();
+    append(&c, 0, batch(0..2, "a"), "a").await;
+    let mut w = c.writer(1, 1, Arc::new(|_: &str| Ok(()))).await.unwrap();
+    w.write(&[Some("a".to_string())], batch(2..4, "a"))
+        .await
+        .unwrap();
+    let files = w.finish().await.unwrap();
+    // ALTER TABLE DROP COLUMN name, by another writer.
+    let v0 =
+        std::fs::read_to_string(dir.path().join("_delta_log/00000000000000000000.json")).unwrap();
+    let mut meta: serde_json::Value = v0
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a.get("metaData").is_some())
+        .unwrap();
+    let mut schema_json: serde_json::Value =
+        serde_json::from_str(meta["metaData"]["schemaString"].as_str().unwrap()).unwrap();
+    schema_json["fields"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|f| f["name"] != "name");
+    meta["metaData"]["schemaString"] = json!(schema_json.to_string());
+    std::fs::write(
+        dir.path().join("_delta_log/00000000000000000002.json"),
+        [
+            json!({"commitInfo": {"timestamp": 1_700_000_000_001i64, "operation": "DROP COLUMNS"}})
+                .to_string(),
+            meta.to_string(),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let e = c.commit(1, &files).await.unwrap_err();
+    assert!(e.retryable, "{e}");
+    assert!(e.message.contains("columns changed"), "{e}");
+    assert!(
+        !dir.path()
+            .join("_delta_log/00000000000000000003.json")
+            .exists()
+    );
+
+    // The restart: prepared anew (the stream's schema still has `name`: added back).
+    let c = DeltaCommitter::new("s", &uri(dir.path()), HashMap::new(), 64 << 20);
+    c.evolve(schema(false), &["part".to_string()])
+        .await
+        .unwrap();
+    append(&c, 1, batch(2..4, "a"), "a").await;
+    let rows = read_logical(dir.path());
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    // Batch 0's `name` was dropped with its column; batch 1's is in the new one.
+    assert_eq!(rows[0]["name"], serde_json::Value::Null, "{rows:?}");
+    assert_eq!(rows[3]["name"], "n3", "{rows:?}");
+}

@@ -8,8 +8,11 @@
 //! columns are named by their physical names in `partitionValues`; statistics are taken from
 //! the physical batch, so they name physical columns, as the protocol wants. A column the
 //! stream adds is added by a commit of its own first (the kernel assigns its physical name and
-//! id, and `delta.columnMapping.maxColumnId`), so the batch's files can carry them. Compacting
-//! such a table is not built, and refused.
+//! id, and `delta.columnMapping.maxColumnId`), so the batch's files can carry them; mapping
+//! metadata the stream's fields carry is dropped first, so a new column never takes another
+//! column's identity. A commit whose table's mapping changed since `prepare` (another
+//! writer's ALTER TABLE) fails retryably, and the batch is written again. Compacting such a
+//! table is not built, and refused.
 
 use crate::delta_schema::{Missing, conform};
 use arrow::array::StructArray;
@@ -133,4 +136,33 @@ fn rename(a: &ArrayRef, physical: &Field) -> Result<ArrayRef, String> {
         }
         _ => a.clone(),
     })
+}
+
+/// `schema` without column-mapping or field-id metadata at any level
+/// (`delta.columnMapping.*`, `parquet.field.*`, `PARQUET:field_id`).
+pub(crate) fn without_mapping_metadata(schema: &arrow_schema::Schema) -> arrow_schema::Schema {
+    fn field(f: &Field) -> Field {
+        let metadata = f
+            .metadata()
+            .iter()
+            .filter(|(k, _)| {
+                !(k.starts_with("delta.columnMapping.")
+                    || k.starts_with("parquet.field.")
+                    || k.as_str() == "PARQUET:field_id")
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let data_type = match f.data_type() {
+            DataType::Struct(fs) => DataType::Struct(fs.iter().map(|c| field(c)).collect()),
+            DataType::List(i) => DataType::List(Arc::new(field(i))),
+            DataType::LargeList(i) => DataType::LargeList(Arc::new(field(i))),
+            DataType::Map(e, sorted) => DataType::Map(Arc::new(field(e)), *sorted),
+            other => other.clone(),
+        };
+        f.clone().with_data_type(data_type).with_metadata(metadata)
+    }
+    arrow_schema::Schema::new_with_metadata(
+        schema.fields().iter().map(|f| field(f)).collect::<Vec<_>>(),
+        schema.metadata().clone(),
+    )
 }
