@@ -273,19 +273,7 @@ impl Kernel {
                 let adds = adds_batch(&append.files, append.now_ms, &stats_schema)?;
                 txn.add_files(Box::new(ArrowEngineData::new(adds)));
             }
-            Ok(match txn.commit(engine)? {
-                CommitResult::Committed(c) => Attempt::Committed {
-                    version: c.commit_version() as i64,
-                    snapshot: c
-                        .post_commit_snapshot()
-                        .cloned()
-                        .ok_or_else(|| KernelError::generic("no post-commit snapshot"))?,
-                },
-                CommitResult::Conflicted(c) => Attempt::Conflicted {
-                    version: c.conflict_version() as i64,
-                },
-                CommitResult::Retryable(r) => return Err(r.error),
-            })
+            attempt(txn.commit(engine)?)
         })
         .await
     }
@@ -314,19 +302,7 @@ impl Kernel {
                 };
             }
             let txn = b.build(engine, Box::new(FileSystemCommitter::new()))?;
-            Ok(match txn.commit(engine)? {
-                CommitResult::Committed(c) => Attempt::Committed {
-                    version: c.commit_version() as i64,
-                    snapshot: c
-                        .post_commit_snapshot()
-                        .cloned()
-                        .ok_or_else(|| KernelError::generic("no post-commit snapshot"))?,
-                },
-                CommitResult::Conflicted(c) => Attempt::Conflicted {
-                    version: c.conflict_version() as i64,
-                },
-                CommitResult::Retryable(r) => return Err(r.error),
-            })
+            attempt(txn.commit(engine)?)
         })
         .await
     }
@@ -368,6 +344,23 @@ impl Drop for Kernel {
                 .spawn(move || drop(engine));
         }
     }
+}
+
+/// How a transaction's commit ended, as [`Attempt`] (a retryable failure is its error).
+fn attempt(result: CommitResult) -> Result<Attempt, KernelError> {
+    Ok(match result {
+        CommitResult::Committed(c) => Attempt::Committed {
+            version: c.commit_version() as i64,
+            snapshot: c
+                .post_commit_snapshot()
+                .cloned()
+                .ok_or_else(|| KernelError::generic("no post-commit snapshot"))?,
+        },
+        CommitResult::Conflicted(c) => Attempt::Conflicted {
+            version: c.conflict_version() as i64,
+        },
+        CommitResult::Retryable(r) => return Err(r.error),
+    })
 }
 
 /// `commitInfo`'s extra field: the state identity ([`landfall_core::OWNER_KEY`]).
