@@ -122,16 +122,38 @@ fn collect_new(
             .find(|t| t.name.eq_ignore_ascii_case(&s.name))
         {
             Some(t) => {
-                if let (KernelType::Struct(tt), KernelType::Struct(st)) =
-                    (&t.data_type, &s.data_type)
-                {
-                    let mut path = parent.to_vec();
-                    path.push(t.name.clone());
-                    collect_new(&path, tt, st, out);
-                }
+                let mut path = parent.to_vec();
+                path.push(t.name.clone());
+                collect_in(&path, &t.data_type, &s.data_type, out);
             }
             None => out.push((parent.to_vec(), s.clone())),
         }
+    }
+}
+
+/// New fields of the structs inside a column's type: structs, list elements (`element`), map
+/// keys and values (`key`, `value`), as the kernel's `add_column_at` addresses them.
+fn collect_in(
+    path: &[String],
+    table: &KernelType,
+    stream: &KernelType,
+    out: &mut Vec<(Vec<String>, StructField)>,
+) {
+    let step = |seg: &str| {
+        let mut p = path.to_vec();
+        p.push(seg.to_string());
+        p
+    };
+    match (table, stream) {
+        (KernelType::Struct(tt), KernelType::Struct(st)) => collect_new(path, tt, st, out),
+        (KernelType::Array(ta), KernelType::Array(sa)) => {
+            collect_in(&step("element"), ta.element_type(), sa.element_type(), out)
+        }
+        (KernelType::Map(tm), KernelType::Map(sm)) => {
+            collect_in(&step("key"), tm.key_type(), sm.key_type(), out);
+            collect_in(&step("value"), tm.value_type(), sm.value_type(), out);
+        }
+        _ => {}
     }
 }
 

@@ -853,3 +853,83 @@ async fn a_table_deleted_under_a_running_committer_gets_no_commit_after_a_gap() 
     );
     assert!(!versions.contains(&4), "{versions:?}");
 }
+
+/// A field new inside a list's struct elements (`items.element.b`) is added to the table by the
+/// batch's commit, so readers see its values (before, the fit check took it and the table
+/// never got it: the values sat in the files, invisible).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_field_inside_list_elements_is_added_to_the_table() {
+    use arrow::array::{Int64Array, ListArray, StructArray};
+    let dir = tempfile::tempdir().unwrap();
+    let elem = |with_b: bool| {
+        let mut f = vec![Field::new("a", DataType::Int64, true)];
+        if with_b {
+            f.push(Field::new("b", DataType::Utf8, true));
+        }
+        Fields::from(f)
+    };
+    let schema = |with_b: bool| {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new(
+                "items",
+                DataType::List(Arc::new(Field::new(
+                    "element",
+                    DataType::Struct(elem(with_b)),
+                    true,
+                ))),
+                true,
+            ),
+        ]))
+    };
+    let batch = |with_b: bool, ids: Vec<i64>| {
+        let n = ids.len();
+        let mut cols: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(ids.clone()))];
+        if with_b {
+            cols.push(Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|i| format!("b{i}")),
+            )));
+        }
+        let structs = StructArray::new(elem(with_b), cols, None);
+        let list = ListArray::try_new(
+            Arc::new(Field::new("element", DataType::Struct(elem(with_b)), true)),
+            arrow::buffer::OffsetBuffer::from_lengths(vec![1; n]),
+            Arc::new(structs),
+            None,
+        )
+        .unwrap();
+        RecordBatch::try_new(
+            schema(with_b),
+            vec![Arc::new(Int64Array::from(ids)), Arc::new(list)],
+        )
+        .unwrap()
+    };
+    let c = committer("s", dir.path());
+    c.prepare(schema(false), &[]).await.unwrap();
+    let files = stage(&c, 0, batch(false, vec![1, 2])).await;
+    commit(&c, 0, &files).await;
+    c.evolve(schema(true), &[]).await.unwrap();
+    let files = stage(&c, 1, batch(true, vec![3, 4])).await;
+    commit(&c, 1, &files).await;
+    let meta = actions(dir.path(), 2, "metaData");
+    assert_eq!(meta.len(), 1, "the batch's commit grows the schema");
+    let schema_string = meta[0]["schemaString"].as_str().unwrap();
+    assert!(schema_string.contains(r#""name":"b""#), "{schema_string}");
+    let script = "import sys, json\nfrom deltalake import DeltaTable\nrows = DeltaTable(sys.argv[1]).to_pyarrow_table().to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))";
+    let o = std::process::Command::new("python3")
+        .args(["-c", script, dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        rows[0]["items"][0],
+        serde_json::json!({"a": 1, "b": null}),
+        "{rows}"
+    );
+    assert_eq!(
+        rows[3]["items"][0],
+        serde_json::json!({"a": 4, "b": "b4"}),
+        "{rows}"
+    );
+}
