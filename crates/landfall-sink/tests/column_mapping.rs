@@ -3,7 +3,7 @@
 //! carry its field id; partition values and statistics name physical columns; the deltalake
 //! Python package reads the rows back by their logical names. A column the stream adds gets
 //! its physical name and id from a commit of its own before the batch's files are written.
-//! Compacting is refused.
+//! Compaction reads and writes the physical columns.
 
 use arrow::array::{Int64Array, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
@@ -196,14 +196,28 @@ async fn appends_are_written_in_physical_columns(mode: &str) {
     assert_eq!(rows.len(), 7, "{rows:?}");
     assert_eq!(rows[6]["brand_new"], "new6", "{rows:?}");
     assert_eq!(rows[0]["brand_new"], serde_json::Value::Null, "{rows:?}");
-    // Compaction: refused.
-    let e = c
+    // Compaction: in physical columns. Partition `a` holds two small files, `b` one.
+    let rows_before = read_logical(dir.path());
+    let report = c
         .compact(&landfall_sink::delta::compact::CompactOptions::for_target(
             64 << 20,
         ))
         .await
-        .unwrap_err();
-    assert!(e.to_string().contains("columnMapping"), "{e}");
+        .unwrap();
+    assert_eq!(
+        (report.files_removed, report.files_added, report.rows),
+        (2, 1, 5),
+        "{report:?}"
+    );
+    assert_eq!(read_logical(dir.path()), rows_before);
+    let last = std::fs::read_dir(dir.path().join("_delta_log"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .max()
+        .unwrap();
+    let optimize = std::fs::read_to_string(last).unwrap();
+    assert!(optimize.contains(r#""col-f6":"a""#), "{optimize}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,8 +11,8 @@
 //! id, and `delta.columnMapping.maxColumnId`), so the batch's files can carry them; mapping
 //! metadata the stream's fields carry is dropped first, so a new column never takes another
 //! column's identity. A commit whose table's mapping changed since `prepare` (another
-//! writer's ALTER TABLE) fails retryably, and the batch is written again. Compacting such a
-//! table is not built, and refused.
+//! writer's ALTER TABLE) fails retryably, and the batch is written again. Compaction reads
+//! and writes the physical columns (`compact`).
 
 use crate::delta_schema::{Missing, conform};
 use arrow::array::StructArray;

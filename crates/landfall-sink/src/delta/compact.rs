@@ -26,7 +26,8 @@
 //!   name at every level, and a cast that would turn a value into a null fails instead.
 //! - **Refused**: tables with `rowTracking` (the kernel would give the rewritten rows new ids;
 //!   keeping them needs materialized row-id columns this writer does not write), and tables
-//!   landfall does not append to.
+//!   landfall does not append to. Column-mapped tables are compacted in their physical
+//!   columns (files read and written by physical name, with field ids).
 
 use super::DeltaCommitter;
 use super::kernel::{ENGINE_INFO, Kernel, adds_batch, owner_commit_info};
@@ -129,15 +130,6 @@ impl DeltaCommitter {
                 reason: "compaction would give the rewritten rows new row ids; keeping them needs materialized row-id columns, which landfall does not write".into(),
             });
         }
-        if snapshot.table_configuration().column_mapping_mode()
-            != delta_kernel::table_features::ColumnMappingMode::None
-        {
-            return Err(SinkError::Unsupported {
-                location,
-                feature: "columnMapping".into(),
-                reason: "compacting a column-mapped table (files in physical names and field ids) is not built yet".into(),
-            });
-        }
         let live = live_files(k, &snapshot).await?;
         let mut report = CompactReport {
             files: live.len() as u64,
@@ -152,15 +144,26 @@ impl DeltaCommitter {
             .metadata()
             .partition_columns()
             .to_vec();
-        let schema: SchemaRef = Arc::new(
-            super::kernel::to_arrow(snapshot.schema().as_ref()).map_err(|reason| {
-                SinkError::Io {
-                    location: location.clone(),
-                    op: "read the table's schema",
-                    reason,
-                }
-            })?,
-        );
+        let schema_err = |reason| SinkError::Io {
+            location: location.clone(),
+            op: "read the table's schema",
+            reason,
+        };
+        // A column-mapped table's files hold its physical columns (and `partitionValues` name
+        // physical columns): read and write those.
+        let (schema, partition_by): (SchemaRef, Vec<String>) =
+            match super::column_mapping::Physical::of(&snapshot).map_err(schema_err)? {
+                Some(p) => (
+                    p.schema(),
+                    p.partition_names(&partition_by).map_err(schema_err)?,
+                ),
+                None => (
+                    Arc::new(
+                        super::kernel::to_arrow(snapshot.schema().as_ref()).map_err(schema_err)?,
+                    ),
+                    partition_by,
+                ),
+            };
         let written = Arc::new(Mutex::new(Vec::<String>::new()));
         let result = self
             .rewrite(k, &bins, &schema, &partition_by, opts, &written)
