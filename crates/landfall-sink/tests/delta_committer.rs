@@ -933,3 +933,78 @@ async fn a_new_field_inside_list_elements_is_added_to_the_table() {
         "{rows}"
     );
 }
+
+/// Compacting a row-tracking table keeps every row's id and commit version: the new file
+/// carries them in the table's materialized columns (the kernel gives the new file a fresh
+/// baseRowId, which readers use only where the materialized value is null).
+#[tokio::test(flavor = "multi_thread")]
+async fn compaction_keeps_row_ids_in_the_materialized_columns() {
+    use arrow::array::Int64Array;
+    use serde_json::json;
+    let dir = hand_made_table(
+        json!({"minReaderVersion": 3, "minWriterVersion": 7,
+               "readerFeatures": ["deletionVectors"],
+               "writerFeatures": ["rowTracking", "domainMetadata", "deletionVectors"]}),
+        json!({"delta.enableRowTracking": "true",
+               "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
+               "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-2"}),
+        json!({}),
+    );
+    let c = committer("s", dir.path());
+    c.prepare(simple_schema(), &[]).await.unwrap();
+    let v1 = append(&c, 1, 0..5).await;
+    let v2 = append(&c, 2, 5..8).await;
+    let report = c
+        .compact(&landfall_sink::delta::compact::CompactOptions::for_target(
+            64 << 20,
+        ))
+        .await
+        .unwrap();
+    let v = report.version.expect("compacted");
+    assert_eq!(
+        (report.files_removed, report.files_added, report.rows),
+        (2, 1, 8)
+    );
+    let adds = actions(dir.path(), v, "add");
+    assert_eq!(adds.len(), 1);
+    let removes = actions(dir.path(), v, "remove");
+    assert!(
+        removes.iter().all(|r| r["baseRowId"].is_i64()),
+        "{removes:?}"
+    );
+    let path = dir.path().join(adds[0]["path"].as_str().unwrap());
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut seen = Vec::new();
+    for b in reader {
+        let b = b.unwrap();
+        let col = |name: &str| {
+            b.column_by_name(name)
+                .unwrap_or_else(|| panic!("no {name}"))
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone()
+        };
+        let (ids, row_ids, versions) = (
+            col("id"),
+            col("_row-id-col-1"),
+            col("_row-commit-version-col-2"),
+        );
+        for i in 0..b.num_rows() {
+            seen.push((ids.value(i), row_ids.value(i), versions.value(i)));
+        }
+    }
+    seen.sort();
+    let expected: Vec<(i64, i64, i64)> = (0..8)
+        .map(|id| (id, id, if id < 5 { v1 } else { v2 }))
+        .collect();
+    assert_eq!(seen, expected);
+    // The commit acknowledges the preservation, as the kernel asks.
+    let info = &actions(dir.path(), v, "commitInfo")[0];
+    assert_eq!(info["operation"], "OPTIMIZE", "{info}");
+}

@@ -24,15 +24,19 @@
 //!   `target_file_size` bytes; a bin of one file is left alone. Files written with an older
 //!   schema get nulls for the columns (and nested fields) added since; columns are matched by
 //!   name at every level, and a cast that would turn a value into a null fails instead.
-//! - **Refused**: tables with `rowTracking` (the kernel would give the rewritten rows new ids;
-//!   keeping them needs materialized row-id columns this writer does not write), and tables
-//!   landfall does not append to. Column-mapped tables are compacted in their physical
+//! - **Row tracking**: every row keeps its row id and row commit version: the new files carry
+//!   them in the table's materialized columns (`delta.rowTracking.materializedRowIdColumnName`
+//!   and `...RowCommitVersionColumnName`): the value a source file materialized, else its
+//!   `baseRowId` plus the row's index in the file, and its `defaultRowCommitVersion`. A table
+//!   without the column names, or a file without a `baseRowId`, is refused.
+//! - **Refused**: tables landfall does not append to. Column-mapped tables are compacted in their physical
 //!   columns (files read and written by physical name, with field ids).
 
 use super::DeltaCommitter;
 use super::kernel::{ENGINE_INFO, Kernel, adds_batch, owner_commit_info};
 use crate::delta_schema::{Missing, conform};
 use crate::error::SinkError;
+use arrow::array::RecordBatch;
 use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
 use delta_kernel::KernelError;
@@ -93,6 +97,8 @@ struct LiveFile {
     has_dv: bool,
     /// `numRecords` of its statistics, when stated.
     rows: Option<u64>,
+    /// Row tracking: its `baseRowId` and `defaultRowCommitVersion`.
+    row_ids: Option<(Option<i64>, Option<i64>)>,
 }
 
 impl DeltaCommitter {
@@ -118,19 +124,14 @@ impl DeltaCommitter {
             return Ok(CompactReport::default());
         };
         let writability = crate::delta_protocol::check_writable(&location, &snapshot)?;
-        if snapshot
-            .table_configuration()
-            .protocol()
-            .writer_features()
-            .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"))
-        {
-            return Err(SinkError::Unsupported {
-                location,
-                feature: "rowTracking".into(),
-                reason: "compaction would give the rewritten rows new row ids; keeping them needs materialized row-id columns, which landfall does not write".into(),
-            });
+        let tracking = row_tracking(&location, &snapshot)?;
+        let mut live = live_files(k, &snapshot).await?;
+        if tracking.is_some() {
+            let ids = row_ids(k, &snapshot).await?;
+            for f in &mut live {
+                f.row_ids = ids.get(&f.path).copied();
+            }
         }
-        let live = live_files(k, &snapshot).await?;
         let mut report = CompactReport {
             files: live.len() as u64,
             ..Default::default()
@@ -166,7 +167,15 @@ impl DeltaCommitter {
             };
         let written = Arc::new(Mutex::new(Vec::<String>::new()));
         let result = self
-            .rewrite(k, &bins, &schema, &partition_by, opts, &written)
+            .rewrite(
+                k,
+                &bins,
+                &schema,
+                &partition_by,
+                tracking.as_ref(),
+                opts,
+                &written,
+            )
             .await;
         let (adds, rows) = match result {
             Ok(r) => r,
@@ -274,12 +283,31 @@ impl DeltaCommitter {
         bins: &[Vec<LiveFile>],
         schema: &SchemaRef,
         partition_by: &[String],
+        tracking: Option<&Tracking>,
         opts: &CompactOptions,
         written: &Arc<Mutex<Vec<String>>>,
     ) -> Result<(Vec<StagedFile>, u64), SinkError> {
         let location = crate::shown(&self.uri);
         let layout = crate::writer::TableLayout::new(&location, opts.target_file_size);
-        layout.set(schema.clone(), partition_by);
+        // Row tracking: the rows keep their ids in the materialized columns.
+        let written_schema = match tracking {
+            Some(t) => {
+                let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+                fields.push(Arc::new(arrow_schema::Field::new(
+                    &t.id_column,
+                    arrow_schema::DataType::Int64,
+                    true,
+                )));
+                fields.push(Arc::new(arrow_schema::Field::new(
+                    &t.version_column,
+                    arrow_schema::DataType::Int64,
+                    true,
+                )));
+                Arc::new(Schema::new(fields))
+            }
+            None => schema.clone(),
+        };
+        layout.set(written_schema, partition_by);
         let file_schema = Arc::new(Schema::new(
             schema
                 .fields()
@@ -311,11 +339,18 @@ impl DeltaCommitter {
                 let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
                     .and_then(|b| b.with_batch_size(64 * 1024).build())
                     .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                let mut offset = 0i64;
                 for batch in reader {
-                    let batch =
+                    let raw =
                         batch.map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                    let batch = conform(batch, &file_schema, Missing::Null)
+                    let mut batch = conform(raw.clone(), &file_schema, Missing::Null)
                         .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                    if let Some(t) = tracking {
+                        batch = t
+                            .keep_ids(&raw, batch, f, offset)
+                            .map_err(|e| io(&location, "keep row ids", &f.path, e))?;
+                    }
+                    offset += raw.num_rows() as i64;
                     rows += batch.num_rows() as u64;
                     writer.write(&values, batch).await?;
                 }
@@ -441,6 +476,7 @@ async fn live_files(k: &Kernel, snapshot: &SnapshotRef) -> Result<Vec<LiveFile>,
                     partition: f.partition_values.into_iter().collect(),
                     has_dv: f.dv_info.has_vector(),
                     rows: f.stats.map(|s| s.num_records),
+                    row_ids: None,
                 })
             })?;
         }
@@ -552,6 +588,8 @@ async fn compact_commit(
         if found != targets.len() {
             return Ok(Outcome::SourceGone);
         }
+        // Row ids are kept in the materialized columns of the new files.
+        txn.ack_row_tracking_preservation();
         let now_ms = chrono::Utc::now().timestamp_millis();
         let stats_schema = txn.stats_schema()?;
         let batch = adds_batch(&adds, now_ms, &stats_schema)?;
@@ -697,4 +735,141 @@ mod tests {
         let wants_int = Arc::new(Schema::new(vec![Field::new("n", T::Int64, true)]));
         assert!(conform(text, &wants_int, Missing::Null).is_err());
     }
+}
+
+/// A row-tracking table's materialized columns.
+pub(crate) struct Tracking {
+    id_column: String,
+    version_column: String,
+}
+
+/// The table's row tracking, when its protocol has the feature.
+fn row_tracking(location: &str, snapshot: &SnapshotRef) -> Result<Option<Tracking>, SinkError> {
+    let on = snapshot
+        .table_configuration()
+        .protocol()
+        .writer_features()
+        .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"));
+    if !on {
+        return Ok(None);
+    }
+    let props = snapshot.table_properties();
+    match (
+        props.materialized_row_id_column_name.clone(),
+        props.materialized_row_commit_version_column_name.clone(),
+    ) {
+        (Some(id_column), Some(version_column)) => Ok(Some(Tracking {
+            id_column,
+            version_column,
+        })),
+        _ => Err(SinkError::Unsupported {
+            location: location.to_string(),
+            feature: "rowTracking".into(),
+            reason: "the table names no materialized row-id columns, where compacted files keep their rows' ids".into(),
+        }),
+    }
+}
+
+impl Tracking {
+    /// `batch` (rows `offset..` of source file `f`, conformed) with the two materialized
+    /// columns: the file's own materialized values where it has them, else computed.
+    fn keep_ids(
+        &self,
+        raw: &RecordBatch,
+        batch: RecordBatch,
+        f: &LiveFile,
+        offset: i64,
+    ) -> Result<RecordBatch, String> {
+        use arrow::array::{Array, AsArray, Int64Array};
+        let (Some(base), Some(version)) = f.row_ids.unwrap_or((None, None)) else {
+            return Err("the file has no baseRowId or defaultRowCommitVersion (rows written before row tracking was enabled)".into());
+        };
+        let given = |name: &str| {
+            raw.column_by_name(name)
+                .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>().cloned())
+        };
+        let (ids_given, versions_given) = (given(&self.id_column), given(&self.version_column));
+        let n = raw.num_rows();
+        let ids: Int64Array = (0..n)
+            .map(|i| match &ids_given {
+                Some(g) if !g.is_null(i) => Some(g.value(i)),
+                _ => Some(base + offset + i as i64),
+            })
+            .collect();
+        let versions: Int64Array = (0..n)
+            .map(|i| match &versions_given {
+                Some(g) if !g.is_null(i) => Some(g.value(i)),
+                _ => Some(version),
+            })
+            .collect();
+        let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
+        fields.push(Arc::new(arrow_schema::Field::new(
+            &self.id_column,
+            arrow_schema::DataType::Int64,
+            true,
+        )));
+        fields.push(Arc::new(arrow_schema::Field::new(
+            &self.version_column,
+            arrow_schema::DataType::Int64,
+            true,
+        )));
+        let mut columns = batch.columns().to_vec();
+        columns.push(Arc::new(ids));
+        columns.push(Arc::new(versions));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+    }
+}
+
+static ROW_ID_COLUMNS: LazyLock<(Vec<ColumnName>, Vec<KernelType>)> = LazyLock::new(|| {
+    (
+        vec![
+            ColumnName::new(["path"]),
+            ColumnName::new(["fileConstantValues", "baseRowId"]),
+            ColumnName::new(["fileConstantValues", "defaultRowCommitVersion"]),
+        ],
+        vec![KernelType::STRING, KernelType::LONG, KernelType::LONG],
+    )
+});
+
+/// `baseRowId` and `defaultRowCommitVersion` of every live file.
+struct RowIds(std::collections::HashMap<String, (Option<i64>, Option<i64>)>);
+
+impl FilteredRowVisitor for RowIds {
+    fn selected_column_names_and_types(&self) -> (&'static [ColumnName], &'static [KernelType]) {
+        (&ROW_ID_COLUMNS.0, &ROW_ID_COLUMNS.1)
+    }
+
+    fn visit_filtered<'a>(
+        &mut self,
+        g: &[&'a dyn GetData<'a>],
+        rows: RowIndexIterator<'_>,
+    ) -> Result<(), KernelError> {
+        for i in rows {
+            let path: Option<String> = g[0].get_opt(i, "path")?;
+            if let Some(path) = path {
+                let base: Option<i64> = g[1].get_opt(i, "fileConstantValues.baseRowId")?;
+                let version: Option<i64> =
+                    g[2].get_opt(i, "fileConstantValues.defaultRowCommitVersion")?;
+                self.0.insert(path, (base, version));
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn row_ids(
+    k: &Kernel,
+    snapshot: &SnapshotRef,
+) -> Result<std::collections::HashMap<String, (Option<i64>, Option<i64>)>, SinkError> {
+    let snapshot = snapshot.clone();
+    k.run(move |engine| {
+        let scan = snapshot.scan_builder().build()?;
+        let mut v = RowIds(Default::default());
+        for meta in scan.scan_metadata(engine)? {
+            v.visit_rows_of(&meta?.scan_files)?;
+        }
+        Ok(v.0)
+    })
+    .await
+    .map_err(|e| k.kernel_err("read the files' row ids", e))
 }
