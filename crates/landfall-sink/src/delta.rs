@@ -31,6 +31,7 @@ pub mod compact;
 pub(crate) mod kernel;
 mod landed;
 mod log_cleanup;
+mod row_ids;
 pub(crate) mod stats_struct;
 pub mod vacuum;
 

@@ -107,7 +107,7 @@ async fn append(c: &DeltaCommitter, batch_id: u64, b: RecordBatch, part: &str) -
 fn read_logical(dir: &Path) -> Vec<serde_json::Value> {
     // deltalake's DataFusion reader (QueryBuilder) applies column mapping; its pyarrow
     // reader refuses such tables.
-    let script = "import sys, json\nfrom deltalake import DeltaTable, QueryBuilder\nrows = QueryBuilder().register('t', DeltaTable(sys.argv[1])).execute('SELECT * FROM t').read_all()\nrows = __import__('pyarrow').table(rows).to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))";
+    let script = "import sys, json\nfrom deltalake import DeltaTable, QueryBuilder\nrows = QueryBuilder().register('t', DeltaTable(sys.argv[1])).execute('SELECT * FROM t').read_all()\nrows = __import__('pyarrow').table(rows).to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))\n# deltalake may abort at interpreter exit, after the work is done\nimport os; sys.stdout.flush(); os._exit(0)";
     let o = std::process::Command::new("python3")
         .args(["-c", script, dir.to_str().unwrap()])
         .output()

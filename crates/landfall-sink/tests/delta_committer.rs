@@ -915,7 +915,7 @@ async fn a_new_field_inside_list_elements_is_added_to_the_table() {
     assert_eq!(meta.len(), 1, "the batch's commit grows the schema");
     let schema_string = meta[0]["schemaString"].as_str().unwrap();
     assert!(schema_string.contains(r#""name":"b""#), "{schema_string}");
-    let script = "import sys, json\nfrom deltalake import DeltaTable\nrows = DeltaTable(sys.argv[1]).to_pyarrow_table().to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))";
+    let script = "import sys, json\nfrom deltalake import DeltaTable\nrows = DeltaTable(sys.argv[1]).to_pyarrow_table().to_pylist()\nprint(json.dumps(sorted(rows, key=lambda r: r['id'])))\n# deltalake may abort at interpreter exit, after the work is done\nimport os; sys.stdout.flush(); os._exit(0)";
     let o = std::process::Command::new("python3")
         .args(["-c", script, dir.path().to_str().unwrap()])
         .output()

@@ -36,7 +36,6 @@ use super::DeltaCommitter;
 use super::kernel::{ENGINE_INFO, Kernel, adds_batch, owner_commit_info};
 use crate::delta_schema::{Missing, conform};
 use crate::error::SinkError;
-use arrow::array::RecordBatch;
 use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
 use delta_kernel::KernelError;
@@ -89,7 +88,7 @@ pub type CompactReport = landfall_core::Compaction;
 
 /// A live data file of the table.
 #[derive(Debug, Clone)]
-struct LiveFile {
+pub(crate) struct LiveFile {
     /// As the `add` action writes it.
     path: String,
     size: u64,
@@ -98,7 +97,7 @@ struct LiveFile {
     /// `numRecords` of its statistics, when stated.
     rows: Option<u64>,
     /// Row tracking: its `baseRowId` and `defaultRowCommitVersion`.
-    row_ids: Option<(Option<i64>, Option<i64>)>,
+    pub(crate) row_ids: Option<(Option<i64>, Option<i64>)>,
 }
 
 impl DeltaCommitter {
@@ -124,10 +123,10 @@ impl DeltaCommitter {
             return Ok(CompactReport::default());
         };
         let writability = crate::delta_protocol::check_writable(&location, &snapshot)?;
-        let tracking = row_tracking(&location, &snapshot)?;
+        let tracking = super::row_ids::row_tracking(&location, &snapshot)?;
         let mut live = live_files(k, &snapshot).await?;
         if tracking.is_some() {
-            let ids = row_ids(k, &snapshot).await?;
+            let ids = super::row_ids::row_ids(k, &snapshot).await?;
             for f in &mut live {
                 f.row_ids = ids.get(&f.path).copied();
             }
@@ -170,9 +169,11 @@ impl DeltaCommitter {
             .rewrite(
                 k,
                 &bins,
-                &schema,
-                &partition_by,
-                tracking.as_ref(),
+                Shape {
+                    schema: &schema,
+                    partition_by: &partition_by,
+                    tracking: tracking.as_ref(),
+                },
                 opts,
                 &written,
             )
@@ -281,12 +282,15 @@ impl DeltaCommitter {
         &self,
         k: &Kernel,
         bins: &[Vec<LiveFile>],
-        schema: &SchemaRef,
-        partition_by: &[String],
-        tracking: Option<&Tracking>,
+        shape: Shape<'_>,
         opts: &CompactOptions,
         written: &Arc<Mutex<Vec<String>>>,
     ) -> Result<(Vec<StagedFile>, u64), SinkError> {
+        let Shape {
+            schema,
+            partition_by,
+            tracking,
+        } = shape;
         let location = crate::shown(&self.uri);
         let layout = crate::writer::TableLayout::new(&location, opts.target_file_size);
         // Row tracking: the rows keep their ids in the materialized columns.
@@ -484,6 +488,14 @@ async fn live_files(k: &Kernel, snapshot: &SnapshotRef) -> Result<Vec<LiveFile>,
     })
     .await
     .map_err(|e| k.kernel_err("list the table's files", e))
+}
+
+/// What the new files are written as: the table's (physical) schema, its partition columns,
+/// and its row tracking.
+struct Shape<'a> {
+    schema: &'a SchemaRef,
+    partition_by: &'a [String],
+    tracking: Option<&'a super::row_ids::Tracking>,
 }
 
 /// How one compaction commit ended.
@@ -735,141 +747,4 @@ mod tests {
         let wants_int = Arc::new(Schema::new(vec![Field::new("n", T::Int64, true)]));
         assert!(conform(text, &wants_int, Missing::Null).is_err());
     }
-}
-
-/// A row-tracking table's materialized columns.
-pub(crate) struct Tracking {
-    id_column: String,
-    version_column: String,
-}
-
-/// The table's row tracking, when its protocol has the feature.
-fn row_tracking(location: &str, snapshot: &SnapshotRef) -> Result<Option<Tracking>, SinkError> {
-    let on = snapshot
-        .table_configuration()
-        .protocol()
-        .writer_features()
-        .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"));
-    if !on {
-        return Ok(None);
-    }
-    let props = snapshot.table_properties();
-    match (
-        props.materialized_row_id_column_name.clone(),
-        props.materialized_row_commit_version_column_name.clone(),
-    ) {
-        (Some(id_column), Some(version_column)) => Ok(Some(Tracking {
-            id_column,
-            version_column,
-        })),
-        _ => Err(SinkError::Unsupported {
-            location: location.to_string(),
-            feature: "rowTracking".into(),
-            reason: "the table names no materialized row-id columns, where compacted files keep their rows' ids".into(),
-        }),
-    }
-}
-
-impl Tracking {
-    /// `batch` (rows `offset..` of source file `f`, conformed) with the two materialized
-    /// columns: the file's own materialized values where it has them, else computed.
-    fn keep_ids(
-        &self,
-        raw: &RecordBatch,
-        batch: RecordBatch,
-        f: &LiveFile,
-        offset: i64,
-    ) -> Result<RecordBatch, String> {
-        use arrow::array::{Array, AsArray, Int64Array};
-        let (Some(base), Some(version)) = f.row_ids.unwrap_or((None, None)) else {
-            return Err("the file has no baseRowId or defaultRowCommitVersion (rows written before row tracking was enabled)".into());
-        };
-        let given = |name: &str| {
-            raw.column_by_name(name)
-                .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>().cloned())
-        };
-        let (ids_given, versions_given) = (given(&self.id_column), given(&self.version_column));
-        let n = raw.num_rows();
-        let ids: Int64Array = (0..n)
-            .map(|i| match &ids_given {
-                Some(g) if !g.is_null(i) => Some(g.value(i)),
-                _ => Some(base + offset + i as i64),
-            })
-            .collect();
-        let versions: Int64Array = (0..n)
-            .map(|i| match &versions_given {
-                Some(g) if !g.is_null(i) => Some(g.value(i)),
-                _ => Some(version),
-            })
-            .collect();
-        let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
-        fields.push(Arc::new(arrow_schema::Field::new(
-            &self.id_column,
-            arrow_schema::DataType::Int64,
-            true,
-        )));
-        fields.push(Arc::new(arrow_schema::Field::new(
-            &self.version_column,
-            arrow_schema::DataType::Int64,
-            true,
-        )));
-        let mut columns = batch.columns().to_vec();
-        columns.push(Arc::new(ids));
-        columns.push(Arc::new(versions));
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
-    }
-}
-
-static ROW_ID_COLUMNS: LazyLock<(Vec<ColumnName>, Vec<KernelType>)> = LazyLock::new(|| {
-    (
-        vec![
-            ColumnName::new(["path"]),
-            ColumnName::new(["fileConstantValues", "baseRowId"]),
-            ColumnName::new(["fileConstantValues", "defaultRowCommitVersion"]),
-        ],
-        vec![KernelType::STRING, KernelType::LONG, KernelType::LONG],
-    )
-});
-
-/// `baseRowId` and `defaultRowCommitVersion` of every live file.
-struct RowIds(std::collections::HashMap<String, (Option<i64>, Option<i64>)>);
-
-impl FilteredRowVisitor for RowIds {
-    fn selected_column_names_and_types(&self) -> (&'static [ColumnName], &'static [KernelType]) {
-        (&ROW_ID_COLUMNS.0, &ROW_ID_COLUMNS.1)
-    }
-
-    fn visit_filtered<'a>(
-        &mut self,
-        g: &[&'a dyn GetData<'a>],
-        rows: RowIndexIterator<'_>,
-    ) -> Result<(), KernelError> {
-        for i in rows {
-            let path: Option<String> = g[0].get_opt(i, "path")?;
-            if let Some(path) = path {
-                let base: Option<i64> = g[1].get_opt(i, "fileConstantValues.baseRowId")?;
-                let version: Option<i64> =
-                    g[2].get_opt(i, "fileConstantValues.defaultRowCommitVersion")?;
-                self.0.insert(path, (base, version));
-            }
-        }
-        Ok(())
-    }
-}
-
-async fn row_ids(
-    k: &Kernel,
-    snapshot: &SnapshotRef,
-) -> Result<std::collections::HashMap<String, (Option<i64>, Option<i64>)>, SinkError> {
-    let snapshot = snapshot.clone();
-    k.run(move |engine| {
-        let scan = snapshot.scan_builder().build()?;
-        let mut v = RowIds(Default::default());
-        for meta in scan.scan_metadata(engine)? {
-            v.visit_rows_of(&meta?.scan_files)?;
-        }
-        Ok(v.0)
-    })
-    .await
-    .map_err(|e| k.kernel_err("read the files' row ids", e))
 }
