@@ -608,10 +608,10 @@ async fn append(c: &DeltaCommitter, batch: u64, rows: std::ops::Range<i64>) -> i
     commit(c, batch, &files).await
 }
 
-#[tokio::test]
-async fn row_tracking_tables_get_row_ids_and_their_high_water_mark() {
+/// A table with row tracking (and deletion vectors), as Databricks enables them.
+fn row_tracking_table() -> tempfile::TempDir {
     use serde_json::json;
-    let dir = hand_made_table(
+    hand_made_table(
         json!({"minReaderVersion": 3, "minWriterVersion": 7,
                "readerFeatures": ["deletionVectors"],
                "writerFeatures": ["rowTracking", "domainMetadata", "deletionVectors"]}),
@@ -619,7 +619,12 @@ async fn row_tracking_tables_get_row_ids_and_their_high_water_mark() {
                "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
                "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-2"}),
         json!({}),
-    );
+    )
+}
+
+#[tokio::test]
+async fn row_tracking_tables_get_row_ids_and_their_high_water_mark() {
+    let dir = row_tracking_table();
     let c = committer("s", dir.path());
     c.prepare(simple_schema(), &[]).await.unwrap();
     let v1 = append(&c, 1, 0..5).await;
@@ -940,16 +945,7 @@ async fn a_new_field_inside_list_elements_is_added_to_the_table() {
 #[tokio::test(flavor = "multi_thread")]
 async fn compaction_keeps_row_ids_in_the_materialized_columns() {
     use arrow::array::Int64Array;
-    use serde_json::json;
-    let dir = hand_made_table(
-        json!({"minReaderVersion": 3, "minWriterVersion": 7,
-               "readerFeatures": ["deletionVectors"],
-               "writerFeatures": ["rowTracking", "domainMetadata", "deletionVectors"]}),
-        json!({"delta.enableRowTracking": "true",
-               "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
-               "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-2"}),
-        json!({}),
-    );
+    let dir = row_tracking_table();
     let c = committer("s", dir.path());
     c.prepare(simple_schema(), &[]).await.unwrap();
     let v1 = append(&c, 1, 0..5).await;
@@ -972,38 +968,57 @@ async fn compaction_keeps_row_ids_in_the_materialized_columns() {
         removes.iter().all(|r| r["baseRowId"].is_i64()),
         "{removes:?}"
     );
-    let path = dir.path().join(adds[0]["path"].as_str().unwrap());
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-        std::fs::File::open(path).unwrap(),
-    )
-    .unwrap()
-    .build()
-    .unwrap();
-    let mut seen = Vec::new();
-    for b in reader {
-        let b = b.unwrap();
-        let col = |name: &str| {
-            b.column_by_name(name)
-                .unwrap_or_else(|| panic!("no {name}"))
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .clone()
-        };
-        let (ids, row_ids, versions) = (
-            col("id"),
-            col("_row-id-col-1"),
-            col("_row-commit-version-col-2"),
-        );
-        for i in 0..b.num_rows() {
-            seen.push((ids.value(i), row_ids.value(i), versions.value(i)));
+    let read_ids = |v: i64| {
+        let adds = actions(dir.path(), v, "add");
+        assert_eq!(adds.len(), 1);
+        let path = dir.path().join(adds[0]["path"].as_str().unwrap());
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(path).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut seen = Vec::new();
+        for b in reader {
+            let b = b.unwrap();
+            let col = |name: &str| {
+                b.column_by_name(name)
+                    .unwrap_or_else(|| panic!("no {name}"))
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone()
+            };
+            let (ids, row_ids, versions) = (
+                col("id"),
+                col("_row-id-col-1"),
+                col("_row-commit-version-col-2"),
+            );
+            for i in 0..b.num_rows() {
+                seen.push((ids.value(i), row_ids.value(i), versions.value(i)));
+            }
         }
-    }
-    seen.sort();
+        seen.sort();
+        seen
+    };
     let expected: Vec<(i64, i64, i64)> = (0..8)
         .map(|id| (id, id, if id < 5 { v1 } else { v2 }))
         .collect();
-    assert_eq!(seen, expected);
+    assert_eq!(read_ids(v), expected);
+    // Once more, with the compacted file (ids materialized) and a new one (ids computed).
+    let v3 = append(&c, 3, 8..10).await;
+    let again = c
+        .compact(&landfall_sink::delta::compact::CompactOptions::for_target(
+            64 << 20,
+        ))
+        .await
+        .unwrap();
+    let v4 = again.version.expect("compacted again");
+    let mut expected = expected;
+    // The compaction took ids 8..15 for its file (unused: its rows keep theirs), so batch 3
+    // starts at 16.
+    expected.extend([(8, 16, v3), (9, 17, v3)]);
+    assert_eq!(read_ids(v4), expected);
     // The commit acknowledges the preservation, as the kernel asks.
     let info = &actions(dir.path(), v, "commitInfo")[0];
     assert_eq!(info["operation"], "OPTIMIZE", "{info}");

@@ -25,6 +25,7 @@ use std::sync::Arc;
 /// A column-mapped table's two views of its schema.
 #[derive(Debug)]
 pub(crate) struct Physical {
+    pub mode: ColumnMappingMode,
     /// The table's logical schema, as Arrow.
     logical: SchemaRef,
     /// The same, field by field, with physical names and `PARQUET:field_id` metadata.
@@ -41,6 +42,7 @@ impl Physical {
         let logical = table.schema();
         let physical = logical.make_physical(mode).map_err(|e| e.to_string())?;
         Ok(Some(Physical {
+            mode,
             logical: Arc::new(super::kernel::to_arrow(&logical)?),
             physical: Arc::new(super::kernel::to_arrow(&physical)?),
         }))
@@ -62,6 +64,45 @@ impl Physical {
                 Ok(self.physical.field(i).name().clone())
             })
             .collect()
+    }
+
+    /// In `id` mode, readers find columns by field id: a data file (written by another engine)
+    /// whose field ids name other columns than its field names would be misread by a rewrite
+    /// that goes by name, so it is refused.
+    pub(crate) fn check_ids(&self, file: &arrow_schema::Schema) -> Result<(), String> {
+        if self.mode != ColumnMappingMode::Id {
+            return Ok(());
+        }
+        fn ids(fields: &arrow_schema::Fields, out: &mut std::collections::HashMap<String, String>) {
+            for f in fields {
+                if let Some(id) = f.metadata().get("PARQUET:field_id") {
+                    out.insert(id.clone(), f.name().clone());
+                }
+                match f.data_type() {
+                    DataType::Struct(c) => ids(c, out),
+                    DataType::List(i) | DataType::LargeList(i) => {
+                        ids(&arrow_schema::Fields::from(vec![i.as_ref().clone()]), out)
+                    }
+                    DataType::Map(e, _) => {
+                        ids(&arrow_schema::Fields::from(vec![e.as_ref().clone()]), out)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let (mut want, mut got) = (Default::default(), Default::default());
+        ids(self.physical.fields(), &mut want);
+        ids(file.fields(), &mut got);
+        for (id, name) in &got {
+            if let Some(expected) = want.get(id)
+                && expected != name
+            {
+                return Err(format!(
+                    "field id {id} is `{name}` in the file but `{expected}` in the table; the file is left as it is"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A batch of the stream as the table's physical columns.

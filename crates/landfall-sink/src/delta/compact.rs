@@ -125,10 +125,13 @@ impl DeltaCommitter {
         let writability = crate::delta_protocol::check_writable(&location, &snapshot)?;
         let tracking = super::row_ids::row_tracking(&location, &snapshot)?;
         let mut live = live_files(k, &snapshot).await?;
-        if tracking.is_some() {
-            let ids = super::row_ids::row_ids(k, &snapshot).await?;
+        let planned_ids = match &tracking {
+            Some(_) => Some(super::row_ids::row_ids(k, &snapshot).await?),
+            None => None,
+        };
+        if let Some(ids) = &planned_ids {
             for f in &mut live {
-                f.row_ids = ids.get(&f.path).copied();
+                f.row_ids = Some(ids.get(&f.path).copied().unwrap_or((None, None)));
             }
         }
         let mut report = CompactReport {
@@ -151,19 +154,17 @@ impl DeltaCommitter {
         };
         // A column-mapped table's files hold its physical columns (and `partitionValues` name
         // physical columns): read and write those.
-        let (schema, partition_by): (SchemaRef, Vec<String>) =
-            match super::column_mapping::Physical::of(&snapshot).map_err(schema_err)? {
-                Some(p) => (
-                    p.schema(),
-                    p.partition_names(&partition_by).map_err(schema_err)?,
-                ),
-                None => (
-                    Arc::new(
-                        super::kernel::to_arrow(snapshot.schema().as_ref()).map_err(schema_err)?,
-                    ),
-                    partition_by,
-                ),
-            };
+        let physical = super::column_mapping::Physical::of(&snapshot).map_err(schema_err)?;
+        let (schema, partition_by): (SchemaRef, Vec<String>) = match &physical {
+            Some(p) => (
+                p.schema(),
+                p.partition_names(&partition_by).map_err(schema_err)?,
+            ),
+            None => (
+                Arc::new(super::kernel::to_arrow(snapshot.schema().as_ref()).map_err(schema_err)?),
+                partition_by,
+            ),
+        };
         let written = Arc::new(Mutex::new(Vec::<String>::new()));
         let result = self
             .rewrite(
@@ -173,6 +174,7 @@ impl DeltaCommitter {
                     schema: &schema,
                     partition_by: &partition_by,
                     tracking: tracking.as_ref(),
+                    physical: physical.as_ref(),
                 },
                 opts,
                 &written,
@@ -194,7 +196,15 @@ impl DeltaCommitter {
         let mut backoff = std::time::Duration::from_millis(50);
         let mut writability = writability;
         let committed = loop {
-            let attempt = compact_commit(k, &snapshot, &targets, &adds, self.owner()).await;
+            let attempt = compact_commit(
+                k,
+                &snapshot,
+                &targets,
+                &adds,
+                self.owner(),
+                planned_ids.clone(),
+            )
+            .await;
             match attempt {
                 Ok(Outcome::Committed(s)) => break Some(s),
                 Ok(Outcome::SourceGone) => break None,
@@ -290,6 +300,7 @@ impl DeltaCommitter {
             schema,
             partition_by,
             tracking,
+            physical,
         } = shape;
         let location = crate::shown(&self.uri);
         let layout = crate::writer::TableLayout::new(&location, opts.target_file_size);
@@ -340,8 +351,15 @@ impl DeltaCommitter {
                     .map(|c| f.partition.get(c).cloned())
                     .collect();
                 let bytes = read(k, &f.path).await?;
-                let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                    .and_then(|b| b.with_batch_size(64 * 1024).build())
+                let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                if let Some(p) = physical {
+                    p.check_ids(builder.schema())
+                        .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                }
+                let reader = builder
+                    .with_batch_size(64 * 1024)
+                    .build()
                     .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
                 let mut offset = 0i64;
                 for batch in reader {
@@ -431,7 +449,12 @@ fn bins(
 ) -> Vec<Vec<LiveFile>> {
     let mut by_partition: BTreeMap<&BTreeMap<String, String>, Vec<&LiveFile>> = BTreeMap::new();
     for f in live {
-        if f.size < opts.min_file_size && !f.has_dv {
+        // Under row tracking, a file needs its baseRowId and defaultRowCommitVersion for its
+        // rows to keep their ids (rows written before tracking was enabled have none).
+        let untracked = f
+            .row_ids
+            .is_some_and(|(base, version)| base.is_none() || version.is_none());
+        if f.size < opts.min_file_size && !f.has_dv && !untracked {
             report.small_files += 1;
             by_partition.entry(&f.partition).or_default().push(f);
         }
@@ -496,6 +519,7 @@ struct Shape<'a> {
     schema: &'a SchemaRef,
     partition_by: &'a [String],
     tracking: Option<&'a super::row_ids::Tracking>,
+    physical: Option<&'a super::column_mapping::Physical>,
 }
 
 /// How one compaction commit ended.
@@ -557,6 +581,7 @@ async fn compact_commit(
     targets: &HashSet<String>,
     adds: &[StagedFile],
     owner: Option<String>,
+    planned_ids: Option<super::row_ids::FileRowIds>,
 ) -> Result<Outcome, KernelError> {
     let snapshot = snapshot.clone();
     let targets = targets.clone();
@@ -574,7 +599,7 @@ async fn compact_commit(
             b = b.with_commit_info(row, schema);
         }
         let mut txn = b.build(engine, Box::new(FileSystemCommitter::new()))?;
-        let scan = snapshot.scan_builder().build()?;
+        let scan = snapshot.clone().scan_builder().build()?;
         let mut found = 0;
         for meta in scan.scan_metadata(engine)? {
             let files = meta?.scan_files;
@@ -600,8 +625,15 @@ async fn compact_commit(
         if found != targets.len() {
             return Ok(Outcome::SourceGone);
         }
-        // Row ids are kept in the materialized columns of the new files.
-        txn.ack_row_tracking_preservation();
+        // Row tracking as planned, every target's row ids unchanged: else the new files'
+        // materialized ids would be stale.
+        if !super::row_ids::unchanged(engine, &snapshot, planned_ids.as_ref(), &targets)? {
+            return Ok(Outcome::SourceGone);
+        }
+        if planned_ids.is_some() {
+            // Row ids are kept in the materialized columns of the new files.
+            txn.ack_row_tracking_preservation();
+        }
         let now_ms = chrono::Utc::now().timestamp_millis();
         let stats_schema = txn.stats_schema()?;
         let batch = adds_batch(&adds, now_ms, &stats_schema)?;
@@ -670,12 +702,12 @@ mod tests {
         )
         .unwrap();
         let targets: HashSet<String> = ["a.parquet", "b.parquet"].map(String::from).into();
-        let stale = compact_commit(&k, &planned, &targets, &[], None)
+        let stale = compact_commit(&k, &planned, &targets, &[], None, None)
             .await
             .unwrap();
         assert!(matches!(stale, Outcome::Conflicted));
         let fresh = k.refresh(planned).await.unwrap();
-        let outcome = compact_commit(&k, &fresh, &targets, &[], None)
+        let outcome = compact_commit(&k, &fresh, &targets, &[], None, None)
             .await
             .unwrap();
         assert!(matches!(outcome, Outcome::SourceGone));

@@ -14,6 +14,9 @@ use delta_kernel::schema::DataType as KernelType;
 use delta_kernel::{KernelError, SnapshotRef};
 use std::sync::{Arc, LazyLock};
 
+/// Each live file's `baseRowId` and `defaultRowCommitVersion`, by its path in the log.
+pub(crate) type FileRowIds = std::collections::HashMap<String, (Option<i64>, Option<i64>)>;
+
 /// A row-tracking table's materialized columns.
 pub(crate) struct Tracking {
     pub id_column: String,
@@ -64,11 +67,22 @@ impl Tracking {
         let (Some(base), Some(version)) = f.row_ids.unwrap_or((None, None)) else {
             return Err("the file has no baseRowId or defaultRowCommitVersion (rows written before row tracking was enabled)".into());
         };
-        let given = |name: &str| {
-            raw.column_by_name(name)
-                .and_then(|c| c.as_primitive_opt::<arrow::datatypes::Int64Type>().cloned())
+        let given = |name: &str| -> Result<Option<Int64Array>, String> {
+            match raw.column_by_name(name) {
+                None => Ok(None),
+                Some(c) => c
+                    .as_primitive_opt::<arrow::datatypes::Int64Type>()
+                    .cloned()
+                    .map(Some)
+                    .ok_or_else(|| {
+                        format!(
+                            "its materialized column `{name}` is {}, not a long",
+                            c.data_type()
+                        )
+                    }),
+            }
         };
-        let (ids_given, versions_given) = (given(&self.id_column), given(&self.version_column));
+        let (ids_given, versions_given) = (given(&self.id_column)?, given(&self.version_column)?);
         let n = raw.num_rows();
         let ids: Int64Array = (0..n)
             .map(|i| match &ids_given {
@@ -112,7 +126,7 @@ static ROW_ID_COLUMNS: LazyLock<(Vec<ColumnName>, Vec<KernelType>)> = LazyLock::
 });
 
 /// `baseRowId` and `defaultRowCommitVersion` of every live file.
-struct RowIds(std::collections::HashMap<String, (Option<i64>, Option<i64>)>);
+struct RowIds(FileRowIds);
 
 impl FilteredRowVisitor for RowIds {
     fn selected_column_names_and_types(&self) -> (&'static [ColumnName], &'static [KernelType]) {
@@ -137,10 +151,7 @@ impl FilteredRowVisitor for RowIds {
     }
 }
 
-pub(crate) async fn row_ids(
-    k: &Kernel,
-    snapshot: &SnapshotRef,
-) -> Result<std::collections::HashMap<String, (Option<i64>, Option<i64>)>, SinkError> {
+pub(crate) async fn row_ids(k: &Kernel, snapshot: &SnapshotRef) -> Result<FileRowIds, SinkError> {
     let snapshot = snapshot.clone();
     k.run(move |engine| {
         let scan = snapshot.scan_builder().build()?;
@@ -152,4 +163,32 @@ pub(crate) async fn row_ids(
     })
     .await
     .map_err(|e| k.kernel_err("read the files' row ids", e))
+}
+
+/// Whether the row tracking `snapshot` has (planned as `planned`) and the row ids of `targets`
+/// are still what the compaction was planned with: a table that enabled row tracking, or a
+/// file whose ids were assigned (backfilled) since, must not be rewritten with stale ids.
+pub(crate) fn unchanged(
+    engine: &dyn delta_kernel::Engine,
+    snapshot: &SnapshotRef,
+    planned: Option<&FileRowIds>,
+    targets: &std::collections::HashSet<String>,
+) -> Result<bool, KernelError> {
+    let on = snapshot
+        .table_configuration()
+        .protocol()
+        .writer_features()
+        .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"));
+    let Some(planned) = planned else {
+        return Ok(!on);
+    };
+    if !on {
+        return Ok(false);
+    }
+    let scan = snapshot.clone().scan_builder().build()?;
+    let mut v = RowIds(Default::default());
+    for meta in scan.scan_metadata(engine)? {
+        v.visit_rows_of(&meta?.scan_files)?;
+    }
+    Ok(targets.iter().all(|t| v.0.get(t) == planned.get(t)))
 }
