@@ -347,6 +347,22 @@ fn schedule(sink: Sink, rounds: u64, rng: &mut Rng) -> Vec<RoundPlan> {
 
 // ---------------------------------------------------------------------------------------------
 
+/// The OPTIMIZE commits in the table's log.
+fn optimize_commits(table: &Path) -> usize {
+    std::fs::read_dir(table.join("_delta_log"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .contains(r#""operation":"OPTIMIZE""#)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 fn crash_test(sink: Sink, compaction: bool) {
     let files = env_or("LANDFALL_CRASH_FILES", 1500).max(100);
     let min_rounds = 2 * sink.failpoints().len() as u64 + 2;
@@ -527,6 +543,28 @@ target_file_size = "64k"
     }
     let loop_time = started.elapsed();
 
+    // With compaction: one calm round, long enough for a compaction to commit over the small
+    // files the rounds left (the killed rounds may have been too short for any), then a stop.
+    if compaction {
+        let mut child = Command::new(bin())
+            .env("LANDFALL_LISTEN", "127.0.0.1:0")
+            .args(["run", "--config", cfg.to_str().unwrap()])
+            .env("LANDFALL_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline && optimize_commits(&table) == 0 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: sending a signal to our own child process.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let _ = child.wait();
+    }
+
     let out = drain(&cfg);
     let summary = String::from_utf8_lossy(&out.stdout);
     let drain_err = String::from_utf8_lossy(&out.stderr);
@@ -676,16 +714,7 @@ target_file_size = "64k"
     }
 
     if compaction {
-        let optimized = std::fs::read_dir(table.join("_delta_log"))
-            .unwrap()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-            .filter(|e| {
-                std::fs::read_to_string(e.path())
-                    .unwrap_or_default()
-                    .contains(r#""operation":"OPTIMIZE""#)
-            })
-            .count();
+        let optimized = optimize_commits(&table);
         if optimized == 0 {
             problems.push("no compaction committed during the rounds".to_string());
         }
