@@ -15,9 +15,12 @@
 //! [`delta_normalize`]: landfall_core::delta_types::delta_normalize
 
 use crate::error::SinkError;
-use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, GenericListArray, MapArray, OffsetSizeTrait, RecordBatch,
+    StructArray, new_null_array,
+};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 use delta_kernel::schema::{DataType as KernelType, StructField, StructType};
 use landfall_core::ddl::type_to_ddl;
 use landfall_core::seams::SeamResult;
@@ -278,73 +281,88 @@ pub(crate) fn conform(
 }
 
 fn conform_array(a: &ArrayRef, target: &Field) -> Result<ArrayRef, String> {
-    use arrow::array::{Array, AsArray, LargeListArray, ListArray, MapArray, StructArray};
     if a.data_type() == target.data_type() {
         return Ok(a.clone());
     }
-    match (a.data_type(), target.data_type()) {
+    let child = |s: &StructArray, _: usize, f: &Field| match s.column_by_name(f.name()) {
+        Some(c) => conform_array(c, f).map_err(|e| format!("{}.{e}", f.name())),
+        None if f.is_nullable() => Ok(new_null_array(f.data_type(), s.len())),
+        None => Err(format!("{} is missing and not nullable", f.name())),
+    };
+    if let Some(rebuilt) = rebuild_nested(a, target.data_type(), &child, &conform_array) {
+        return rebuilt;
+    }
+    cast_with_options(
+        a,
+        target.data_type(),
+        &CastOptions {
+            safe: false,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The walk through nested arrays that [`conform`] and column mapping's renaming share: `a`
+/// rebuilt as `target`'s struct, list, large list or map type, a struct's children made by
+/// `child(source struct, index of the target field, target field)`, list items and map entries
+/// by `item(source items, target item field)`. `None` when `a` and `target` are not the same
+/// kind of nested type.
+pub(crate) fn rebuild_nested(
+    a: &ArrayRef,
+    target: &DataType,
+    child: &dyn Fn(&StructArray, usize, &Field) -> Result<ArrayRef, String>,
+    item: &dyn Fn(&ArrayRef, &Field) -> Result<ArrayRef, String>,
+) -> Option<Result<ArrayRef, String>> {
+    fn list<O: OffsetSizeTrait>(
+        a: &ArrayRef,
+        field: &FieldRef,
+        item: &dyn Fn(&ArrayRef, &Field) -> Result<ArrayRef, String>,
+    ) -> Result<ArrayRef, String> {
+        let l = a.as_list::<O>();
+        let values = item(l.values(), field)?;
+        GenericListArray::<O>::try_new(
+            field.clone(),
+            l.offsets().clone(),
+            values,
+            l.nulls().cloned(),
+        )
+        .map(|l| Arc::new(l) as ArrayRef)
+        .map_err(|e| e.to_string())
+    }
+    Some(match (a.data_type(), target) {
         (DataType::Struct(_), DataType::Struct(fields)) => {
             let s = a.as_struct();
-            let children = fields
+            fields
                 .iter()
-                .map(|f| match s.column_by_name(f.name()) {
-                    Some(c) => conform_array(c, f).map_err(|e| format!("{}.{e}", f.name())),
-                    None if f.is_nullable() => Ok(new_null_array(f.data_type(), s.len())),
-                    None => Err(format!("{} is missing and not nullable", f.name())),
+                .enumerate()
+                .map(|(i, f)| child(s, i, f))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|children| {
+                    StructArray::try_new(fields.clone(), children, s.nulls().cloned())
+                        .map(|s| Arc::new(s) as ArrayRef)
+                        .map_err(|e| e.to_string())
                 })
-                .collect::<Result<Vec<_>, _>>()?;
-            StructArray::try_new(fields.clone(), children, s.nulls().cloned())
-                .map(|s| Arc::new(s) as ArrayRef)
-                .map_err(|e| e.to_string())
         }
-        (DataType::List(_), DataType::List(item)) => {
-            let l = a.as_list::<i32>();
-            let values = conform_array(l.values(), item)?;
-            ListArray::try_new(
-                item.clone(),
-                l.offsets().clone(),
-                values,
-                l.nulls().cloned(),
-            )
-            .map(|l| Arc::new(l) as ArrayRef)
-            .map_err(|e| e.to_string())
-        }
-        (DataType::LargeList(_), DataType::LargeList(item)) => {
-            let l = a.as_list::<i64>();
-            let values = conform_array(l.values(), item)?;
-            LargeListArray::try_new(
-                item.clone(),
-                l.offsets().clone(),
-                values,
-                l.nulls().cloned(),
-            )
-            .map(|l| Arc::new(l) as ArrayRef)
-            .map_err(|e| e.to_string())
-        }
+        (DataType::List(_), DataType::List(field)) => list::<i32>(a, field, item),
+        (DataType::LargeList(_), DataType::LargeList(field)) => list::<i64>(a, field, item),
         (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
             let m = a.as_map();
             let as_struct: ArrayRef = Arc::new(m.entries().clone());
-            let e = conform_array(&as_struct, entries)?;
-            MapArray::try_new(
-                entries.clone(),
-                m.offsets().clone(),
-                e.as_struct().clone(),
-                m.nulls().cloned(),
-                *sorted,
-            )
-            .map(|m| Arc::new(m) as ArrayRef)
-            .map_err(|e| e.to_string())
+            item(&as_struct, entries).and_then(|e| {
+                MapArray::try_new(
+                    entries.clone(),
+                    m.offsets().clone(),
+                    e.as_struct().clone(),
+                    m.nulls().cloned(),
+                    *sorted,
+                )
+                .map(|m| Arc::new(m) as ArrayRef)
+                .map_err(|e| e.to_string())
+            })
         }
-        (_, t) => cast_with_options(
-            a,
-            t,
-            &CastOptions {
-                safe: false,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| e.to_string()),
-    }
+        _ => return None,
+    })
 }
 
 /// A [`BatchWriter`] that conforms every batch to the table's normalised schema first.

@@ -14,9 +14,8 @@
 //! writer's ALTER TABLE) fails retryably, and the batch is written again. Compaction reads
 //! and writes the physical columns (`compact`).
 
-use crate::delta_schema::{Missing, conform};
-use arrow::array::StructArray;
-use arrow::array::{Array, ArrayRef, AsArray, LargeListArray, ListArray, MapArray, RecordBatch};
+use crate::delta_schema::{Missing, conform, rebuild_nested};
+use arrow::array::{ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{DataType, Field, SchemaRef};
 use delta_kernel::Snapshot;
 use delta_kernel::table_features::ColumnMappingMode;
@@ -118,65 +117,11 @@ impl Physical {
     }
 }
 
-/// `a` (of the logical type) with the field names of `physical` at every level.
+/// `a` (of the logical type) with the field names of `physical` at every level (the two
+/// types have the same shape: children match by position).
 fn rename(a: &ArrayRef, physical: &Field) -> Result<ArrayRef, String> {
-    let err = |e: arrow_schema::ArrowError| e.to_string();
-    Ok(match physical.data_type() {
-        DataType::Struct(fields) => {
-            let s = a.as_struct();
-            let children = s
-                .columns()
-                .iter()
-                .zip(fields.iter())
-                .map(|(c, f)| rename(c, f))
-                .collect::<Result<Vec<_>, _>>()?;
-            Arc::new(
-                StructArray::try_new(fields.clone(), children, s.nulls().cloned()).map_err(err)?,
-            )
-        }
-        DataType::List(item) => {
-            let l = a.as_list::<i32>();
-            let values = rename(l.values(), item)?;
-            Arc::new(
-                ListArray::try_new(
-                    item.clone(),
-                    l.offsets().clone(),
-                    values,
-                    l.nulls().cloned(),
-                )
-                .map_err(err)?,
-            )
-        }
-        DataType::LargeList(item) => {
-            let l = a.as_list::<i64>();
-            let values = rename(l.values(), item)?;
-            Arc::new(
-                LargeListArray::try_new(
-                    item.clone(),
-                    l.offsets().clone(),
-                    values,
-                    l.nulls().cloned(),
-                )
-                .map_err(err)?,
-            )
-        }
-        DataType::Map(entries, sorted) => {
-            let m = a.as_map();
-            let as_struct: ArrayRef = Arc::new(m.entries().clone());
-            let e = rename(&as_struct, entries)?;
-            Arc::new(
-                MapArray::try_new(
-                    entries.clone(),
-                    m.offsets().clone(),
-                    e.as_struct().clone(),
-                    m.nulls().cloned(),
-                    *sorted,
-                )
-                .map_err(err)?,
-            )
-        }
-        _ => a.clone(),
-    })
+    let child = |s: &StructArray, i: usize, f: &Field| rename(s.column(i), f);
+    rebuild_nested(a, physical.data_type(), &child, &rename).unwrap_or_else(|| Ok(a.clone()))
 }
 
 /// `schema` without column-mapping or field-id metadata at any level
