@@ -536,15 +536,25 @@ static PICK_COLUMNS: LazyLock<(Vec<ColumnName>, Vec<KernelType>)> = LazyLock::ne
         vec![
             ColumnName::new(["path"]),
             ColumnName::new(["deletionVector", "storageType"]),
+            ColumnName::new(["fileConstantValues", "baseRowId"]),
+            ColumnName::new(["fileConstantValues", "defaultRowCommitVersion"]),
         ],
-        vec![KernelType::STRING, KernelType::STRING],
+        vec![
+            KernelType::STRING,
+            KernelType::STRING,
+            KernelType::LONG,
+            KernelType::LONG,
+        ],
     )
 });
 
 /// Selects the live rows of a scan whose path is one to replace; notes a target that gained a
-/// deletion vector since it was planned (a DELETE, UPDATE or MERGE rewrote it in place).
+/// deletion vector since it was planned (a DELETE, UPDATE or MERGE rewrote it in place), or
+/// whose row ids are not the ones planned (`planned`: row tracking), which the new files'
+/// materialized ids would contradict.
 struct Pick<'t> {
     targets: &'t HashSet<String>,
+    planned: Option<&'t super::row_ids::FileRowIds>,
     selected: Vec<bool>,
     found: usize,
     changed: bool,
@@ -563,12 +573,19 @@ impl FilteredRowVisitor for Pick<'_> {
         self.selected = vec![false; rows.num_rows()];
         for i in rows {
             let path: Option<String> = g[0].get_opt(i, "path")?;
-            if path.is_some_and(|p| self.targets.contains(&p)) {
-                let dv: Option<String> = g[1].get_opt(i, "deletionVector.storageType")?;
-                self.changed |= dv.is_some();
-                self.selected[i] = true;
-                self.found += 1;
+            let Some(path) = path.filter(|p| self.targets.contains(p)) else {
+                continue;
+            };
+            let dv: Option<String> = g[1].get_opt(i, "deletionVector.storageType")?;
+            self.changed |= dv.is_some();
+            if let Some(planned) = self.planned {
+                let base: Option<i64> = g[2].get_opt(i, "fileConstantValues.baseRowId")?;
+                let version: Option<i64> =
+                    g[3].get_opt(i, "fileConstantValues.defaultRowCommitVersion")?;
+                self.changed |= planned.get(&path) != Some(&(base, version));
             }
+            self.selected[i] = true;
+            self.found += 1;
         }
         Ok(())
     }
@@ -605,6 +622,7 @@ async fn compact_commit(
             let files = meta?.scan_files;
             let mut pick = Pick {
                 targets: &targets,
+                planned: planned_ids.as_ref(),
                 selected: Vec::new(),
                 found: 0,
                 changed: false,
@@ -625,9 +643,9 @@ async fn compact_commit(
         if found != targets.len() {
             return Ok(Outcome::SourceGone);
         }
-        // Row tracking as planned, every target's row ids unchanged: else the new files'
-        // materialized ids would be stale.
-        if !super::row_ids::unchanged(engine, &snapshot, planned_ids.as_ref(), &targets)? {
+        // Row tracking as planned (each target's row ids were checked by `Pick`): else the
+        // new files would carry no materialized ids, or stale ones.
+        if super::row_ids::tracked(&snapshot) != planned_ids.is_some() {
             return Ok(Outcome::SourceGone);
         }
         if planned_ids.is_some() {

@@ -28,12 +28,7 @@ pub(crate) fn row_tracking(
     location: &str,
     snapshot: &SnapshotRef,
 ) -> Result<Option<Tracking>, SinkError> {
-    let on = snapshot
-        .table_configuration()
-        .protocol()
-        .writer_features()
-        .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"));
-    if !on {
+    if !tracked(snapshot) {
         return Ok(None);
     }
     let props = snapshot.table_properties();
@@ -165,30 +160,11 @@ pub(crate) async fn row_ids(k: &Kernel, snapshot: &SnapshotRef) -> Result<FileRo
     .map_err(|e| k.kernel_err("read the files' row ids", e))
 }
 
-/// Whether the row tracking `snapshot` has (planned as `planned`) and the row ids of `targets`
-/// are still what the compaction was planned with: a table that enabled row tracking, or a
-/// file whose ids were assigned (backfilled) since, must not be rewritten with stale ids.
-pub(crate) fn unchanged(
-    engine: &dyn delta_kernel::Engine,
-    snapshot: &SnapshotRef,
-    planned: Option<&FileRowIds>,
-    targets: &std::collections::HashSet<String>,
-) -> Result<bool, KernelError> {
-    let on = snapshot
+/// Whether `snapshot`'s protocol has row tracking.
+pub(crate) fn tracked(snapshot: &SnapshotRef) -> bool {
+    snapshot
         .table_configuration()
         .protocol()
         .writer_features()
-        .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"));
-    let Some(planned) = planned else {
-        return Ok(!on);
-    };
-    if !on {
-        return Ok(false);
-    }
-    let scan = snapshot.clone().scan_builder().build()?;
-    let mut v = RowIds(Default::default());
-    for meta in scan.scan_metadata(engine)? {
-        v.visit_rows_of(&meta?.scan_files)?;
-    }
-    Ok(targets.iter().all(|t| v.0.get(t) == planned.get(t)))
+        .is_some_and(|fs| fs.iter().any(|f| f.to_string() == "rowTracking"))
 }
