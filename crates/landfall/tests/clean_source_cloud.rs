@@ -40,33 +40,14 @@ fn config(
     source: &str,
     dest: &str,
 ) -> std::path::PathBuf {
-    write_config(
+    cloud_config(
         root,
+        store_toml,
+        source,
         &format!(
-            r#"
-[server]
-state_dir = "{local}/state"
-
-[stores.emu]
-{store_toml}
-
-[streams.cloud]
-source = "{source}"
-source_store = "emu"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-max_files_per_trigger = 2
-
-[streams.cloud.clean_source]
-mode = "move"
-move_destination = "{dest}"
-retention_duration = "0s"
-
-[streams.cloud.sink]
-path = "{local}/table"
-"#,
-            local = root.display()
+            "max_files_per_trigger = 2\n\n[streams.cloud.clean_source]\nmode = \"move\"\nmove_destination = \"{dest}\"\nretention_duration = \"0s\""
         ),
+        &format!("path = \"{}/table\"", root.display()),
     )
 }
 

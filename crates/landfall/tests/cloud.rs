@@ -21,40 +21,6 @@ async fn upload(s: &Arc<dyn ObjectStore>, path: &str, ids: std::ops::Range<u64>)
         .unwrap();
 }
 
-/// A config with one JSON stream `cloud` reading `source` through the store `emu`
-/// (`store_toml`), `stream_extra` added to the stream's table and `sink` as its sink's table.
-fn cloud_config(
-    root: &std::path::Path,
-    store_toml: &str,
-    source: &str,
-    stream_extra: &str,
-    sink: &str,
-) -> std::path::PathBuf {
-    write_config(
-        root,
-        &format!(
-            r#"
-[server]
-state_dir = "{local}/state"
-
-[stores.emu]
-{store_toml}
-
-[streams.cloud]
-source = "{source}"
-source_store = "emu"
-format = "json"
-schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
-{stream_extra}
-
-[streams.cloud.sink]
-{sink}
-"#,
-            local = root.display()
-        ),
-    )
-}
-
 /// Upload files, ingest, check; ingest again (idempotent), add one, check again.
 async fn roundtrip(scheme_root: &str, store_toml: &str, opts: BTreeMap<&str, &str>) {
     let run = unique("run");

@@ -221,3 +221,37 @@ pub async fn download(
         std::fs::write(dest, bytes).unwrap();
     }
 }
+
+/// A config with one JSON stream `cloud` of [`super::row`]'s lines, reading `source` through the store `emu`
+/// (`store_toml`), `stream_extra` added to the stream's table and `sink` as its sink's table.
+pub fn cloud_config(
+    root: &std::path::Path,
+    store_toml: &str,
+    source: &str,
+    stream_extra: &str,
+    sink: &str,
+) -> std::path::PathBuf {
+    write_config(
+        root,
+        &format!(
+            r#"
+[server]
+state_dir = "{local}/state"
+
+[stores.emu]
+{store_toml}
+
+[streams.cloud]
+source = "{source}"
+source_store = "emu"
+format = "json"
+schema = "id BIGINT, name STRING, amount DOUBLE, tag STRING"
+{stream_extra}
+
+[streams.cloud.sink]
+{sink}
+"#,
+            local = root.display()
+        ),
+    )
+}
