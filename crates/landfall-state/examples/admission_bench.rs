@@ -10,6 +10,15 @@
 //!   cargo run -p landfall-state --example admission_bench [N]
 
 use chrono::Utc;
+
+/// The daemon's allocator and options (crates/landfall/src/memory.rs), so that the RSS and
+/// the rates are the daemon's.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+#[allow(non_upper_case_globals)]
+#[unsafe(export_name = "malloc_conf")]
+pub static malloc_conf: &[u8; 70] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:4\0";
 use landfall_core::{FileMeta, StateStore};
 use std::time::Instant;
 

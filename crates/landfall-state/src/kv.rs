@@ -24,9 +24,22 @@ pub enum KvOp {
     Delete(Vec<u8>),
 }
 
+impl KvOp {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            KvOp::Put(k, _) | KvOp::Delete(k) => k,
+        }
+    }
+}
+
 /// An ordered byte-key store. `write` applies all ops atomically and durably.
 pub trait Kv: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError>;
+    /// The values of many keys, in the order asked: one call for a page of lookups (RocksDB
+    /// batches the filter and index probes of sorted keys).
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// Visit keys starting with `prefix`, from `from` (inclusive, must start with `prefix`), in
     /// order, until `visit` returns false.
     fn scan(

@@ -25,21 +25,8 @@ impl RocksKv {
                 reason,
             });
         }
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.set_compression_type(rocksdb::DBCompressionType::Zstd);
-        // Small footprint per stream: a daemon may run dozens of streams.
-        opts.set_write_buffer_size(8 << 20);
-        opts.set_max_open_files(256);
-        opts.set_keep_log_file_num(3);
-        // Admission looks up every listed file, most of them absent from the ledger on a
-        // new prefix: a bloom filter per table file (10 bits a key, about 1% false positives)
-        // answers "not here" without reading the file's blocks. Table files written before
-        // this option have none and are read as before.
-        let mut table = rocksdb::BlockBasedOptions::default();
-        table.set_bloom_filter(10.0, false);
-        opts.set_block_based_table_factory(&table);
-        let db = DB::open(&opts, dir).map_err(|e| open_error(dir, e))?;
+        let db = DB::open_cf_descriptors(&tuned(), dir, [default_family()])
+            .map_err(|e| open_error(dir, e))?;
         Ok(RocksKv {
             db,
             dir: dir.to_path_buf(),
@@ -58,7 +45,8 @@ impl RocksKv {
         let mut opts = Options::default();
         // An inspection (the API, the CLI) keeps few table files open, whatever the ledger's size.
         opts.set_max_open_files(64);
-        let db = DB::open_for_read_only(&opts, dir, false).map_err(|e| open_error(dir, e))?;
+        let db = DB::open_cf_descriptors_read_only(&opts, dir, [default_family()], false)
+            .map_err(|e| open_error(dir, e))?;
         Ok(RocksKv {
             db,
             dir: dir.to_path_buf(),
@@ -186,6 +174,21 @@ impl Kv for RocksKv {
         self.db.get(key).map_err(|e| self.kv_error(e))
     }
 
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        let Some(cf) = self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME) else {
+            return keys.iter().map(|k| self.get(k)).collect();
+        };
+        let sorted = keys.is_sorted();
+        self.db
+            .batched_multi_get_cf(cf, keys, sorted)
+            .into_iter()
+            .map(|r| {
+                r.map(|v| v.map(|v| v.to_vec()))
+                    .map_err(|e| self.kv_error(e))
+            })
+            .collect()
+    }
+
     fn scan(
         &self,
         prefix: &[u8],
@@ -204,7 +207,11 @@ impl Kv for RocksKv {
         Ok(())
     }
 
-    fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError> {
+    fn write(&self, mut ops: Vec<KvOp>) -> Result<(), KvError> {
+        // In key order, so that the memtable's skip list inserts each key next to the one
+        // before it (a page of admissions interleaves three key families); a stable sort
+        // keeps the order of two changes to one key, so the batch means the same.
+        ops.sort_by(|a, b| a.key().cmp(b.key()));
         let mut batch = WriteBatch::default();
         for op in ops {
             match op {
@@ -216,4 +223,77 @@ impl Kv for RocksKv {
         wo.set_sync(true);
         self.db.write_opt(batch, &wo).map_err(|e| self.kv_error(e))
     }
+}
+
+/// What every ledger of the process shares, so that memory is bounded whatever the number of
+/// streams and the size of their ledgers: one block cache for data, index and filter blocks
+/// ([`BLOCK_CACHE`]), and one budget for all memtables ([`MEMTABLES`]); when the memtables
+/// of all streams together pass it, the largest is flushed.
+struct Shared {
+    cache: rocksdb::Cache,
+    buffers: rocksdb::WriteBufferManager,
+}
+
+/// The block cache every ledger shares. Index and filter blocks live in it (partitioned, so
+/// only the parts a lookup needs are loaded): their memory no longer grows with the ledger
+/// (at 10 million files they are tens of megabytes).
+const BLOCK_CACHE: usize = 64 << 20;
+/// The memtable budget of the process.
+const MEMTABLES: usize = 128 << 20;
+/// One stream's memtable: large enough that a backlog of admissions flushes in few, large
+/// level-0 files.
+const MEMTABLE: usize = 64 << 20;
+
+fn shared() -> &'static Shared {
+    static SHARED: std::sync::OnceLock<Shared> = std::sync::OnceLock::new();
+    SHARED.get_or_init(|| Shared {
+        cache: rocksdb::Cache::new_lru_cache(BLOCK_CACHE),
+        buffers: rocksdb::WriteBufferManager::new_write_buffer_manager(MEMTABLES, false),
+    })
+}
+
+/// The one column family, opened by name so that `get_many` can use RocksDB's batched
+/// MultiGet (which takes a family handle), with the same options as the database.
+fn default_family() -> rocksdb::ColumnFamilyDescriptor {
+    rocksdb::ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, tuned())
+}
+
+/// The options of a ledger, measured with `bench/admission_bench.sh --release 10000000`
+/// (docs/benchmarks.md, "Admission with 10,000,000 tracked files"). Every option here reads
+/// table files written under earlier options: none changes the format on disk.
+fn tuned() -> Options {
+    use rocksdb::DBCompressionType as C;
+    let shared = shared();
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_max_open_files(256);
+    opts.set_keep_log_file_num(3);
+    opts.set_write_buffer_size(MEMTABLE);
+    opts.set_write_buffer_manager(&shared.buffers);
+    // Fewer, larger compactions from level 0 (each one rewrites the base level's files
+    // that overlap it; a page of admissions touches the file, pending and expiry keys).
+    opts.set_level_zero_file_num_compaction_trigger(8);
+    // zstd only where the data settles (the bottom level, most of it): the upper levels are
+    // rewritten often and compressing them cost more CPU than it saved.
+    opts.set_compression_type(C::None);
+    opts.set_compression_per_level(&[C::None; 7]);
+    opts.set_bottommost_compression_type(C::Zstd);
+    let mut table = rocksdb::BlockBasedOptions::default();
+    // Admission looks up every listed file, most of them absent on a new prefix: a bloom
+    // filter (10 bits a key, about 1% false positives) answers "not here" without reading
+    // the file's blocks. Table files written before this option have none and are read as
+    // before.
+    table.set_bloom_filter(10.0, false);
+    // 16 KiB blocks: a quarter of the index entries of the default 4 KiB, and zstd builds its
+    // tables once per block.
+    table.set_block_size(16 << 10);
+    table.set_block_cache(&shared.cache);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_index_type(rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_pin_top_level_index_and_filter(true);
+    opts.set_block_based_table_factory(&table);
+    opts
 }

@@ -54,13 +54,15 @@ impl<K: Kv> Ledger<K> {
     /// is new, with the record it replaces (a path whose listed version changed before it was
     /// read, and was never ingested: its current version is ingested, once, under the same key).
     ///
-    /// The key is read once; the common case (known and not skipped) decodes only the
+    /// `stored` is what the ledger holds under the key, read by the caller for a whole page
+    /// at once (`stored_records`); the common case (known and not skipped) decodes only the
     /// record's state.
     pub(super) fn admission(
         &self,
         key: &FileKey,
         meta: &FileMeta,
         kinds: (bool, bool),
+        stored: Option<Vec<u8>>,
     ) -> Result<Option<Option<Box<FileRecord>>>, StateError> {
         #[derive(Deserialize)]
         struct SizeOnly {
@@ -77,8 +79,7 @@ impl<K: Kv> Ledger<K> {
         let empty_gives_way = |state: FileState, size: u64| {
             state == FileState::Discovered && size == 0 && meta.size > 0
         };
-        let at_key = file_key(key);
-        let known = match self.kv.get(&at_key).map_err(self.backend("read"))? {
+        let known = match stored {
             Some(raw)
                 if serde_json::from_slice::<StateOnly>(&raw).is_ok_and(|r| {
                     r.state != FileState::Skipped && !empty_gives_way(r.state, r.meta.size)
@@ -86,7 +87,7 @@ impl<K: Kv> Ledger<K> {
             {
                 return Ok(None);
             }
-            Some(raw) => Known::Yes(Box::new(self.decode(&at_key, &raw)?)),
+            Some(raw) => Known::Yes(Box::new(self.decode(&file_key(key), &raw)?)),
             None => self.known_other_kind(key, meta, kinds)?,
         };
         Ok(match known {
@@ -108,6 +109,15 @@ impl<K: Kv> Ledger<K> {
         })
     }
 
+    /// What the ledger holds under each of `keys`, in one batched read.
+    fn stored_records<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a FileKey>,
+    ) -> Result<Vec<Option<Vec<u8>>>, StateError> {
+        let keys: Vec<Vec<u8>> = keys.map(file_key).collect();
+        self.kv.get_many(&keys).map_err(self.backend("read"))
+    }
+
     pub(super) fn key_kinds(&self) -> Result<(bool, bool), StateError> {
         Ok((
             self.get_u64(KEYS_PLAIN)?.is_some(),
@@ -121,13 +131,12 @@ impl<K: Kv> Ledger<K> {
         allow_overwrites: bool,
     ) -> Result<Vec<bool>, StateError> {
         let kinds = self.key_kinds()?;
+        let keys: Vec<FileKey> = files.iter().map(|m| m.key(allow_overwrites)).collect();
+        let stored = self.stored_records(keys.iter())?;
         files
             .iter()
-            .map(|m| {
-                Ok(self
-                    .admission(&m.key(allow_overwrites), m, kinds)?
-                    .is_some())
-            })
+            .zip(keys.iter().zip(stored))
+            .map(|(m, (key, raw))| Ok(self.admission(key, m, kinds, raw)?.is_some()))
             .collect()
     }
 
@@ -152,11 +161,12 @@ impl<K: Kv> Ledger<K> {
                 *e = i;
             }
         }
-        for (i, (key, meta)) in files.iter().enumerate() {
+        let stored = self.stored_records(files.iter().map(|(k, _)| k))?;
+        for (i, ((key, meta), raw)) in files.iter().zip(stored).enumerate() {
             if chosen.get(key) != Some(&i) {
                 continue;
             }
-            let Some(previous) = self.admission(key, meta, kinds)? else {
+            let Some(previous) = self.admission(key, meta, kinds, raw)? else {
                 continue;
             };
             seq += 1;
@@ -183,7 +193,7 @@ impl<K: Kv> Ledger<K> {
             } else {
                 new_kind.1 = !kinds.1;
             }
-            ops.push(Self::put_json(file_key(key), &rec));
+            ops.push(Self::put_record(file_key(key), &rec));
             ops.push(KvOp::Put(pending_key(seq), key.0.clone().into_bytes()));
             ops.push(KvOp::Put(expiry_key(meta, key), Vec::new()));
             stats.moved(None, Some(FileState::Discovered));

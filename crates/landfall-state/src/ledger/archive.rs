@@ -137,7 +137,7 @@ impl<K: Kv> Ledger<K> {
                     ops.push(KvOp::Delete(entry));
                 }
             }
-            ops.push(Self::put_json(fk, &rec));
+            ops.push(Self::put_record(fk, &rec));
             recorded += 1;
         }
         if recorded > 0 {

@@ -66,7 +66,7 @@ impl<K: Kv> Ledger<K> {
             stats.moved(Some(FileState::Discovered), Some(FileState::InBatch));
             stats.pending_bytes = stats.pending_bytes.saturating_sub(rec.meta.size);
             files.push((rec.key.clone(), rec.meta.clone()));
-            ops.push(Self::put_json(file_key(&rec.key), &rec));
+            ops.push(Self::put_record(file_key(&rec.key), &rec));
         }
         let plan = BatchPlan {
             batch_id,
@@ -127,7 +127,7 @@ impl<K: Kv> Ledger<K> {
                 }
                 files += 1;
                 bytes += rec.meta.size;
-                ops.push(Self::put_json(fk, &rec));
+                ops.push(Self::put_record(fk, &rec));
             }
         }
         stats.committed_batches += 1;
@@ -178,7 +178,7 @@ impl<K: Kv> Ledger<K> {
         rec.state = FileState::Skipped;
         rec.processed_time.get_or_insert(now);
         rec.skip = Some(reason);
-        ops.push(Self::put_json(fk, &rec));
+        ops.push(Self::put_record(fk, &rec));
         ops.push(Self::put_json(STATS.to_vec(), &stats));
         self.write(ops)?;
         Ok(rec)
