@@ -107,6 +107,11 @@ pub struct ListingDiscovery {
     /// The stored cursor does not bound the known keys (files were admitted from a queue,
     /// which does not move it): the next round lists in full and looks every file up.
     distrust_cursor: std::sync::atomic::AtomicBool,
+    /// The store's own `list_with_offset` may be used (a local directory: object_store
+    /// walks the whole tree either way, but checks each entry's name against the offset
+    /// before it stats it, so the files before the cursor cost a directory entry each, not
+    /// three `statx` calls).
+    store_offset: bool,
 }
 
 impl ListingDiscovery {
@@ -120,7 +125,16 @@ impl ListingDiscovery {
             filters,
             policy: Mutex::new(ListingPolicy::new(IncrementalListing::Off, 1)),
             distrust_cursor: std::sync::atomic::AtomicBool::new(false),
+            store_offset: false,
         }
+    }
+
+    /// Incremental listings ask the store for the keys after the cursor
+    /// (`list_with_offset`) instead of filtering its whole listing: for local directories,
+    /// where object_store's offset is exact and saves the stat calls of every older file.
+    pub fn with_store_offset(mut self, use_it: bool) -> Self {
+        self.store_offset = use_it;
+        self
     }
 
     /// List with `lister` instead of the store (cloud sources).
@@ -204,8 +218,14 @@ impl ListingDiscovery {
             (Some(raw), after) => raw.list_after(prefix, after),
             // Stores listed by object_store (local directories, and the configurations the
             // raw lister leaves to it): the whole prefix, filtered after the cursor here.
-            // object_store's `list_with_offset` is not trusted: on Fabric OneLake its
-            // `startFrom` returns nothing (arrow-rs-object-store#695).
+            // object_store's `list_with_offset` is not trusted for cloud stores: on Fabric
+            // OneLake its `startFrom` returns nothing (arrow-rs-object-store#695). A local
+            // directory's is exact (`path <= offset` skipped, the same order as here).
+            (None, Some(c)) if self.store_offset && Path::parse(c).is_ok() => self
+                .store
+                .list_with_offset(prefix, &Path::parse(c).expect("checked"))
+                .map(|r| r.map(Listed::Object).map_err(|e| e.to_string()))
+                .boxed(),
             (None, Some(c)) => {
                 let after = c.to_string();
                 self.store
@@ -431,7 +451,7 @@ mod tests {
     /// A source in memory whose LIST calls are counted, and a ledger that is a set of paths
     /// whose lookups are counted.
     struct Rig {
-        store: Arc<InMemory>,
+        store: Arc<dyn ObjectStore>,
         lists: Arc<AtomicU64>,
         discovery: ListingDiscovery,
         known: Mutex<HashSet<String>>,
@@ -450,7 +470,16 @@ mod tests {
 
     impl Rig {
         fn new(prefix: &str, mode: IncrementalListing, interval: u32) -> Rig {
-            let store = Arc::new(InMemory::new());
+            Rig::on(Arc::new(InMemory::new()), false, prefix, mode, interval)
+        }
+
+        fn on(
+            store: Arc<dyn ObjectStore>,
+            store_offset: bool,
+            prefix: &str,
+            mode: IncrementalListing,
+            interval: u32,
+        ) -> Rig {
             let lists = Arc::new(AtomicU64::new(0));
             let counter = lists.clone();
             let counted = crate::CountingStore::new(
@@ -467,7 +496,8 @@ mod tests {
                 Path::from(prefix),
                 Filters::default(),
             )
-            .with_incremental(mode, interval);
+            .with_incremental(mode, interval)
+            .with_store_offset(store_offset);
             Rig {
                 store,
                 lists,
@@ -532,7 +562,57 @@ mod tests {
     /// cursor; a key before the cursor waits for the next full listing.
     #[tokio::test]
     async fn incremental_rounds_list_and_look_up_only_what_the_cursor_cannot_rule_out() {
-        let rig = Rig::new("in", IncrementalListing::On, 2);
+        incremental_rounds(Rig::new("in", IncrementalListing::On, 2)).await;
+    }
+
+    /// The same rounds on a local directory, where incremental rounds ask object_store for
+    /// the keys after the cursor (`list_with_offset`) instead of filtering the whole listing.
+    #[tokio::test]
+    async fn incremental_rounds_on_a_local_directory_use_the_stores_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let rig = Rig::on(Arc::new(local), true, "in", IncrementalListing::On, 2);
+        incremental_rounds(rig).await;
+    }
+
+    /// Keys with a space, `%`, non-ASCII characters and `#`: an incremental round on a local
+    /// directory finds exactly the ones after the cursor, as the filtered listing does.
+    #[tokio::test]
+    async fn a_local_offset_listing_agrees_with_the_filtered_one_on_awkward_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            "in/a b/x.json",
+            "in/a%20b.json",
+            "in/k 1.json",
+            "in/k%25.json",
+            "in/k-\u{fc}.json",
+            "in/k#1.json",
+            "in/k#x.json",
+            "in/z/\u{65e5}\u{672c}.json",
+        ];
+        let mut rounds = Vec::new();
+        for offset in [true, false] {
+            let sub = dir.path().join(offset.to_string());
+            std::fs::create_dir_all(&sub).unwrap();
+            let local = object_store::local::LocalFileSystem::new_with_prefix(&sub).unwrap();
+            let rig = Rig::on(Arc::new(local), offset, "in", IncrementalListing::On, 100);
+            rig.put(["in/k 0.json".to_string()]).await;
+            let first = rig.round().await;
+            assert!(!first.incremental);
+            rig.put(names.iter().map(|n| n.to_string())).await;
+            let second = rig.round().await;
+            assert!(second.incremental && second.lookups == 0);
+            rounds.push((first.new, second.new));
+        }
+        assert_eq!(rounds[0], rounds[1], "offset listing vs filtered listing");
+        assert!(
+            rounds[0].1.iter().any(|p| p.contains("k 1")) && rounds[0].1.len() >= 5,
+            "{:?}",
+            rounds[0]
+        );
+    }
+
+    async fn incremental_rounds(rig: Rig) {
         rig.put(keys(0..2500)).await;
         let r = rig.round().await;
         assert!(!r.incremental, "the first round of a run is full");

@@ -126,6 +126,7 @@ pub(crate) fn open_listing(
         keep_hidden: false,
     };
     Ok(ListingDiscovery::new(&spec.name, store, prefix, filters)
+        .with_store_offset(url.scheme() == "file")
         .with_raw_lister(raw)
         .with_incremental(spec.incremental_listing, spec.full_listing_interval))
 }

@@ -7,7 +7,7 @@
 //! bench/admission_bench.sh (a release build is faster; the figures in docs/benchmarks.md say
 //! which was used).
 //!
-//!   cargo run -p landfall-state --example admission_bench [N]
+//!   cargo run -p landfall-state --example admission_bench [N] [--keep DIR]
 
 use chrono::Utc;
 
@@ -49,12 +49,21 @@ fn page(range: std::ops::Range<u64>) -> Vec<FileMeta> {
 }
 
 fn main() {
-    let n: u64 = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: u64 = args
+        .first()
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ledger = landfall_state::open_rocks("bench", dir.path()).expect("ledger");
+    // `--keep <dir>`: the ledger is made in (an empty) `<dir>` and left there, for
+    // bench/state_bench.py to read with `landfall state`.
+    let kept = args
+        .iter()
+        .position(|a| a == "--keep")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
+    let temp = tempfile::tempdir().expect("tempdir");
+    let dir = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    let ledger = landfall_state::open_rocks("bench", &dir).expect("ledger");
     let rss_start = rss_mb();
     let t = Instant::now();
     for start in (0..n).step_by(1000) {
@@ -100,7 +109,7 @@ fn main() {
     // first round (an open batch to recover, the summary, the listing cursor).
     drop(ledger);
     let t = Instant::now();
-    let ledger = landfall_state::open_rocks("bench", dir.path()).expect("reopen");
+    let ledger = landfall_state::open_rocks("bench", &dir).expect("reopen");
     let open_s = t.elapsed().as_secs_f64();
     ledger.open_batch().expect("open batch");
     let summary = ledger.summary().expect("summary");
