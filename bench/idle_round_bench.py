@@ -72,6 +72,16 @@ def table_rows(table):
     return json.loads(v.stdout)["rows"]
 
 
+def committed(table):
+    """Rows of a table the daemon is writing to: a read that meets a commit half-written (a
+    checkpoint being replaced) is retried by the caller's loop."""
+    try:
+        return table_rows(table)
+    except subprocess.CalledProcessError as e:
+        print(f"(a read during a commit failed, retried: {e.stderr.strip()[-300:]})", flush=True)
+        return None
+
+
 def rss_mb(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -90,6 +100,7 @@ def main():
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="idle-round-")
     landing = os.path.join(work, "landing")
+    os.makedirs(landing, exist_ok=True)
     cfg = config(work, landing)
     t = time.perf_counter()
     seed(landing, 0, a.files)
@@ -124,7 +135,7 @@ def main():
             sys.exit(f"the daemon exited {daemon.returncode}; see {log_path}")
         t = time.perf_counter()
         seed(landing, a.files, a.new)
-        while table_rows(f"{work}/table") != a.files + a.new:
+        while committed(f"{work}/table") != a.files + a.new:
             if time.perf_counter() - t > 120:
                 sys.exit(f"{a.new} new files not committed within 120 s; see {log_path}")
             time.sleep(1)
@@ -134,6 +145,9 @@ def main():
         daemon.wait(timeout=60)
         log.close()
 
+    rows = table_rows(f"{work}/table")
+    if rows != a.files + a.new:
+        sys.exit(f"the table has {rows:,} rows, expected {a.files + a.new:,}")
     full = [int(r[3]) for r in rounds if r[0] == "full"]
     incr = [r for r in rounds if r[0] == "incremental"]
     idle = [int(r[3]) for r in incr if r[2] == "0"]
