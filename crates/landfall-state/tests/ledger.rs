@@ -451,3 +451,80 @@ fn rocks_corruption_is_not_reported_as_a_lock() {
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert!(err.contains("landfall reset"), "{err}");
 }
+
+/// Planning reads the pending queue in chunks (crates/landfall-state/src/ledger/batches.rs):
+/// limits and passed-over entries across chunk boundaries take files in discovery order,
+/// each once.
+fn plans_across_chunks<K: Kv>(l: &Ledger<K>) {
+    let now = t0();
+    let files: Vec<_> = (0..1300)
+        .map(|i| meta(&format!("in/f{i:05}.json"), 1 + i % 3, now))
+        .collect();
+    l.admit(&files, None, now).unwrap();
+    // Skipped while pending, on both sides of the first chunk's end (512 entries).
+    let skipped = [0usize, 511, 512, 1000];
+    for i in skipped {
+        l.skip_file(
+            &files[i].0,
+            SkipReason {
+                kind: SkipKind::Manual,
+                detail: "test".into(),
+            },
+            now,
+        )
+        .unwrap();
+    }
+    let expected: Vec<FileKey> = (0..1300)
+        .filter(|i| !skipped.contains(i))
+        .map(|i| files[i].0.clone())
+        .collect();
+    let mut seen = Vec::new();
+    let mut sizes = Vec::new();
+    for limits in [
+        BatchLimits {
+            max_files: 600,
+            max_bytes: None,
+        },
+        BatchLimits {
+            max_files: 10_000,
+            max_bytes: Some(1_100),
+        },
+        BatchLimits {
+            max_files: 10_000,
+            max_bytes: None,
+        },
+    ] {
+        let plan = l.plan_batch(limits, 1, now).unwrap().unwrap();
+        if let Some(cap) = limits.max_bytes {
+            let bytes: u64 = plan.files.iter().map(|(_, m)| m.size).sum();
+            assert!(bytes <= cap && bytes + 3 > cap, "{bytes} against {cap}");
+        }
+        sizes.push(plan.files.len());
+        seen.extend(plan.files.iter().map(|(k, _)| k.clone()));
+        l.record_committed(plan.batch_id, receipt(1, now)).unwrap();
+    }
+    assert_eq!(sizes[0], 600);
+    assert_eq!(
+        seen, expected,
+        "every pending file once, in discovery order"
+    );
+    assert!(
+        l.plan_batch(
+            BatchLimits {
+                max_files: 10,
+                max_bytes: None
+            },
+            1,
+            now
+        )
+        .unwrap()
+        .is_none()
+    );
+}
+
+#[test]
+fn plans_across_chunks_in_memory_and_rocks() {
+    plans_across_chunks(&Ledger::new("s", MemoryKv::default()));
+    let dir = tempfile::tempdir().unwrap();
+    plans_across_chunks(&open_rocks("s", dir.path()).unwrap());
+}

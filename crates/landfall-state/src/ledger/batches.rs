@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Pending-queue entries read per batched lookup while planning.
+const PLAN_CHUNK: usize = 512;
+
 impl<K: Kv> Ledger<K> {
     pub(super) fn plan_inner(
         &self,
@@ -20,33 +23,48 @@ impl<K: Kv> Ledger<K> {
         let mut picked: Vec<(Vec<u8>, FileRecord)> = Vec::new();
         let mut orphans: Vec<Vec<u8>> = Vec::new();
         let mut bytes = 0u64;
-        let mut scan_err = None;
-        self.kv
-            .scan(b"p/", b"p/", &mut |pk, fk| {
-                let key = FileKey(String::from_utf8_lossy(fk).into_owned());
-                match self.get_json::<FileRecord>(&file_key(&key)) {
-                    Ok(Some(rec)) if rec.state == FileState::Discovered => {
+        // The pending queue in order, a chunk of keys at a time, each chunk's records read in
+        // one batched lookup.
+        let mut from = b"p/".to_vec();
+        'queue: loop {
+            let mut chunk: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(PLAN_CHUNK);
+            self.kv
+                .scan(b"p/", &from, &mut |pk, fk| {
+                    chunk.push((
+                        pk.to_vec(),
+                        file_key(&FileKey(String::from_utf8_lossy(fk).into_owned())),
+                    ));
+                    chunk.len() < PLAN_CHUNK
+                })
+                .map_err(self.backend("scan pending"))?;
+            let full = chunk.len() == PLAN_CHUNK;
+            let last = chunk.last().map(|(pk, _)| pk.clone());
+            let keys: Vec<Vec<u8>> = chunk.iter().map(|(_, fk)| fk.clone()).collect();
+            let stored = self.kv.get_many(&keys).map_err(self.backend("read"))?;
+            for ((pk, fk), raw) in chunk.into_iter().zip(stored) {
+                let rec = match raw {
+                    Some(raw) => Some(self.decode::<FileRecord>(&fk, &raw)?),
+                    None => None,
+                };
+                match rec {
+                    Some(rec) if rec.state == FileState::Discovered => {
                         if !limits.admits(picked.len(), bytes, rec.meta.size) {
-                            return false;
+                            break 'queue;
                         }
                         bytes += rec.meta.size;
-                        picked.push((pk.to_vec(), rec));
-                        true
+                        picked.push((pk, rec));
                     }
-                    Ok(_) => {
-                        // A queue entry whose record moved on or expired: drop it.
-                        orphans.push(pk.to_vec());
-                        true
-                    }
-                    Err(e) => {
-                        scan_err = Some(e);
-                        false
-                    }
+                    // A queue entry whose record moved on or expired: drop it.
+                    _ => orphans.push(pk),
                 }
-            })
-            .map_err(self.backend("scan pending"))?;
-        if let Some(e) = scan_err {
-            return Err(e);
+            }
+            match last {
+                Some(last) if full => {
+                    from = last;
+                    from.push(0);
+                }
+                _ => break,
+            }
         }
         let mut ops: Vec<KvOp> = orphans.into_iter().map(KvOp::Delete).collect();
         if picked.is_empty() {
@@ -111,9 +129,14 @@ impl<K: Kv> Ledger<K> {
         let mut stats = self.stats()?;
         let mut ops = Vec::new();
         let (mut files, mut bytes) = (0u64, 0u64);
-        for (key, _) in &plan.files {
-            let fk = file_key(key);
-            if let Some(mut rec) = self.get_json::<FileRecord>(&fk)? {
+        let keys: Vec<Vec<u8>> = plan.files.iter().map(|(key, _)| file_key(key)).collect();
+        let stored = self.kv.get_many(&keys).map_err(self.backend("read"))?;
+        for (fk, raw) in keys.into_iter().zip(stored) {
+            let rec = match raw {
+                Some(raw) => Some(self.decode::<FileRecord>(&fk, &raw)?),
+                None => None,
+            };
+            if let Some(mut rec) = rec {
                 // Files skipped during the batch stay skipped: the table does not hold them.
                 if rec.state != FileState::InBatch || rec.batch_id != Some(batch_id) {
                     continue;
