@@ -25,6 +25,7 @@ mod fake_queue;
 mod file_events;
 pub mod incremental;
 mod listing;
+mod local_store;
 mod location;
 #[cfg(test)]
 mod location_tests;
