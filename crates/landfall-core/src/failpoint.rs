@@ -12,7 +12,9 @@
 //! Points, in protocol order: `after_plan`, `after_stage` (data files written, not committed),
 //! `before_commit` (the attempt is recorded as reaching the commit call, which has not run),
 //! `after_commit` (the table has the batch, the state does not), `after_record`; the Parquet
-//! directory sink adds `after_manifest` (manifest written, staged files not yet published).
+//! directory sink adds `after_manifest` (manifest written, staged files not yet published);
+//! the Delta sink `after_type_change` (a column widened by its own commit, the batch that
+//! needs it not yet written).
 //! Notification discovery adds `after_receive` (messages received, files not recorded) and
 //! `after_admit` (files recorded, messages not deleted). `before_inference`: a stream without
 //! a schema has recorded its first files (and deleted their messages), inference has not run.

@@ -17,6 +17,7 @@ pub mod size;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod text_encoding;
+pub mod type_widening;
 
 pub use file::{
     Archive, ArchiveMode, ArchiveStep, FileKey, FileMeta, FileRecord, FileState, METADATA_FIELDS,

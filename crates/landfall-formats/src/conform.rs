@@ -346,7 +346,23 @@ impl Fit<'_> {
                     reason: e.to_string(),
                 });
         }
+        // Type widening: a file column wider than its schema column widens it, whether or
+        // not its values fit (the file's schema says what it holds, as Auto Loader reads it).
+        // The batch is read again on the widened schema, so this attempt's values need not
+        // be exact: those that do not fit are rescued, or null without a rescued column.
+        let widening = self.policy.widen_types
+            && match landfall_core::type_widening::widened(field.data_type(), col.data_type()) {
+                Some(to) => {
+                    let path: Vec<&str> = segs.iter().map(String::as_str).collect();
+                    self.new_columns.note_widening(&path, to);
+                    true
+                }
+                None => false,
+            };
         if self.rescued.is_none() {
+            if widening && let Ok((cast, _)) = cast_permissive(self.file, &name, col, field) {
+                return Ok(cast);
+            }
             return cast_column(self.file, &name, col, field);
         }
         let (cast, lost) = match cast_permissive(self.file, &name, col, field) {

@@ -27,7 +27,7 @@ use crate::error::{FormatError, MalformedRecord, Tally};
 use crate::rescue::{NewColumns, RescuedRow, SchemaPolicy, rescued_array};
 use crate::{CsvFormat, DecodeOptions};
 use arrow::array::{ArrayRef, RecordBatch, StringArray, StringBuilder, new_null_array};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::{DataType, Field, SchemaRef};
 use bytes::Bytes;
 use landfall_core::seams::SeamResult;
 use serde_json::Value;
@@ -355,6 +355,11 @@ impl CsvDecoder {
                 Some(p) => p,
                 None => cast_permissive(&self.path, field.name(), &strings, field)?,
             };
+            if self.policy.widen_types
+                && let Some(to) = widening(field, &strings, &lost, &self.format)
+            {
+                self.new_columns.note_widening(&[field.name().as_str()], to);
+            }
             for r in lost {
                 if rescue_at.is_some() {
                     let v = strings
@@ -501,3 +506,21 @@ impl landfall_core::Decoder for CsvDecoder {
 #[cfg(test)]
 #[path = "csv_tests.rs"]
 mod tests;
+
+/// Under type widening: the values of `field` that did not fit it (rows `lost` of `strings`),
+/// typed as inference types a column, and the wider column that holds them, if any
+/// ([`SchemaPolicy::widen_types`]).
+fn widening(
+    field: &Field,
+    strings: &ArrayRef,
+    lost: &[usize],
+    format: &CsvFormat,
+) -> Option<DataType> {
+    if lost.is_empty() {
+        return None;
+    }
+    let s = strings.as_any().downcast_ref::<StringArray>()?;
+    let observed =
+        crate::infer_csv::column_type(lost.iter().map(|&r| s.value(r).as_bytes()), format);
+    landfall_core::type_widening::widened(field.data_type(), &observed)
+}

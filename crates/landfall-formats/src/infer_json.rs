@@ -417,7 +417,7 @@ impl Parser<'_> {
 
 /// An integer literal: BIGINT, or past it `DECIMAL(digits, 0)`, or past 38 digits DOUBLE
 /// (Jackson's BIG_INTEGER).
-fn integer_literal_type(text: &[u8]) -> DataType {
+pub(crate) fn integer_literal_type(text: &[u8]) -> DataType {
     if std::str::from_utf8(text)
         .ok()
         .and_then(|t| t.parse::<i64>().ok())

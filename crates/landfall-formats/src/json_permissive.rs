@@ -475,6 +475,16 @@ impl Fixer {
             }
             ty => self.probe(ty, text).then(|| text.to_string()),
         };
+        if fixed.is_none()
+            && self.policy.widen_types
+            && let Some(segs) = &at.segs
+            && let Some(observed) = number_type(text, self.policy.prefers_decimal)
+            && let Some(to) = landfall_core::type_widening::widened(field.data_type(), &observed)
+        {
+            // A wider column holds it: the batch is read again on the widened schema.
+            let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+            self.new_columns.note_widening(&segs, to);
+        }
         if fixed.is_none() && self.policy.rescued_column.is_some() && field.is_nullable() {
             // Kept whole in the rescued column; the column is null in this row.
             rescued.put_raw(path.to_string(), text);
@@ -522,4 +532,23 @@ fn excerpt(text: &str) -> String {
         Some((i, _)) => format!("{}...", &text[..i]),
         None => text.to_string(),
     }
+}
+
+/// The type inference gives a JSON number literal (`None` for anything else): an integer
+/// BIGINT, or past BIGINT the DECIMAL of its digits (DOUBLE past 38), as a first schema types
+/// it; a fraction DOUBLE, or with `json.prefers_decimal` the DECIMAL that holds it.
+fn number_type(text: &str, prefers_decimal: bool) -> Option<DataType> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(crate::infer_json::integer_literal_type(text.as_bytes()));
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    if !value.is_number() {
+        return None;
+    }
+    Some(json_value_type(
+        &value,
+        true,
+        prefers_decimal.then_some(text),
+    ))
 }

@@ -463,3 +463,66 @@ fn random_number_literals_land_exactly_or_are_rescued() {
         }
     }
 }
+
+/// Type widening: a value that does not fit its column is noted with the type a widened
+/// column would have, where Delta's type widening allows one (rescued all the same); one no
+/// widening holds (a fraction in a BIGINT) is rescued and not noted.
+#[test]
+fn misfits_note_the_widened_column_under_type_widening() {
+    let s = schema(vec![
+        Field::new("i", DataType::Int32, true),
+        Field::new("l", DataType::Int64, true),
+        Field::new(
+            "u",
+            DataType::Struct(vec![Field::new("f", DataType::Float32, true)].into()),
+            true,
+        ),
+        Field::new("_rescued_data", DataType::Utf8, true),
+    ]);
+    let input = concat!(
+        "{\"i\":1,\"l\":2,\"u\":{\"f\":0.5}}\n",
+        "{\"i\":3000000000,\"l\":2.5,\"u\":{\"f\":1e39}}\n",
+        "{\"i\":\"x\",\"l\":99999999999999999999999}\n",
+    );
+    for widen in [false, true] {
+        let policy = SchemaPolicy {
+            rescued_column: Some("_rescued_data".into()),
+            detect_new_columns: true,
+            infer_types: true,
+            widen_types: widen,
+            ..Default::default()
+        };
+        let mut d = JsonDecoder::new("t.json", s.clone(), 64)
+            .unwrap()
+            .with_policy(policy)
+            .unwrap();
+        let mut batches = d.push(Bytes::from(input)).unwrap();
+        batches.extend(d.finish().unwrap());
+        let b = arrow::compute::concat_batches(&s, &batches).unwrap();
+        assert_eq!(b.num_rows(), 3);
+        // The values are rescued either way: the batch is read again on the widened schema.
+        assert_eq!(b.column(3).null_count(), 1, "{widen}");
+        let noted = crate::NewColumns::from_fields(&d.new_columns());
+        if !widen {
+            assert!(noted.is_empty(), "{:?}", noted.fields());
+            continue;
+        }
+        let (widened, changes) = crate::widen_columns(s.fields(), &noted);
+        let described: Vec<String> = changes
+            .iter()
+            .map(|(p, from, to)| format!("{p} {from} -> {to}"))
+            .collect();
+        // i: 3000000000 is a BIGINT ("x" is no number); l: 2.5 is a DOUBLE, which a BIGINT
+        // does not widen to, but 23 digits are a DECIMAL(23,0), which it does; u.f: 1e39
+        // overflows a FLOAT, a DOUBLE holds it.
+        assert_eq!(
+            described,
+            [
+                "i Int32 -> Int64",
+                "l Int64 -> Decimal128(23, 0)",
+                "u.f Float32 -> Float64"
+            ]
+        );
+        assert_eq!(widened[0].data_type(), &DataType::Int64);
+    }
+}

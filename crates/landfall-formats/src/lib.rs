@@ -81,7 +81,7 @@ pub use landfall_core::MalformedRecord;
 pub use metadata::{METADATA_COLUMN, METADATA_FIELDS, metadata_field, metadata_row};
 pub use orc_file::{OrcDecoder, orc_batches, orc_footer_schema, orc_schema};
 pub use parquet_file::{parquet_batches, parquet_footer_schema};
-pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns};
+pub use rescue::{NewColumns, RESCUED_FILE_KEY, SchemaPolicy, append_new_columns, widen_columns};
 pub use temporal::{TemporalFormats, chrono_format};
 pub use text::{TextDecoder, TextFormat};
 pub use types::{merge_widen, stringify_leaves};

@@ -115,6 +115,7 @@ fn a_column_the_stream_lacks_is_rescued_and_reported() {
         detect_new_columns: true,
         infer_types: true,
         prefers_decimal: false,
+        widen_types: false,
         path_columns: Vec::new(),
     };
     let opts = DecodeOptions {

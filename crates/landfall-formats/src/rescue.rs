@@ -40,6 +40,12 @@ pub struct SchemaPolicy {
     pub infer_types: bool,
     /// New JSON columns of fractions are DECIMAL where the value fits (`json.prefers_decimal`).
     pub prefers_decimal: bool,
+    /// Note a column that a value (or a typed file's column) does not fit, when type widening
+    /// would make it fit, with the widened type ([`landfall_core::type_widening`]), among the
+    /// new columns: `schema_evolution_mode = "add_new_columns_with_type_widening"`. The value
+    /// itself is rescued (or nulled) as without it: the batch is read again on the widened
+    /// schema.
+    pub widen_types: bool,
     /// Columns filled from elsewhere (Hive partition values, `_metadata`): a file's column of
     /// that name is dropped, neither rescued nor new (the path's value wins, as in Spark).
     pub path_columns: Vec<String>,
@@ -118,7 +124,45 @@ impl NewColumns {
     /// Note a new column at `path` (parents first) of type `ty`; a column noted twice keeps
     /// the wider of its types.
     pub fn note(&mut self, path: &[&str], ty: DataType) {
-        note_in(&mut self.fields, path, ty);
+        note_in(&mut self.fields, path, ty, false);
+    }
+
+    /// Note that the existing column at `path` needs the wider type `ty`
+    /// ([`SchemaPolicy::widen_types`]); noted twice, it keeps the type that widens to the other
+    /// ([`landfall_core::type_widening::merge_noted`]).
+    pub fn note_widening(&mut self, path: &[&str], ty: DataType) {
+        note_in(&mut self.fields, path, ty, true);
+    }
+
+    /// Whether any note is a widening.
+    pub fn has_widenings(&self) -> bool {
+        fn any(f: &Field) -> bool {
+            is_widening_note(f)
+                || matches!(f.data_type(), DataType::Struct(c) if c.iter().any(|c| any(c)))
+        }
+        self.fields.iter().any(any)
+    }
+
+    /// The new columns alone, without the widenings.
+    pub fn without_widenings(&self) -> NewColumns {
+        fn keep(fields: &[Field]) -> Vec<Field> {
+            fields
+                .iter()
+                .filter(|f| !is_widening_note(f))
+                .filter_map(|f| match f.data_type() {
+                    DataType::Struct(c) => {
+                        let children: Vec<Field> = c.iter().map(|c| c.as_ref().clone()).collect();
+                        let kept = keep(&children);
+                        (!kept.is_empty())
+                            .then(|| f.clone().with_data_type(DataType::Struct(kept.into())))
+                    }
+                    _ => Some(f.clone()),
+                })
+                .collect()
+        }
+        NewColumns {
+            fields: keep(&self.fields),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -154,17 +198,35 @@ impl NewColumns {
     }
 }
 
-fn note_in(fields: &mut Vec<Field>, path: &[&str], ty: DataType) {
+fn is_widening_note(f: &Field) -> bool {
+    f.metadata()
+        .contains_key(landfall_core::type_widening::WIDENING_NOTE)
+}
+
+fn note_in(fields: &mut Vec<Field>, path: &[&str], ty: DataType, widening: bool) {
     let Some((first, rest)) = path.split_first() else {
         return;
     };
     let at = fields.iter().position(|f| f.name() == first);
     if rest.is_empty() {
+        let widening = widening || at.is_some_and(|i| is_widening_note(&fields[i]));
         let ty = match at {
+            Some(i) if widening => {
+                landfall_core::type_widening::merge_noted(fields[i].data_type(), &ty)
+            }
             Some(i) => crate::types::merge_widen(fields[i].data_type(), &ty),
             None => ty,
         };
-        let f = Field::new(*first, ty, true);
+        let mut f = Field::new(*first, ty, true);
+        if widening {
+            f = f.with_metadata(
+                [(
+                    landfall_core::type_widening::WIDENING_NOTE.to_string(),
+                    String::new(),
+                )]
+                .into(),
+            );
+        }
         match at {
             Some(i) => fields[i] = f,
             None => fields.push(f),
@@ -183,7 +245,7 @@ fn note_in(fields: &mut Vec<Field>, path: &[&str], ty: DataType) {
         // A leaf noted earlier under this name: keep it (the wider struct goes to the rescue).
         _ => return,
     };
-    note_in(&mut children, rest, ty);
+    note_in(&mut children, rest, ty, widening);
     fields[i] = Field::new(*first, DataType::Struct(children.into()), true);
 }
 
@@ -199,7 +261,7 @@ fn absorb_field(into: &mut Vec<Field>, f: &Field, parents: &mut Vec<String>) {
         ty => {
             let mut path: Vec<&str> = parents.iter().map(String::as_str).collect();
             path.push(f.name());
-            note_in(into, &path, ty.clone());
+            note_in(into, &path, ty.clone(), is_widening_note(f));
         }
     }
 }
@@ -218,6 +280,64 @@ fn leaf_paths(f: &Field, prefix: &str, out: &mut Vec<String>) {
         }
         _ => out.push(path),
     }
+}
+
+/// `schema` with the columns `noted` names that it already has widened to the noted type
+/// where Delta's type widening allows it ([`landfall_core::type_widening::widened`]): a type
+/// noted for an existing column is the widened type a value or a file's column needed
+/// ([`SchemaPolicy::widen_types`]). Struct members are widened in place; name, nullability
+/// and metadata are kept. Also returns each change as (dotted path, from, to).
+pub fn widen_columns(
+    schema: &Fields,
+    noted: &NewColumns,
+) -> (Fields, Vec<(String, DataType, DataType)>) {
+    let mut changes = Vec::new();
+    let out = widen_into(schema, noted.fields(), "", &mut changes);
+    (out, changes)
+}
+
+fn widen_into(
+    schema: &Fields,
+    noted: &[Field],
+    prefix: &str,
+    changes: &mut Vec<(String, DataType, DataType)>,
+) -> Fields {
+    schema
+        .iter()
+        .map(|f| {
+            let Some(n) = noted.iter().find(|n| n.name() == f.name()) else {
+                return f.clone();
+            };
+            let path = if prefix.is_empty() {
+                f.name().clone()
+            } else {
+                format!("{prefix}.{}", f.name())
+            };
+            match (f.data_type(), n.data_type()) {
+                (DataType::Struct(have), DataType::Struct(inner)) => {
+                    let inner: Vec<Field> = inner.iter().map(|c| c.as_ref().clone()).collect();
+                    let children = widen_into(have, &inner, &path, changes);
+                    Arc::new(
+                        f.as_ref()
+                            .clone()
+                            .with_data_type(DataType::Struct(children)),
+                    )
+                }
+                (from, observed) => match landfall_core::type_widening::widened(from, observed) {
+                    Some(to) => {
+                        let mut meta = f.metadata().clone();
+                        meta.insert(
+                            landfall_core::type_widening::WIDENED_FROM.to_string(),
+                            landfall_core::ddl::type_to_ddl(from),
+                        );
+                        changes.push((path, from.clone(), to.clone()));
+                        Arc::new(f.as_ref().clone().with_data_type(to).with_metadata(meta))
+                    }
+                    None => f.clone(),
+                },
+            }
+        })
+        .collect()
 }
 
 /// `schema` with the `new` columns appended: top-level ones at the end (before nothing:

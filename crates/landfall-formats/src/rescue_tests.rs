@@ -24,6 +24,7 @@ fn policy(rescue: bool, detect: bool) -> SchemaPolicy {
         detect_new_columns: detect,
         infer_types: true,
         prefers_decimal: false,
+        widen_types: false,
         path_columns: vec!["day".into()],
     }
 }

@@ -70,6 +70,13 @@ pub trait Committer: Send + Sync {
     /// the table lacks are allowed, and the next commit adds them to the table's schema
     /// atomically with its data (Delta: a metaData action in the batch's commit).
     async fn evolve(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;
+    /// Why the table's columns cannot change type (`add_new_columns_with_type_widening`), if
+    /// they cannot: asked before a widened schema is stored, so a table that refuses keeps the
+    /// stream's schema as it is (the values stay rescued) instead of stopping it at every
+    /// start. `None` by default: sinks that cannot widen refuse the mode at validation.
+    async fn widening_refused(&self) -> SeamResult<Option<String>> {
+        Ok(None)
+    }
     /// The highest batch id of this stream the table holds.
     async fn last_committed(&self) -> SeamResult<Option<u64>>;
     /// The table version whose commit holds batch `batch_id` of this stream (the commit's own
