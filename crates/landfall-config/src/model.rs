@@ -232,7 +232,11 @@ pub struct StreamConfig {
     /// `rescue` (the schema never changes; such values go to the rescued-data column),
     /// `fail_on_new_columns` (the stream stops, naming the columns and the file) or `none`
     /// (default with `schema`: ignored, unless a rescued-data column keeps them).
-    /// `add_new_columns_with_type_widening` is not built yet.
+    /// `add_new_columns_with_type_widening` (Delta sinks only) also widens a column whose
+    /// values do not fit it where Delta's type widening allows (INT to BIGINT, DOUBLE or a
+    /// DECIMAL; BIGINT to a DECIMAL; FLOAT to DOUBLE; a DECIMAL to a wider one; DATE to
+    /// TIMESTAMP_NTZ from typed files): the table's column changes type, and the batch is read
+    /// again on the widened schema.
     pub schema_evolution_mode: Option<EvolutionMode>,
     /// The rescued-data column's name. Default `_rescued_data` when the schema is inferred (or
     /// with `schema_evolution_mode = "rescue"`); none with an explicit `schema` unless set here.

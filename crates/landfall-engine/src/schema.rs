@@ -397,8 +397,12 @@ fn load(spec: &StreamSpec, state: &dyn StateStore, v: u32) -> SeamResult<(Stored
 }
 
 /// What the decoders do with values the schema has no place for, under the stream's
-/// evolution mode.
-pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::SchemaPolicy {
+/// evolution mode; `may_widen`: the table has not refused to widen columns.
+pub fn policy(
+    spec: &StreamSpec,
+    schema: &StreamSchema,
+    may_widen: bool,
+) -> landfall_formats::SchemaPolicy {
     landfall_formats::SchemaPolicy {
         rescued_column: schema.rescued_column.clone(),
         detect_new_columns: matches!(
@@ -410,6 +414,7 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
         infer_types: infer_types(spec)
             || matches!(spec.format, Format::Parquet | Format::Avro | Format::Orc),
         prefers_decimal: spec.format == Format::Json && spec.json.prefers_decimal,
+        widen_types: may_widen && spec.evolution == EvolutionMode::AddNewColumnsWithTypeWidening,
         path_columns: schema
             .path_columns
             .iter()
@@ -418,21 +423,56 @@ pub fn policy(spec: &StreamSpec, schema: &StreamSchema) -> landfall_formats::Sch
     }
 }
 
-/// `current` with the `new` columns appended (after the decoded ones; columns named like a
-/// path or metadata column are left to the rescue), or `None` when nothing would change.
+/// `current` with the columns `new` notes for the first time appended (after the decoded
+/// ones; columns named like a path or metadata column are left to the rescue), and the
+/// existing columns it notes with a wider type widened where Delta's type widening allows
+/// ([`landfall_formats::widen_columns`]: decoders note those only under
+/// `add_new_columns_with_type_widening`); `None` when nothing would change.
 pub fn grown_schema(current: &StreamSchema, new: &landfall_formats::NewColumns) -> Option<Schema> {
+    grown(current, new).map(|(schema, _)| schema)
+}
+
+/// [`grown_schema`], with what changed: the new columns' paths and the widened columns as
+/// `path FROM -> TO`.
+fn grown(
+    current: &StreamSchema,
+    new: &landfall_formats::NewColumns,
+) -> Option<(Schema, Vec<String>)> {
     let (accepted, _) = addable(current, new);
-    let decoded: Vec<FieldRef> =
-        landfall_formats::append_new_columns(current.decoded.fields(), &accepted)
-            .iter()
-            .cloned()
-            .collect();
+    let (widened, changes) = landfall_formats::widen_columns(current.decoded.fields(), new);
+    let decoded: Vec<FieldRef> = landfall_formats::append_new_columns(&widened, &accepted)
+        .iter()
+        .cloned()
+        .collect();
     if decoded[..] == current.decoded.fields()[..] {
         return None;
     }
+    let mut described = Vec::new();
+    let added: Vec<String> = accepted
+        .paths()
+        .into_iter()
+        .filter(|p| !changes.iter().any(|(w, _, _)| w == p))
+        .collect();
+    if !added.is_empty() {
+        described.push(format!("new columns: {}", added.join(", ")));
+    }
+    if !changes.is_empty() {
+        described.push(format!(
+            "widened: {}",
+            changes
+                .iter()
+                .map(|(path, from, to)| format!(
+                    "{path} {} -> {}",
+                    landfall_core::ddl::type_to_ddl(from),
+                    landfall_core::ddl::type_to_ddl(to)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let mut fields = decoded;
     fields.extend(current.path_columns.iter().cloned());
-    Some(Schema::new(fields))
+    Some((Schema::new(fields), described))
 }
 
 /// The new columns a table can take (the rest stay rescued): not named like a path column,
@@ -445,6 +485,14 @@ pub fn addable(
     let mut ok = Vec::new();
     let mut refused = Vec::new();
     for f in new.fields() {
+        // An existing column noted again is a widening ([`grown`]), not a new column.
+        if current
+            .decoded
+            .field_with_name(f.name())
+            .is_ok_and(|have| !matches!(have.data_type(), DataType::Struct(_)))
+        {
+            continue;
+        }
         if current
             .path_columns
             .iter()
@@ -461,21 +509,22 @@ pub fn addable(
 }
 
 /// Store the next schema version, [`grown_schema`]; `file`: the first file that held the new
-/// columns, as the user wrote the source. `None` when nothing would change.
+/// columns or the values that needed a wider column, as the user wrote the source. Returns it
+/// with what changed (`new columns: a, b`, `widened: n INT -> BIGINT`); `None` when nothing
+/// would change.
 pub fn evolve(
     state: &dyn StateStore,
     current: &StreamSchema,
     new: &landfall_formats::NewColumns,
     file: &str,
-) -> SeamResult<Option<StreamSchema>> {
-    let Some(schema) = grown_schema(current, new) else {
+) -> SeamResult<Option<(StreamSchema, Vec<String>)>> {
+    let Some((schema, changes)) = grown(current, new) else {
         return Ok(None);
     };
-    let (accepted, refused) = addable(current, new);
+    let (_, refused) = addable(current, new);
     for (column, why) in &refused {
         tracing::warn!(column = %column, reason = %why, file, "a new column cannot be added to the table; its values stay in the rescued-data column");
     }
-    let added = accepted.paths();
     let version = current.version + 1;
     let path_names: Vec<String> = current
         .path_columns
@@ -486,7 +535,7 @@ pub fn evolve(
         &schema,
         path_names.clone(),
         current.rescued_column.clone(),
-        format!("new columns: {}", added.join(", ")),
+        changes.join("; "),
         Some(file.to_string()),
     ))
     .expect("schema serialises");
@@ -498,7 +547,7 @@ pub fn evolve(
         current.rescued_column.clone(),
     );
     next.evolved = true;
-    Ok(Some(next))
+    Ok(Some((next, changes)))
 }
 
 /// One stored schema version, as `landfall schema` shows it.

@@ -228,10 +228,12 @@ fn schema_options(ctx: &mut Ctx, k: K, s: &StreamConfig, fixed: bool) -> SchemaO
     } else {
         crate::EvolutionMode::AddNewColumns
     });
-    if evolution == crate::EvolutionMode::AddNewColumnsWithTypeWidening {
+    if evolution == crate::EvolutionMode::AddNewColumnsWithTypeWidening
+        && s.sink.format == SinkFormat::Parquet
+    {
         ctx.err(
             k("schema_evolution_mode"),
-            "`add_new_columns_with_type_widening` is not supported yet: the Delta library landfall commits with (delta_kernel 0.30) cannot change a column's type in a table; use add_new_columns, rescue, fail_on_new_columns or none (a value wider than its column is rescued)",
+            "`add_new_columns_with_type_widening` needs a Delta sink: a Parquet directory has no record of a column's type change, and readers merging its files' schemas refuse an INT file beside a BIGINT one; use sink.format = \"delta\", or add_new_columns (a value wider than its column is rescued)",
         );
     }
     if fixed && evolution != crate::EvolutionMode::None {

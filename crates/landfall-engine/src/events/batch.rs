@@ -202,12 +202,19 @@ impl StreamEvents {
         tracing::info!(stream = %self.stream, schema_version = version, inferred, schema = ddl, "stream schema");
     }
 
-    /// The schema gained columns met in `file`; the batch is read again on it.
+    /// Values in `file` need wider columns and the table cannot widen them (`why`): they
+    /// stay rescued, and the stream stops asking until it restarts.
+    pub fn widening_refused(&self, batch_id: u64, file: &str, why: &str) {
+        tracing::warn!(stream = %self.stream, batch_id, file, reason = why, "values do not fit their columns and the table cannot widen them; they stay in the rescued-data column");
+    }
+
+    /// The schema gained columns met in `file`, or widened columns whose values did not fit
+    /// (`changes`: `new columns: a`, `widened: n INT -> BIGINT`); the batch is read again on it.
     pub fn schema_evolved(
         &self,
         batch_id: u64,
         version: u32,
-        added: &[String],
+        changes: &[String],
         file: &str,
         ddl: &str,
     ) {
@@ -215,6 +222,6 @@ impl StreamEvents {
             &self.metrics.schema_version.get_or_create(&self.label()),
             version as i64,
         );
-        tracing::warn!(stream = %self.stream, batch_id, schema_version = version, new_columns = %added.join(", "), file, schema = ddl, "schema evolved: new columns added; the batch is read again on the new schema");
+        tracing::warn!(stream = %self.stream, batch_id, schema_version = version, changes = %changes.join("; "), file, schema = ddl, "schema evolved; the batch is read again on the new schema");
     }
 }

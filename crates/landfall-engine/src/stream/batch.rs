@@ -261,7 +261,7 @@ impl StreamWorker {
                 format: crate::decode_options::file_format(self.spec.format),
                 options: crate::decode_options::decode_options(
                     &self.spec,
-                    schema::policy(&self.spec, schema),
+                    schema::policy(&self.spec, schema, self.widening_refused.is_none()),
                 ),
                 max_file_size: (self.spec.format == landfall_config::Format::BinaryFile)
                     .then_some(self.spec.binary_max_size),

@@ -105,7 +105,26 @@ impl StreamWorker {
         new: &NewColumns,
         file: &str,
     ) -> SeamResult<StreamSchema> {
-        let Some(next) = schema::evolve(self.state.as_ref(), current, new, file)? else {
+        // A table that cannot change a column's type keeps the stream's types: the values
+        // that needed a wider column stay rescued, and only new columns are added. Asked
+        // before the version is stored, so the refusal never stops the stream at a start.
+        let only_columns;
+        let new = if new.has_widenings()
+            && let Some(why) = self.committer.widening_refused().await?
+        {
+            self.events.widening_refused(batch_id, file, &why);
+            self.widening_refused = Some(why);
+            only_columns = new.without_widenings();
+            if schema::grown_schema(current, &only_columns).is_none() {
+                // Nothing else changes: the batch is read again on the same schema, its
+                // decoders now noting no widenings (the values rescued as in add_new_columns).
+                return Ok(current.clone());
+            }
+            &only_columns
+        } else {
+            new
+        };
+        let Some((next, changes)) = schema::evolve(self.state.as_ref(), current, new, file)? else {
             return Err(SeamError::fatal(format!(
                 "stream `{}`: batch {batch_id}: new columns {} cannot be added to the schema",
                 self.spec.name,
@@ -115,7 +134,7 @@ impl StreamWorker {
         self.events.schema_evolved(
             batch_id,
             next.version,
-            &new.paths(),
+            &changes,
             file,
             &landfall_core::ddl::schema_to_ddl(&next.table),
         );

@@ -56,6 +56,9 @@ pub struct StreamWorker {
     committer: Arc<dyn Committer>,
     events: Arc<StreamEvents>,
     schema: Option<StreamSchema>,
+    /// Why the table cannot widen columns, once it said so (`add_new_columns_with_type_widening`):
+    /// decoders then note no widenings, and values that need one stay rescued.
+    widening_refused: Option<String>,
     available_now: bool,
     last_expiry: Option<Instant>,
     /// The listing time not yet credited to a batch, and the last planning's (for progress
@@ -139,6 +142,7 @@ impl StreamWorker {
             committer,
             events,
             schema: None,
+            widening_refused: None,
             available_now,
             last_expiry: None,
             discover_credit: std::sync::Mutex::new(Duration::ZERO),
