@@ -145,12 +145,17 @@ pub fn open_committer(spec: &StreamSpec) -> SeamResult<Arc<dyn Committer>> {
         })?;
     }
     Ok(match spec.sink.format {
-        SinkFormat::Delta => Arc::new(landfall_sink::DeltaCommitter::new(
-            &spec.name,
-            &uri,
-            options,
-            spec.sink.target_file_size,
-        )),
+        SinkFormat::Delta => Arc::new(
+            landfall_sink::DeltaCommitter::new(
+                &spec.name,
+                &uri,
+                options,
+                spec.sink.target_file_size,
+            )
+            .with_type_widening(
+                spec.evolution == landfall_config::EvolutionMode::AddNewColumnsWithTypeWidening,
+            ),
+        ),
         SinkFormat::Parquet => Arc::new(landfall_sink::ParquetDirCommitter::new(
             &spec.name,
             &uri,

@@ -33,10 +33,13 @@ mod landed;
 mod log_cleanup;
 mod row_ids;
 pub(crate) mod stats_struct;
+pub(crate) mod type_change;
 pub mod vacuum;
 
 use crate::delta_protocol::{Writability, check_writable};
-use crate::delta_schema::{ConformingWriter, check_fits, check_fits_growing, new_fields};
+use crate::delta_schema::{
+    ConformingWriter, check_fits, check_fits_growing, check_fits_widening, new_fields,
+};
 use crate::error::SinkError;
 use crate::writer::TableLayout;
 use arrow_schema::{Schema, SchemaRef};
@@ -80,6 +83,9 @@ pub struct DeltaCommitter {
     /// The partition columns by their logical names (the layout holds the physical ones), as
     /// `commitInfo` names them.
     partition_by: std::sync::Mutex<Vec<String>>,
+    /// `add_new_columns_with_type_widening`: `evolve` widens the table's columns the stream's
+    /// schema widened ([`type_change`]).
+    type_widening: bool,
 }
 
 impl DeltaCommitter {
@@ -102,7 +108,15 @@ impl DeltaCommitter {
             owner: std::sync::Mutex::new(None),
             physical: std::sync::Mutex::new(None),
             partition_by: std::sync::Mutex::new(Vec::new()),
+            type_widening: false,
         }
+    }
+
+    /// Let `evolve` widen the table's columns to the stream's wider types where Delta's type
+    /// widening allows (`schema_evolution_mode = "add_new_columns_with_type_widening"`).
+    pub fn with_type_widening(mut self, on: bool) -> Self {
+        self.type_widening = on;
+        self
     }
 
     /// The kernel's engine, started on first use (inside the runtime that will drive it).
@@ -169,7 +183,9 @@ impl DeltaCommitter {
         grow: bool,
     ) -> Result<(), SinkError> {
         let table_schema = self.table_schema(table)?;
-        if grow {
+        if grow && self.type_widening {
+            check_fits_widening(schema, &table_schema).map_err(|e| self.incompatible(e))?;
+        } else if grow {
             check_fits_growing(schema, &table_schema).map_err(|e| self.incompatible(e))?;
         } else {
             check_fits(schema, &table_schema).map_err(|e| self.incompatible(e))?;
@@ -202,6 +218,12 @@ impl DeltaCommitter {
         self.writability(&table)?;
         self.check_compatible(&table, &schema, partition_by, grow)?;
         let mut table = table;
+        if grow && self.type_widening {
+            // The data files are written in the widened types: the table's columns change
+            // first, in a commit of their own.
+            table = self.widen_columns(table, &schema).await?;
+            *guard = Some(table.clone());
+        }
         if grow
             && column_mapping::Physical::of(&table)
                 .ok()
@@ -213,6 +235,11 @@ impl DeltaCommitter {
             table = self.add_mapped_columns(table, &schema).await?;
             *guard = Some(table.clone());
         }
+        // Columns the table holds wider (widened by another writer) are written in its types.
+        let schema = Arc::new(crate::delta_schema::raised_to_table(
+            &schema,
+            &self.table_schema(&table)?,
+        ));
         let physical = column_mapping::Physical::of(&table)
             .map_err(|e| self.incompatible(format!("its column mapping: {e}")))?
             .map(Arc::new);
@@ -267,6 +294,43 @@ impl DeltaCommitter {
         })
     }
 
+    /// Widen the table's columns that the stream's schema widened, in a commit of their own
+    /// ([`type_change`]); returns the table after it. Another writer's commit in between
+    /// refreshes and looks again (it may have widened them already).
+    async fn widen_columns(
+        &self,
+        mut table: SnapshotRef,
+        schema: &Schema,
+    ) -> Result<SnapshotRef, SinkError> {
+        let k = self.kernel().await?;
+        for _ in 0..MAX_CONFLICTS {
+            let changes = type_change::widenings(schema, &self.table_schema(&table)?);
+            if changes.is_empty() {
+                return Ok(table);
+            }
+            // Features enabled since the last look may forbid it.
+            self.writability(&table)?;
+            let owner = self.owner.lock().expect("owner lock").clone();
+            match type_change::commit(k, &table, &changes, owner.as_deref()).await? {
+                Attempt::Committed { version, snapshot } => {
+                    let columns: Vec<String> = changes
+                        .iter()
+                        .map(type_change::Widening::describe)
+                        .collect();
+                    tracing::warn!(table = %crate::shown(&self.uri), version, columns = %columns.join(", "), "columns widened (typeWidening) before the batch's files are written");
+                    landfall_core::failpoint::hit("after_type_change");
+                    table = snapshot;
+                }
+                Attempt::Conflicted { .. } => table = k.refresh(table).await?,
+            }
+        }
+        Err(SinkError::Io {
+            location: crate::shown(&self.uri),
+            op: "widen columns",
+            reason: format!("lost the race for the next version {MAX_CONFLICTS} times"),
+        })
+    }
+
     /// On a column-mapped table, the batch's files were written in the physical columns
     /// `prepare` saw. A column dropped, renamed or added since (another writer's ALTER TABLE)
     /// changes them: committing would leave the files' values where no reader looks. The
@@ -295,14 +359,24 @@ impl DeltaCommitter {
     fn schema_growth(
         &self,
         table: &SnapshotRef,
+        batch_id: u64,
     ) -> Result<Vec<(Vec<String>, delta_kernel::schema::StructField)>, SinkError> {
         let Some(stream) = self.schema.lock().expect("schema lock").clone() else {
             return Ok(Vec::new());
         };
         // The table as it is now (another writer may have changed it since `evolve`): every
         // column the stream shares with it must still fit.
-        check_fits_growing(&stream, &self.table_schema(table)?)
-            .map_err(|e| self.incompatible(e))?;
+        let now = self.table_schema(table)?;
+        check_fits_growing(&stream, &now).map_err(|e| self.incompatible(e))?;
+        if crate::delta_schema::raised_to_table(&stream, &now).fields() != stream.fields() {
+            // Widened by another writer since `prepare`: the files hold the narrower type.
+            // Write the batch again, in the table's new types.
+            return Err(SinkError::Commit {
+                location: crate::shown(&self.uri),
+                batch_id,
+                reason: "a column of the table was widened by another writer while the batch's files were written; the batch is written again in the table's new types".into(),
+            });
+        }
         let want = kernel::to_kernel(&stream)
             .map_err(|e| self.incompatible(format!("cannot be stored in Delta: {e}")))?;
         let grown = new_fields(&table.schema(), &want);
@@ -410,6 +484,23 @@ impl Committer for DeltaCommitter {
         self.prepare_with(schema, partition_by, true).await
     }
 
+    async fn widening_refused(&self) -> SeamResult<Option<String>> {
+        if !self.type_widening {
+            return Ok(Some(
+                "the stream's schema_evolution_mode does not widen columns".into(),
+            ));
+        }
+        let guard = self.refreshed().await?;
+        let Some(table) = guard.clone() else {
+            return Ok(None);
+        };
+        drop(guard);
+        if let Err(e) = self.writability(&table) {
+            return Ok(Some(e.to_string()));
+        }
+        Ok(type_change::refusal(&table))
+    }
+
     async fn last_committed(&self) -> SeamResult<Option<u64>> {
         let table = self.refreshed().await?.clone();
         match table {
@@ -514,7 +605,7 @@ impl Committer for DeltaCommitter {
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 partition_by: partition_by.clone(),
                 // Columns the stream's schema gained: the table grows in the batch's commit.
-                new_fields: self.schema_growth(&table)?,
+                new_fields: self.schema_growth(&table, batch_id)?,
             };
             match k.append(&table, append).await {
                 Ok(Attempt::Committed { version, snapshot }) => {

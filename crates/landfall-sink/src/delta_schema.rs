@@ -29,13 +29,47 @@ use std::sync::Arc;
 
 /// Why `stream` (normalised) does not fit `table`, if it does not.
 pub(crate) fn check_fits(stream: &Schema, table: &Schema) -> Result<(), String> {
-    fits_fields("", stream.fields(), table.fields(), false)
+    fits_fields("", stream.fields(), table.fields(), Grow::No)
 }
 
 /// [`check_fits`] for a stream whose schema evolves: a stream column (or nested struct field)
 /// the table lacks is fine when nullable; the next commit adds it ([`merge_new_fields`]).
 pub(crate) fn check_fits_growing(stream: &Schema, table: &Schema) -> Result<(), String> {
-    fits_fields("", stream.fields(), table.fields(), true)
+    fits_fields("", stream.fields(), table.fields(), Grow::Columns)
+}
+
+/// [`check_fits_growing`] for a stream under `add_new_columns_with_type_widening`: a column
+/// (or struct member, not inside a list or map) whose type the stream's schema evolution
+/// widened is fine too when Delta's type widening allows the change ([`widened_by_stream`]);
+/// the committer widens the table's column before the batch's files are written
+/// ([`crate::delta::type_change`]).
+pub(crate) fn check_fits_widening(stream: &Schema, table: &Schema) -> Result<(), String> {
+    fits_fields("", stream.fields(), table.fields(), Grow::ColumnsAndTypes)
+}
+
+/// What a stream's schema may have that its table does not yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grow {
+    /// Nothing: every stream column is in the table, with its type.
+    No,
+    /// Nullable columns the table lacks.
+    Columns,
+    /// Those, and wider types where Delta's type widening allows.
+    ColumnsAndTypes,
+}
+
+impl Grow {
+    fn columns(self) -> bool {
+        self != Grow::No
+    }
+
+    /// Inside a list or a map: columns may grow, types may not widen.
+    fn inner(self) -> Grow {
+        match self {
+            Grow::ColumnsAndTypes => Grow::Columns,
+            g => g,
+        }
+    }
 }
 
 /// Why a column could not be added to a Delta table by schema evolution, if it could not: its
@@ -168,7 +202,7 @@ fn join(prefix: &str, name: &str) -> String {
     }
 }
 
-fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: bool) -> Result<(), String> {
+fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: Grow) -> Result<(), String> {
     for s in stream {
         let path = join(prefix, s.name());
         let Some((_, t)) = table.find(s.name()) else {
@@ -181,7 +215,7 @@ fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: bool) -> Res
                     join(prefix, t.name())
                 ));
             }
-            if grow && s.is_nullable() {
+            if grow.columns() && s.is_nullable() {
                 continue;
             }
             return Err(format!("column `{path}` is not in the table"));
@@ -199,13 +233,62 @@ fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: bool) -> Res
     Ok(())
 }
 
-fn fits_field(path: &str, s: &Field, t: &Field, grow: bool) -> Result<(), String> {
+fn fits_field(path: &str, s: &Field, t: &Field, grow: Grow) -> Result<(), String> {
     if s.is_nullable() && !t.is_nullable() {
         return Err(format!(
             "column `{path}` may be null in the stream but is NOT NULL in the table"
         ));
     }
+    if grow == Grow::ColumnsAndTypes && widened_by_stream(s, t) {
+        return Ok(());
+    }
+    // A table column wider than the stream's, as type widening makes it (another writer's
+    // `ALTER TABLE ... CHANGE COLUMN ... TYPE`, another stream's widening): the data files are
+    // written in the table's type ([`raised_to_table`]).
+    if landfall_core::type_widening::is_widening(s.data_type(), t.data_type()) {
+        return Ok(());
+    }
     fits_type(path, s.data_type(), t.data_type(), grow)
+}
+
+/// `stream` with each column (or struct member) that the table holds in a wider type, as
+/// Delta's type widening allows, raised to the table's type: the schema data files are written
+/// in, so that a table widened by another writer takes the stream's rows in its own types.
+pub(crate) fn raised_to_table(stream: &Schema, table: &Schema) -> Schema {
+    fn raise(stream: &Fields, table: &Fields) -> Fields {
+        stream
+            .iter()
+            .map(|s| {
+                let Some((_, t)) = table.find(s.name()) else {
+                    return s.clone();
+                };
+                match (s.data_type(), t.data_type()) {
+                    (DataType::Struct(sf), DataType::Struct(tf)) => Arc::new(
+                        s.as_ref()
+                            .clone()
+                            .with_data_type(DataType::Struct(raise(sf, tf))),
+                    ),
+                    (a, b) if landfall_core::type_widening::is_widening(a, b) => {
+                        Arc::new(s.as_ref().clone().with_data_type(b.clone()))
+                    }
+                    _ => s.clone(),
+                }
+            })
+            .collect()
+    }
+    Schema::new_with_metadata(
+        raise(stream.fields(), table.fields()),
+        stream.metadata().clone(),
+    )
+}
+
+/// Whether stream column `s` is table column `t` widened by the stream's own schema evolution
+/// (marked [`landfall_core::type_widening::WIDENED_FROM`]) as Delta's type widening allows: a
+/// stream's inferred or given type wider than an existing table's column widens nothing.
+pub(crate) fn widened_by_stream(s: &Field, t: &Field) -> bool {
+    s.metadata()
+        .contains_key(landfall_core::type_widening::WIDENED_FROM)
+        && landfall_core::type_widening::is_widening(t.data_type(), s.data_type())
 }
 
 fn map_key_value(entries: &Field) -> Option<(&Field, &Field)> {
@@ -215,16 +298,22 @@ fn map_key_value(entries: &Field) -> Option<(&Field, &Field)> {
     }
 }
 
-fn fits_type(path: &str, s: &DataType, t: &DataType, grow: bool) -> Result<(), String> {
+fn fits_type(path: &str, s: &DataType, t: &DataType, grow: Grow) -> Result<(), String> {
     match (s, t) {
         (DataType::List(se), DataType::List(te)) => {
-            fits_field(&format!("{path}.element"), se, te, grow)
+            fits_field(&format!("{path}.element"), se, te, grow.inner())
         }
         (DataType::Map(se, _), DataType::Map(te, _)) => {
             match (map_key_value(se), map_key_value(te)) {
                 (Some((sk, sv)), Some((tk, tv))) => {
-                    fits_type(&format!("{path}.key"), sk.data_type(), tk.data_type(), grow)?;
-                    fits_field(&format!("{path}.value"), sv, tv, grow)
+                    let inner = grow.inner();
+                    fits_type(
+                        &format!("{path}.key"),
+                        sk.data_type(),
+                        tk.data_type(),
+                        inner,
+                    )?;
+                    fits_field(&format!("{path}.value"), sv, tv, inner)
                 }
                 _ => Err(format!("column `{path}` is not a well-formed map")),
             }
@@ -484,11 +573,29 @@ mod tests {
             ]),
             true,
         )]);
-        let err = check_fits(&stream, &table).unwrap_err();
+        // A narrower member fits a table that widened it: the files are written in its type.
+        check_fits(&stream, &table).unwrap();
+        assert_eq!(
+            raised_to_table(&stream, &table).field(0).data_type(),
+            &st(vec![Field::new("a", DataType::Int64, true)])
+        );
+        // A wider one, or another type, does not.
+        let wider = Schema::new(vec![Field::new(
+            "s",
+            st(vec![Field::new("a", DataType::Decimal128(30, 0), true)]),
+            true,
+        )]);
+        let err = check_fits(&wider, &table).unwrap_err();
         assert!(
-            err.contains("`s.a` is BIGINT in the table but INT"),
+            err.contains("`s.a` is BIGINT in the table but DECIMAL(30,0)"),
             "{err}"
         );
+        let text = Schema::new(vec![Field::new(
+            "s",
+            st(vec![Field::new("a", DataType::Utf8, true)]),
+            true,
+        )]);
+        assert!(check_fits(&text, &table).is_err());
     }
 
     #[test]
