@@ -56,19 +56,6 @@ fn rescued(row: &Value) -> Option<Value> {
         .map(|s| serde_json::from_str(s).unwrap())
 }
 
-/// Every commit of the table, as the actions of each log entry.
-fn commits(table: &Path) -> Vec<Vec<Value>> {
-    (0..=delta_version(table))
-        .map(|v| {
-            std::fs::read_to_string(table.join(format!("_delta_log/{v:020}.json")))
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect()
-        })
-        .collect()
-}
-
 #[test]
 fn add_new_columns_grows_the_table_in_the_batch_commit_and_reads_the_batch_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -108,3 +108,16 @@ pub fn row_by_id(v: &Value, id: u64) -> &Value {
         .find(|r| r["id"] == id.as_str())
         .unwrap_or_else(|| panic!("no row with id {id}"))
 }
+
+/// Every commit of a local Delta table, as the actions of each log entry.
+pub fn commits(table: &Path) -> Vec<Vec<Value>> {
+    (0..=delta_version(table))
+        .map(|v| {
+            std::fs::read_to_string(table.join(format!("_delta_log/{v:020}.json")))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .collect()
+}
