@@ -484,7 +484,7 @@ impl Committer for DeltaCommitter {
         self.prepare_with(schema, partition_by, true).await
     }
 
-    async fn widening_refused(&self) -> SeamResult<Option<String>> {
+    async fn widening_refused(&self, schema: SchemaRef) -> SeamResult<Option<String>> {
         if !self.type_widening {
             return Ok(Some(
                 "the stream's schema_evolution_mode does not widen columns".into(),
@@ -498,7 +498,13 @@ impl Committer for DeltaCommitter {
         if let Err(e) = self.writability(&table) {
             return Ok(Some(e.to_string()));
         }
-        Ok(type_change::refusal(&table))
+        if let Some(why) = type_change::refusal(&table) {
+            return Ok(Some(why));
+        }
+        // The widened types against the table's as they are now (another writer may have
+        // changed a column another way).
+        let schema = delta_normalize(&schema);
+        Ok(check_fits_widening(&schema, &self.table_schema(&table)?).err())
     }
 
     async fn last_committed(&self) -> SeamResult<Option<u64>> {

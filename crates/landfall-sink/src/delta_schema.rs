@@ -29,13 +29,13 @@ use std::sync::Arc;
 
 /// Why `stream` (normalised) does not fit `table`, if it does not.
 pub(crate) fn check_fits(stream: &Schema, table: &Schema) -> Result<(), String> {
-    fits_fields("", stream.fields(), table.fields(), Grow::No)
+    fits_fields("", stream.fields(), table.fields(), Grow::NO)
 }
 
 /// [`check_fits`] for a stream whose schema evolves: a stream column (or nested struct field)
 /// the table lacks is fine when nullable; the next commit adds it ([`merge_new_fields`]).
 pub(crate) fn check_fits_growing(stream: &Schema, table: &Schema) -> Result<(), String> {
-    fits_fields("", stream.fields(), table.fields(), Grow::Columns)
+    fits_fields("", stream.fields(), table.fields(), Grow::COLUMNS)
 }
 
 /// [`check_fits_growing`] for a stream under `add_new_columns_with_type_widening`: a column
@@ -44,30 +44,48 @@ pub(crate) fn check_fits_growing(stream: &Schema, table: &Schema) -> Result<(), 
 /// the committer widens the table's column before the batch's files are written
 /// ([`crate::delta::type_change`]).
 pub(crate) fn check_fits_widening(stream: &Schema, table: &Schema) -> Result<(), String> {
-    fits_fields("", stream.fields(), table.fields(), Grow::ColumnsAndTypes)
+    fits_fields("", stream.fields(), table.fields(), Grow::COLUMNS_AND_TYPES)
 }
 
 /// What a stream's schema may have that its table does not yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Grow {
-    /// Nothing: every stream column is in the table, with its type.
-    No,
+struct Grow {
     /// Nullable columns the table lacks.
-    Columns,
-    /// Those, and wider types where Delta's type widening allows.
-    ColumnsAndTypes,
+    columns: bool,
+    /// Wider types the stream's schema evolution gave a column, where Delta's type widening
+    /// allows the change.
+    widen: bool,
+    /// Not inside a list or a map: a type may differ from the table's by a widening (either
+    /// way) only at the top level and in struct members, the columns `raised_to_table` and
+    /// the type change commit reach.
+    outside_collections: bool,
 }
 
 impl Grow {
+    const NO: Grow = Grow {
+        columns: false,
+        widen: false,
+        outside_collections: true,
+    };
+    const COLUMNS: Grow = Grow {
+        columns: true,
+        ..Grow::NO
+    };
+    const COLUMNS_AND_TYPES: Grow = Grow {
+        widen: true,
+        ..Grow::COLUMNS
+    };
+
     fn columns(self) -> bool {
-        self != Grow::No
+        self.columns
     }
 
-    /// Inside a list or a map: columns may grow, types may not widen.
+    /// Inside a list or a map: columns may grow, types may not differ.
     fn inner(self) -> Grow {
-        match self {
-            Grow::ColumnsAndTypes => Grow::Columns,
-            g => g,
+        Grow {
+            widen: false,
+            outside_collections: false,
+            ..self
         }
     }
 }
@@ -239,13 +257,15 @@ fn fits_field(path: &str, s: &Field, t: &Field, grow: Grow) -> Result<(), String
             "column `{path}` may be null in the stream but is NOT NULL in the table"
         ));
     }
-    if grow == Grow::ColumnsAndTypes && widened_by_stream(s, t) {
+    if grow.widen && grow.outside_collections && widened_by_stream(s, t) {
         return Ok(());
     }
     // A table column wider than the stream's, as type widening makes it (another writer's
     // `ALTER TABLE ... CHANGE COLUMN ... TYPE`, another stream's widening): the data files are
     // written in the table's type ([`raised_to_table`]).
-    if landfall_core::type_widening::is_widening(s.data_type(), t.data_type()) {
+    if grow.outside_collections
+        && landfall_core::type_widening::is_widening(s.data_type(), t.data_type())
+    {
         return Ok(());
     }
     fits_type(path, s.data_type(), t.data_type(), grow)
@@ -596,6 +616,16 @@ mod tests {
             true,
         )]);
         assert!(check_fits(&text, &table).is_err());
+        // Inside a list the types must be the table's: raised_to_table does not reach there.
+        let list = |t: DataType| {
+            Schema::new(vec![Field::new(
+                "l",
+                DataType::List(Arc::new(Field::new("element", t, true))),
+                true,
+            )])
+        };
+        let err = check_fits(&list(DataType::Int32), &list(DataType::Int64)).unwrap_err();
+        assert!(err.contains("`l.element`"), "{err}");
     }
 
     #[test]

@@ -70,11 +70,13 @@ pub trait Committer: Send + Sync {
     /// the table lacks are allowed, and the next commit adds them to the table's schema
     /// atomically with its data (Delta: a metaData action in the batch's commit).
     async fn evolve(&self, schema: SchemaRef, partition_by: &[String]) -> SeamResult<()>;
-    /// Why the table's columns cannot change type (`add_new_columns_with_type_widening`), if
-    /// they cannot: asked before a widened schema is stored, so a table that refuses keeps the
-    /// stream's schema as it is (the values stay rescued) instead of stopping it at every
-    /// start. `None` by default: sinks that cannot widen refuse the mode at validation.
-    async fn widening_refused(&self) -> SeamResult<Option<String>> {
+    /// Why the table cannot take `schema`, a stream schema whose columns were widened
+    /// (`add_new_columns_with_type_widening`), if it cannot: asked before the widened schema is
+    /// stored, so a table that refuses (widening disabled, a protocol the feature cannot join,
+    /// a column another writer changed another way) keeps the stream's schema as it is (the
+    /// values stay rescued) instead of stopping the stream at every start. `None` by default:
+    /// sinks that cannot widen refuse the mode at validation.
+    async fn widening_refused(&self, _schema: SchemaRef) -> SeamResult<Option<String>> {
         Ok(None)
     }
     /// The highest batch id of this stream the table holds.
