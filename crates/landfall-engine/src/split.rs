@@ -1,9 +1,10 @@
 //! One large line-delimited file decoded on every core.
 //!
 //! A large file is read in pieces (pinned.rs) and, when its format allows it
-//! ([`landfall_formats::splits_at_newlines`]: JSON lines, uncompressed, not lenient), cut into
-//! parts of about [`PART_BYTES`] that each end just after a newline between two records
-//! ([`cut_in`]), as Spark cuts files into splits at line boundaries. Each part is decoded by a decoder of its own, in a task of its own,
+//! ([`landfall_formats::splits_at_newlines`]: JSON lines, uncompressed, not lenient; text with
+//! the default line separators), cut into parts of about [`PART_BYTES`] that each end just
+//! after a newline between two records ([`cut_in`] for JSON, any newline for text,
+//! [`cut_at_line`]), as Spark cuts files into splits at line boundaries. Each part is decoded by a decoder of its own, in a task of its own,
 //! at most one part per core at once; the decoder is told where its part starts (line and byte),
 //! so malformed records and fail-fast errors name the file's own positions.
 //!
@@ -80,6 +81,8 @@ impl Part {
 /// Where cutting has got to.
 struct Cutter {
     body: Body,
+    /// Where a piece may be cut ([`cut_rule`]).
+    cut: fn(&[u8]) -> Option<usize>,
     /// Bytes of the part being cut.
     chunks: Vec<Bytes>,
     len: u64,
@@ -100,6 +103,20 @@ const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
 /// accepts and Spark reads as two lines, is the exception: `"a}` newline `{b"` is cut there).
 /// One pass from the piece's end; it stops at the first boundary, a few hundred bytes in for
 /// an object per line.
+/// Where a piece of a text file may be cut: just after its last newline (with the default
+/// separators every `\n` ends a line, a `\r` before it belongs to the same line).
+fn cut_at_line(piece: &[u8]) -> Option<usize> {
+    memchr::memrchr(b'\n', piece)
+}
+
+/// The cut rule of a format that [`landfall_formats::splits_at_newlines`] allows to cut.
+fn cut_rule(format: landfall_formats::FileFormat) -> fn(&[u8]) -> Option<usize> {
+    match format {
+        landfall_formats::FileFormat::Text => cut_at_line,
+        _ => cut_in,
+    }
+}
+
 fn cut_in(piece: &[u8]) -> Option<usize> {
     // The nearest non-whitespace byte after position `i`, and the last newline between them.
     let (mut next, mut newline) = (None, None);
@@ -155,7 +172,7 @@ impl Cutter {
                     }
                     self.len += piece.len() as u64;
                     let cut = if self.len >= size {
-                        cut_in(&piece)
+                        (self.cut)(&piece)
                     } else {
                         None
                     };
@@ -199,9 +216,14 @@ enum Cut {
 }
 
 /// `body` cut into parts of about `size` bytes, each ending after a newline between records.
-fn parts(body: Body, size: u64) -> BoxStream<'static, Result<Cut, FileError>> {
+fn parts(
+    body: Body,
+    size: u64,
+    cut: fn(&[u8]) -> Option<usize>,
+) -> BoxStream<'static, Result<Cut, FileError>> {
     let cutter = Cutter {
         body,
+        cut,
         chunks: Vec::new(),
         len: 0,
         line: 1,
@@ -263,7 +285,7 @@ pub(crate) async fn decode_large(
         Some(piece) => piece?,
         None => Bytes::new(),
     };
-    let splits = cut_in(&first).is_some();
+    let splits = cut_rule(job.format)(&first).is_some();
     let body = futures::stream::once(futures::future::ready(Ok(first)))
         .chain(body)
         .boxed();
@@ -289,7 +311,7 @@ async fn stream_split(
         Rest(Part, Body),
     }
     let (job2, meta2) = (job.clone(), meta.clone());
-    let mut decoded = parts(body, part_bytes())
+    let mut decoded = parts(body, part_bytes(), cut_rule(job.format))
         .map(move |cut| {
             let (job, meta) = (job2.clone(), meta2.clone());
             async move {
@@ -397,7 +419,7 @@ mod tests {
     /// starts, and whether it is the rest to decode in order.
     async fn all(body: Body, size: u64) -> Vec<(Vec<u8>, u64, u64, bool)> {
         let mut out = Vec::new();
-        let mut cuts = parts(body, size);
+        let mut cuts = parts(body, size, cut_in);
         while let Some(cut) = cuts.next().await {
             match cut.unwrap_or_else(|e| panic!("{e}")) {
                 Cut::Part(p) => out.push((p.chunks.concat(), p.line, p.offset, false)),
@@ -490,7 +512,7 @@ mod tests {
             ))),
             Ok(Bytes::from_static(b"c\n")),
         ];
-        let mut p = parts(futures::stream::iter(pieces).boxed(), 2);
+        let mut p = parts(futures::stream::iter(pieces).boxed(), 2, cut_in);
         assert!(p.next().await.unwrap().is_ok());
         assert!(matches!(p.next().await, Some(Err(FileError::Transient(_)))));
         assert!(p.next().await.is_none());

@@ -266,15 +266,18 @@ impl Decoder for FailFast {
 
 /// Whether a file of `format` named `path` may be cut at newlines between records and its
 /// parts decoded apart, each by a decoder told where its part starts
-/// ([`landfall_core::Decoder::start_at`]; the engine picks the cuts): JSON lines,
-/// uncompressed, without `multi_line` (a file is one document) or leniency (a comment may hold
-/// anything). CSV and text files are decoded in order (a quoted value, a header, a custom line
-/// separator).
+/// ([`landfall_core::Decoder::start_at`]; the engine picks the cuts), uncompressed: JSON
+/// lines without `multi_line` (a file is one document) or leniency (a comment may hold
+/// anything), and text with the default line separators and without `whole_text` (every `\n`
+/// ends a line, so a cut just after one is exact). CSV files are decoded in order (a quoted
+/// value may hold a newline, and later parts would lack the header).
 pub fn splits_at_newlines(format: FileFormat, path: &str, opts: &DecodeOptions) -> bool {
-    format == FileFormat::Json
-        && !opts.json_multi_line
-        && !opts.json_leniency.any()
-        && Codec::of(path).is_none()
+    let splits = match format {
+        FileFormat::Json => !opts.json_multi_line && !opts.json_leniency.any(),
+        FileFormat::Text => !opts.text.whole_text && opts.text.line_sep.is_none(),
+        _ => false,
+    };
+    splits && Codec::of(path).is_none()
 }
 
 /// A decoder for one file of `format`, producing batches of `schema` (the stream schema

@@ -249,3 +249,66 @@ fn records_spanning_lines_are_never_cut() {
     }
     assert_eq!(seen[0], seen[1]);
 }
+
+/// A large text file (the `text` format, default separators) cut at newlines and decoded in
+/// parts lands as in one go: every line once, in order, with `\r\n` and lone `\r` endings,
+/// empty lines, a last line without a separator, and a line that is not UTF-8 (replaced and
+/// counted malformed, in either run).
+#[test]
+fn a_text_file_decoded_in_parts_lands_as_in_one_go() {
+    let mut body: Vec<u8> = Vec::new();
+    for i in 0..5000u64 {
+        match i % 7 {
+            0 => body.extend_from_slice(format!("line {i} crlf\r\n").as_bytes()),
+            1 => body.extend_from_slice(format!("line {i} cr\rline {i} after cr\n").as_bytes()),
+            2 => body.extend_from_slice(b"\n"),
+            _ => body.extend_from_slice(format!("line {i} with some text to fill it\n").as_bytes()),
+        }
+        if i == 2500 {
+            body.extend_from_slice(b"bad \xff byte\n");
+        }
+    }
+    body.extend_from_slice(b"last line without a separator");
+    let run = |env: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let src = root.join("src");
+        put_file(&src, "big.txt", &body);
+        let cfg = Config::in_dir(root)
+            .stream(Stream::local(
+                "t",
+                src.as_path(),
+                "text",
+                root.join("table").as_path(),
+            ))
+            .write();
+        let mut env = env.to_vec();
+        env.push(("LANDFALL_LOG", "info,landfall_engine::split=debug"));
+        let out = text(&drain_env(&cfg, &env));
+        let v = verify("delta", &root.join("table"), Some("t"));
+        let values: Vec<String> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["value"].as_str().unwrap().to_string())
+            .collect();
+        (out, values, v["rows"].as_u64().unwrap())
+    };
+    let (out, split, rows) = run(&[("LANDFALL_STREAM_FILES_FROM", "1")]);
+    assert!(
+        out.lines()
+            .any(|l| l.contains("decoded in parts") && l.contains("big.txt")),
+        "the split path ran:\n{out}"
+    );
+    let (_, whole, whole_rows) = run(&[]);
+    assert_eq!(rows, whole_rows);
+    let mut a = split.clone();
+    let mut b = whole.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the same lines");
+    // 5000 records: 715 of them two lines (cr), one more bad line, the last line.
+    assert_eq!(rows, 5000 + 715 + 1 + 1);
+    assert!(split.iter().any(|v| v == "last line without a separator"));
+    assert!(split.iter().any(|v| v == "bad \u{fffd} byte"));
+}

@@ -229,7 +229,10 @@ fn values_wider_than_their_column_widen_it_and_the_table_changes_type() {
     let done: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(done["rows"], 5, "{done}");
     let after = verify("delta", &root.join("table"), Some("w"));
-    assert_eq!(after["data"], before["data"], "the same rows after compaction");
+    assert_eq!(
+        after["data"], before["data"],
+        "the same rows after compaction"
+    );
 }
 
 #[test]
