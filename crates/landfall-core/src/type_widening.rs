@@ -46,6 +46,31 @@ pub const WIDENED_FROM: &str = "landfall.widened_from";
 /// type, not a new column: its notes merge by the widening rules.
 pub const WIDENING_NOTE: &str = "landfall.widening_note";
 
+/// `schema` without [`WIDENED_FROM`] marks (at every level of structs), as tables and data
+/// files are to hold it.
+pub fn without_marks(schema: &arrow_schema::Schema) -> arrow_schema::Schema {
+    use arrow_schema::{Field, Fields};
+    fn field(f: &Field) -> Field {
+        let mut f = f.clone();
+        if f.metadata().contains_key(WIDENED_FROM) {
+            let mut meta = f.metadata().clone();
+            meta.remove(WIDENED_FROM);
+            f = f.with_metadata(meta);
+        }
+        match f.data_type().clone() {
+            DataType::Struct(children) => {
+                let children: Fields = children.iter().map(|c| field(c)).collect();
+                f.with_data_type(DataType::Struct(children))
+            }
+            _ => f,
+        }
+    }
+    arrow_schema::Schema::new_with_metadata(
+        schema.fields().iter().map(|f| field(f)).collect::<Vec<_>>(),
+        schema.metadata().clone(),
+    )
+}
+
 /// Two widened types noted for one column merged: the one that widens to the other, or when
 /// neither does (a DOUBLE and a DECIMAL), the first (the other's values stay rescued on the
 /// read that follows).

@@ -235,10 +235,10 @@ impl DeltaCommitter {
             table = self.add_mapped_columns(table, &schema).await?;
             *guard = Some(table.clone());
         }
-        // Columns the table holds wider (widened by another writer) are written in its types.
-        let schema = Arc::new(crate::delta_schema::raised_to_table(
-            &schema,
-            &self.table_schema(&table)?,
+        // Columns the table holds wider (widened by another writer) are written in its types;
+        // the stream's widening marks stay out of the table and its files.
+        let schema = Arc::new(landfall_core::type_widening::without_marks(
+            &crate::delta_schema::raised_to_table(&schema, &self.table_schema(&table)?),
         ));
         let physical = column_mapping::Physical::of(&table)
             .map_err(|e| self.incompatible(format!("its column mapping: {e}")))?

@@ -461,9 +461,11 @@ pub(crate) fn encode_path(key: &str) -> String {
     utf8_percent_encode(key, ESCAPED).to_string()
 }
 
-/// The kernel's schema for an Arrow one (Delta types).
+/// The kernel's schema for an Arrow one (Delta types), without the stream's widening marks.
 pub(crate) fn to_kernel(schema: &Schema) -> Result<StructType, String> {
-    schema.try_into_kernel().map_err(|e| e.to_string())
+    (&landfall_core::type_widening::without_marks(schema))
+        .try_into_kernel()
+        .map_err(|e| e.to_string())
 }
 
 /// Arrow's schema for a kernel one.
