@@ -303,7 +303,7 @@ impl DeltaCommitter {
         schema: &Schema,
     ) -> Result<SnapshotRef, SinkError> {
         let k = self.kernel().await?;
-        for _ in 0..MAX_CONFLICTS {
+        for round in 0..MAX_CONFLICTS {
             let changes = type_change::widenings(schema, &self.table_schema(&table)?);
             if changes.is_empty() {
                 return Ok(table);
@@ -321,7 +321,10 @@ impl DeltaCommitter {
                     landfall_core::failpoint::hit("after_type_change");
                     table = snapshot;
                 }
-                Attempt::Conflicted { .. } => table = k.refresh(table).await?,
+                Attempt::Conflicted { .. } => {
+                    conflict_backoff(round).await;
+                    table = k.refresh(table).await?;
+                }
             }
         }
         Err(SinkError::Io {
@@ -629,20 +632,7 @@ impl Committer for DeltaCommitter {
                     // Another commit took the version (or our own, its answer lost): the next
                     // round refreshes and looks for our txn before committing again.
                     tracing::debug!(table = %crate::shown(&self.uri), batch_id, version, "lost the race for a log version; deciding again");
-                    if round > 0 {
-                        // Writers racing for every version (or S3 answering 409 to a
-                        // conditional write still in flight) get out of each other's way:
-                        // before the refresh, so the snapshot is fresh when we try again.
-                        let cap = 10u64 << round.min(6);
-                        let jitter = u64::from(
-                            std::time::SystemTime::now()
-                                .duration_since(std::time::UNIX_EPOCH)
-                                .unwrap_or_default()
-                                .subsec_nanos(),
-                        ) % cap;
-                        tokio::time::sleep(std::time::Duration::from_millis(cap / 2 + jitter / 2))
-                            .await;
-                    }
+                    conflict_backoff(round).await;
                     *guard = Some(k.refresh(table).await?);
                 }
                 Err(source) => {
@@ -753,6 +743,24 @@ impl Committer for DeltaCommitter {
     async fn complete(&self, _batch_id: u64) -> SeamResult<()> {
         Ok(())
     }
+}
+
+/// After the `round`th lost race for a log version in a row (from the second on): writers
+/// racing for every version (or S3 answering 409 to a conditional write still in flight) get
+/// out of each other's way, jittered, before the refresh, so the snapshot is fresh when the
+/// commit is tried again.
+async fn conflict_backoff(round: u32) {
+    if round == 0 {
+        return;
+    }
+    let cap = 10u64 << round.min(6);
+    let jitter = u64::from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos(),
+    ) % cap;
+    tokio::time::sleep(std::time::Duration::from_millis(cap / 2 + jitter / 2)).await;
 }
 
 /// `%XX` escapes decoded (how the log's paths are compared with staged names).
