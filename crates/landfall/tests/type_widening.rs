@@ -19,6 +19,17 @@ fn rows_by_name(v: &Value) -> Vec<Value> {
     rows
 }
 
+/// The versions of the type change commits (`CHANGE COLUMN`) in a table's commits.
+fn type_changes(log: &[Vec<Value>]) -> Vec<usize> {
+    (0..log.len())
+        .filter(|&v| {
+            log[v]
+                .iter()
+                .any(|a| a["commitInfo"]["operation"] == "CHANGE COLUMN")
+        })
+        .collect()
+}
+
 /// The newest action of `kind` (`protocol`, `metaData`) in a table's commits.
 fn last_action(log: &[Vec<Value>], kind: &str) -> Value {
     log.iter()
@@ -149,16 +160,10 @@ fn values_wider_than_their_column_widen_it_and_the_table_changes_type() {
     // The type change is a commit of its own: protocol with the feature, metaData with the
     // widened fields and their typeChanges, no add, no txn; the batch's commit follows.
     let log = commits(&root.join("table"));
-    let changes: Vec<(usize, &Vec<Value>)> = log
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| {
-            c.iter()
-                .any(|a| a["commitInfo"]["operation"] == "CHANGE COLUMN")
-        })
-        .collect();
+    let changes = type_changes(&log);
     assert_eq!(changes.len(), 1, "one type change commit: {log:?}");
-    let (at, change) = changes[0];
+    let at = changes[0];
+    let change = &log[at];
     assert!(change[0].get("commitInfo").is_some(), "commitInfo first");
     assert!(
         !change
@@ -265,10 +270,7 @@ fn a_kill_between_the_type_change_and_the_batch_commit_loses_and_doubles_nothing
         .map(|x| x["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names, ["a", "b", "c", "d"], "every row once after the kill");
-    let changes = commits(&root.join("table"))
-        .iter()
-        .filter(|c| c[0]["commitInfo"]["operation"] == "CHANGE COLUMN")
-        .count();
+    let changes = type_changes(&commits(&root.join("table"))).len();
     assert_eq!(changes, 1, "the restart does not widen again");
     // Without prefers_decimal a fraction is a DOUBLE: an INT member widens to it, a BIGINT
     // or a DECIMAL column does not (a double does not hold every long or decimal): rescued.
@@ -416,12 +418,7 @@ fn a_table_that_disables_type_widening_keeps_its_types_and_the_values_stay_rescu
     assert!(r[1]["n"].is_null(), "{}", r[1]);
     let rescued: Value = serde_json::from_str(r[1]["_rescued_data"].as_str().unwrap()).unwrap();
     assert_eq!(rescued["n"], serde_json::json!(3000000000u64));
-    assert!(
-        !commits(&table)
-            .iter()
-            .flatten()
-            .any(|a| a["commitInfo"]["operation"] == "CHANGE COLUMN")
-    );
+    assert!(type_changes(&commits(&table)).is_empty());
     // A batch whose only change would be a widening: read again on the same schema, no new
     // version, the value rescued.
     put_file(
@@ -487,10 +484,7 @@ fn in_commit_timestamps_stay_first_and_monotonic_through_the_type_change() {
         })
         .collect();
     assert!(icts.windows(2).all(|w| w[1] > w[0]), "monotonic: {icts:?}");
-    let at = log
-        .iter()
-        .position(|c| c[0]["commitInfo"]["operation"] == "CHANGE COLUMN")
-        .expect("a type change commit");
+    let at = *type_changes(&log).first().expect("a type change commit");
     assert!(at + 1 < log.len(), "the batch commits after the change");
     let v = verify("delta", &table, Some("ict"));
     assert_eq!(v["rows"], 4);
