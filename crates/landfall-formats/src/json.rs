@@ -38,7 +38,8 @@ pub struct JsonDecoder {
     path: String,
     schema: SchemaRef,
     batch_size: usize,
-    inner: JsonInner,
+    /// arrow-json's decoder for `decode_schema` (built once the schema is final).
+    inner: Option<JsonInner>,
     /// What `inner` read since its last flush: the records a failed flush must re-read.
     pending: Vec<Bytes>,
     /// File position of the first unresolved byte (of `pending`, else of `carry`).
@@ -79,7 +80,7 @@ impl JsonDecoder {
             path: path.to_string(),
             schema: schema.clone(),
             batch_size,
-            inner,
+            inner: Some(inner),
             pending: Vec::new(),
             at: Position { offset: 0, line: 1 },
             carry: BytesMut::new(),
@@ -96,9 +97,49 @@ impl JsonDecoder {
         })
     }
 
+    /// [`Self::new`], [`Self::with_policy`] and [`Self::with_temporal`] in one, with arrow-json's
+    /// decoder built once, for the final schema (a stream of small files builds one per file).
+    pub fn configured(
+        path: &str,
+        schema: SchemaRef,
+        batch_size: usize,
+        policy: SchemaPolicy,
+        temporal: &crate::TemporalFormats,
+    ) -> Result<Self, FormatError> {
+        let mut d = JsonDecoder {
+            path: path.to_string(),
+            schema: schema.clone(),
+            batch_size,
+            inner: None,
+            pending: Vec::new(),
+            at: Position { offset: 0, line: 1 },
+            carry: BytesMut::new(),
+            skip_line: false,
+            fixer: None,
+            tally: Tally::default(),
+            policy: SchemaPolicy::default(),
+            rescued_name: None,
+            drop_malformed: false,
+            parsed: Vec::new(),
+            late_rescued: 0,
+            exact: None,
+            decode_schema: schema,
+        };
+        d.apply_policy(policy);
+        d.apply_temporal(temporal);
+        d.fresh_inner()?;
+        Ok(d)
+    }
+
     /// Rescue values and report new columns as `policy` asks ([`crate::rescue`]). Records
     /// with keys the schema lacks then take the slow path.
     pub fn with_policy(mut self, policy: SchemaPolicy) -> Result<Self, FormatError> {
+        self.apply_policy(policy);
+        self.fresh_inner()?;
+        Ok(self)
+    }
+
+    fn apply_policy(&mut self, policy: SchemaPolicy) {
         let mut fields: Vec<Field> = self
             .schema
             .fields()
@@ -126,8 +167,6 @@ impl JsonDecoder {
         } else {
             self.policy = policy;
         }
-        self.fresh_inner()?;
-        Ok(self)
     }
 
     /// `drop`: leave malformed records out instead of keeping them with nulls; `collect`:
@@ -141,6 +180,14 @@ impl JsonDecoder {
     /// Read TIMESTAMP and DATE columns as text and parse them with these chrono formats
     /// (`timestamp_format`, `date_format`). Call after [`Self::with_policy`].
     pub fn with_temporal(mut self, t: &crate::TemporalFormats) -> Result<Self, FormatError> {
+        if self.apply_temporal(t) {
+            self.fresh_inner()?;
+        }
+        Ok(self)
+    }
+
+    /// The decode schema for `t`; whether it changed.
+    fn apply_temporal(&mut self, t: &crate::TemporalFormats) -> bool {
         let mut fields: Vec<Field> = Vec::new();
         for f in self.decode_schema.fields() {
             match t.for_type(f.data_type()) {
@@ -152,11 +199,11 @@ impl JsonDecoder {
                 _ => fields.push(f.as_ref().clone()),
             }
         }
-        if !self.parsed.is_empty() {
-            self.set_decode_schema(Schema::new(fields));
-            self.fresh_inner()?;
+        if self.parsed.is_empty() {
+            return false;
         }
-        Ok(self)
+        self.set_decode_schema(Schema::new(fields));
+        true
     }
 
     /// Parse the columns read as text (`parsed`); a value that does not match its format is
@@ -274,13 +321,21 @@ impl JsonDecoder {
     }
 
     fn fresh_inner(&mut self) -> Result<(), FormatError> {
-        self.inner = build(
-            self.decode_schema.clone(),
-            self.batch_size,
-            self.policy.watches_unknown(),
-        )
-        .map_err(|e| self.malformed(e))?;
+        self.inner = Some(
+            build(
+                self.decode_schema.clone(),
+                self.batch_size,
+                self.policy.watches_unknown(),
+            )
+            .map_err(|e| self.malformed(e))?,
+        );
         Ok(())
+    }
+
+    fn inner(&mut self) -> &mut JsonInner {
+        self.inner
+            .as_mut()
+            .expect("arrow-json's decoder is built with the decoder")
     }
 
     /// The pending bytes as one buffer, leaving none pending.
@@ -308,7 +363,7 @@ impl JsonDecoder {
     }
 
     fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<bool, FormatError> {
-        match self.inner.flush() {
+        match self.inner().flush() {
             Ok(_) if !self.pending_values_land() => Ok(false),
             Ok(batch) => {
                 self.settle();
@@ -374,9 +429,9 @@ impl JsonDecoder {
     /// Decode records the slow path made to fit (they cannot fail but for a bug).
     fn emit(&mut self, mut text: &[u8], out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
         loop {
-            let used = self.inner.decode(text).map_err(|e| self.malformed(e))?;
+            let used = self.inner().decode(text).map_err(|e| self.malformed(e))?;
             text = &text[used..];
-            if let Some(b) = self.inner.flush().map_err(|e| self.malformed(e))? {
+            if let Some(b) = self.inner().flush().map_err(|e| self.malformed(e))? {
                 out.push(self.output(b)?);
             }
             if text.is_empty() {
@@ -418,7 +473,7 @@ impl JsonDecoder {
                 rest = self.salvage(buf.freeze(), bounds, out)?;
                 continue;
             }
-            match self.inner.decode(&rest) {
+            match self.inner().decode(&rest) {
                 Ok(used) => {
                     self.pending.push(rest.slice(..used));
                     rest = rest.slice(used..);

@@ -324,13 +324,17 @@ fn plain_decoder(
         )?),
         FileFormat::BinaryFile => Box::new(BinaryFileDecoder::new(path, file.modified, schema)?),
         FileFormat::Json => {
-            let json = json::JsonDecoder::new(path, schema, opts.batch_size)?
-                .with_policy(opts.policy.clone())?
-                .with_temporal(&opts.json_temporal)?
-                .with_malformed(
-                    opts.mode == ParseMode::DropMalformed,
-                    opts.collect_malformed,
-                );
+            let json = json::JsonDecoder::configured(
+                path,
+                schema,
+                opts.batch_size,
+                opts.policy.clone(),
+                &opts.json_temporal,
+            )?
+            .with_malformed(
+                opts.mode == ParseMode::DropMalformed,
+                opts.collect_malformed,
+            );
             let mut inner: Box<dyn Decoder> = if opts.json_multi_line {
                 Box::new(json_multiline::MultiLineJson::new(json))
             } else {
