@@ -24,8 +24,10 @@ def measure(cmd):
 
 def gen(path, mb):
     """Lines of 60 to 140 bytes (log-like), `mb` MB in all; returns the line count."""
-    if os.path.exists(path) and os.path.exists(path + ".lines"):
-        return int(open(path + ".lines").read())
+    # The line count is kept beside the landing directory (a file in it would be ingested).
+    count = os.path.join(os.path.dirname(os.path.dirname(path)), "lines")
+    if os.path.exists(path) and os.path.exists(count):
+        return int(open(count).read())
     os.makedirs(os.path.dirname(path), exist_ok=True)
     n, size, target = 0, 0, mb * 1_000_000
     with open(path + ".tmp", "w") as f:
@@ -35,7 +37,7 @@ def gen(path, mb):
             size += len(line)
             n += 1
     os.rename(path + ".tmp", path)
-    open(path + ".lines", "w").write(str(n))
+    open(count, "w").write(str(n))
     return n
 
 
