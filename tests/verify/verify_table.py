@@ -639,13 +639,14 @@ def check_physical_types(con, root, st, fields):
 
 
 def widened_fields(dt, path=""):
-    """(dotted path, typeChanges) of every field of a schema (or struct type) with type changes."""
+    """(dotted path, typeChanges, type) of every field of a schema (or struct type) with type
+    changes."""
     out = []
     for f in dt.get("fields", []):
         here = f"{path}.{f['name']}" if path else f["name"]
         changes = (f.get("metadata") or {}).get("delta.typeChanges")
         if changes:
-            out.append((here, changes))
+            out.append((here, changes, f["type"]))
         if isinstance(f["type"], dict) and f["type"].get("type") == "struct":
             out.extend(widened_fields(f["type"], here))
     return out
@@ -680,25 +681,16 @@ def check_type_changes(st):
     for key in ("readerFeatures", "writerFeatures"):
         feats = proto.get(key) or []
         if "typeWidening" not in feats and "typeWidening-preview" not in feats:
-            fail(f"columns {[p for p, _ in widened]} changed type but the protocol's {key} lack typeWidening: {proto}")
-    types = {}
-
-    def walk(dt, path=""):
-        for f in dt.get("fields", []):
-            here = f"{path}.{f['name']}" if path else f["name"]
-            types[here] = f["type"]
-            if isinstance(f["type"], dict) and f["type"].get("type") == "struct":
-                walk(f["type"], here)
-    walk(st.schema())
-    for path, changes in widened:
+            fail(f"columns {[p for p, _, _ in widened]} changed type but the protocol's {key} lack typeWidening: {proto}")
+    for path, changes, current in widened:
         chain = [c for c in changes if "fieldPath" not in c]
         for i, c in enumerate(chain):
             if not allowed_type_change(c["fromType"], c["toType"]):
                 fail(f"column {path}: type change {c['fromType']} -> {c['toType']} is not one typeWidening allows")
             if i + 1 < len(chain) and chain[i + 1]["fromType"] != c["toType"]:
                 fail(f"column {path}: type changes do not chain: {chain}")
-        if chain and chain[-1]["toType"] != types[path]:
-            fail(f"column {path} is {types[path]} but its last type change is to {chain[-1]['toType']}")
+        if chain and chain[-1]["toType"] != current:
+            fail(f"column {path} is {current} but its last type change is to {chain[-1]['toType']}")
 
 
 def second_reader_supported(st):

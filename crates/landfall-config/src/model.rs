@@ -144,6 +144,11 @@ impl EvolutionMode {
         }
     }
 
+    /// Whether columns may widen (`add_new_columns_with_type_widening`).
+    pub fn widens_types(self) -> bool {
+        self == EvolutionMode::AddNewColumnsWithTypeWidening
+    }
+
     /// Whether the schema (and the table) may gain columns.
     pub fn adds_columns(self) -> bool {
         matches!(

@@ -71,6 +71,15 @@ pub fn without_marks(schema: &arrow_schema::Schema) -> arrow_schema::Schema {
     )
 }
 
+/// A widening as messages and schema versions name it: `user.score INT -> DOUBLE`.
+pub fn describe(path: &str, from: &DataType, to: &DataType) -> String {
+    format!(
+        "{path} {} -> {}",
+        crate::ddl::type_to_ddl(from),
+        crate::ddl::type_to_ddl(to)
+    )
+}
+
 /// Two widened types noted for one column merged: the one that widens to the other, or when
 /// neither does (a DOUBLE and a DECIMAL), the first (the other's values stay rescued on the
 /// read that follows).

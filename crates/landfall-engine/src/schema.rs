@@ -414,7 +414,7 @@ pub fn policy(
         infer_types: infer_types(spec)
             || matches!(spec.format, Format::Parquet | Format::Avro | Format::Orc),
         prefers_decimal: spec.format == Format::Json && spec.json.prefers_decimal,
-        widen_types: may_widen && spec.evolution == EvolutionMode::AddNewColumnsWithTypeWidening,
+        widen_types: may_widen && spec.evolution.widens_types(),
         path_columns: schema
             .path_columns
             .iter()
@@ -461,11 +461,7 @@ fn grown(
             "widened: {}",
             changes
                 .iter()
-                .map(|(path, from, to)| format!(
-                    "{path} {} -> {}",
-                    landfall_core::ddl::type_to_ddl(from),
-                    landfall_core::ddl::type_to_ddl(to)
-                ))
+                .map(|(path, from, to)| landfall_core::type_widening::describe(path, from, to))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

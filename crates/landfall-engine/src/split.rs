@@ -95,14 +95,6 @@ struct Cutter {
 
 const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
 
-/// Where a piece may be cut: just after its last newline that lies between two records, with
-/// `}` as the last byte before it and `{` as the first after it (whitespace aside), both within
-/// the piece. In JSON a `}` followed by `{` needs a `,` or `:` between them inside a value, so
-/// such a newline ends a record of an object per line or of pretty-printed objects alike, and
-/// a record spanning lines is never cut (a raw newline inside a string, which arrow-json
-/// accepts and Spark reads as two lines, is the exception: `"a}` newline `{b"` is cut there).
-/// One pass from the piece's end; it stops at the first boundary, a few hundred bytes in for
-/// an object per line.
 /// Where a piece of a text file may be cut: just after its last newline (with the default
 /// separators every `\n` ends a line, a `\r` before it belongs to the same line).
 fn cut_at_line(piece: &[u8]) -> Option<usize> {
@@ -117,6 +109,14 @@ fn cut_rule(format: landfall_formats::FileFormat) -> fn(&[u8]) -> Option<usize> 
     }
 }
 
+/// Where a piece may be cut: just after its last newline that lies between two records, with
+/// `}` as the last byte before it and `{` as the first after it (whitespace aside), both within
+/// the piece. In JSON a `}` followed by `{` needs a `,` or `:` between them inside a value, so
+/// such a newline ends a record of an object per line or of pretty-printed objects alike, and
+/// a record spanning lines is never cut (a raw newline inside a string, which arrow-json
+/// accepts and Spark reads as two lines, is the exception: `"a}` newline `{b"` is cut there).
+/// One pass from the piece's end; it stops at the first boundary, a few hundred bytes in for
+/// an object per line.
 fn cut_in(piece: &[u8]) -> Option<usize> {
     // The nearest non-whitespace byte after position `i`, and the last newline between them.
     let (mut next, mut newline) = (None, None);

@@ -152,9 +152,7 @@ pub fn open_committer(spec: &StreamSpec) -> SeamResult<Arc<dyn Committer>> {
                 options,
                 spec.sink.target_file_size,
             )
-            .with_type_widening(
-                spec.evolution == landfall_config::EvolutionMode::AddNewColumnsWithTypeWidening,
-            ),
+            .with_type_widening(spec.evolution.widens_types()),
         ),
         SinkFormat::Parquet => Arc::new(landfall_sink::ParquetDirCommitter::new(
             &spec.name,

@@ -503,10 +503,6 @@ impl landfall_core::Decoder for CsvDecoder {
     }
 }
 
-#[cfg(test)]
-#[path = "csv_tests.rs"]
-mod tests;
-
 /// Under type widening: the values of `field` that did not fit it (rows `lost` of `strings`),
 /// typed as inference types a column, and the wider column that holds them, if any
 /// ([`SchemaPolicy::widen_types`]).
@@ -524,3 +520,7 @@ fn widening(
         crate::infer_csv::column_type(lost.iter().map(|&r| s.value(r).as_bytes()), format);
     landfall_core::type_widening::widened(field.data_type(), &observed)
 }
+
+#[cfg(test)]
+#[path = "csv_tests.rs"]
+mod tests;

@@ -71,30 +71,10 @@ pub struct JsonDecoder {
 
 impl JsonDecoder {
     pub fn new(path: &str, schema: SchemaRef, batch_size: usize) -> Result<Self, FormatError> {
-        let inner =
-            build(schema.clone(), batch_size, false).map_err(|e| FormatError::Unreadable {
-                path: path.to_string(),
-                reason: e.to_string(),
-            })?;
-        Ok(JsonDecoder {
-            path: path.to_string(),
-            schema: schema.clone(),
-            batch_size,
-            inner: Some(inner),
-            pending: Vec::new(),
-            at: Position { offset: 0, line: 1 },
-            carry: BytesMut::new(),
-            skip_line: false,
-            fixer: None,
-            tally: Tally::default(),
-            policy: SchemaPolicy::default(),
-            rescued_name: None,
-            drop_malformed: false,
-            parsed: Vec::new(),
-            late_rescued: 0,
-            exact: crate::json_exact::ExactColumns::of(schema.fields()),
-            decode_schema: schema,
-        })
+        let mut d = Self::unbuilt(path, schema, batch_size);
+        d.exact = crate::json_exact::ExactColumns::of(d.decode_schema.fields());
+        d.build_inner()?;
+        Ok(d)
     }
 
     /// [`Self::new`], [`Self::with_policy`] and [`Self::with_temporal`] in one, with arrow-json's
@@ -106,7 +86,17 @@ impl JsonDecoder {
         policy: SchemaPolicy,
         temporal: &crate::TemporalFormats,
     ) -> Result<Self, FormatError> {
-        let mut d = JsonDecoder {
+        let mut d = Self::unbuilt(path, schema, batch_size);
+        d.apply_policy(policy);
+        d.apply_temporal(temporal);
+        d.build_inner()?;
+        Ok(d)
+    }
+
+    /// The decoder for `schema` before its checked columns are noted and arrow-json's decoder
+    /// is built.
+    fn unbuilt(path: &str, schema: SchemaRef, batch_size: usize) -> Self {
+        JsonDecoder {
             path: path.to_string(),
             schema: schema.clone(),
             batch_size,
@@ -124,11 +114,23 @@ impl JsonDecoder {
             late_rescued: 0,
             exact: None,
             decode_schema: schema,
-        };
-        d.apply_policy(policy);
-        d.apply_temporal(temporal);
-        d.fresh_inner()?;
-        Ok(d)
+        }
+    }
+
+    /// arrow-json's decoder for the decode schema, at construction: a schema it cannot decode
+    /// makes the file unreadable.
+    fn build_inner(&mut self) -> Result<(), FormatError> {
+        let inner = build(
+            self.decode_schema.clone(),
+            self.batch_size,
+            self.policy.watches_unknown(),
+        )
+        .map_err(|e| FormatError::Unreadable {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        self.inner = Some(inner);
+        Ok(())
     }
 
     /// Rescue values and report new columns as `policy` asks ([`crate::rescue`]). Records

@@ -76,10 +76,6 @@ impl Grow {
         ..Grow::COLUMNS
     };
 
-    fn columns(self) -> bool {
-        self.columns
-    }
-
     /// Inside a list or a map: columns may grow, types may not differ.
     fn inner(self) -> Grow {
         Grow {
@@ -233,7 +229,7 @@ fn fits_fields(prefix: &str, stream: &Fields, table: &Fields, grow: Grow) -> Res
                     join(prefix, t.name())
                 ));
             }
-            if grow.columns() && s.is_nullable() {
+            if grow.columns && s.is_nullable() {
                 continue;
             }
             return Err(format!("column `{path}` is not in the table"));

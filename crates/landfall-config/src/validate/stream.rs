@@ -228,9 +228,7 @@ fn schema_options(ctx: &mut Ctx, k: K, s: &StreamConfig, fixed: bool) -> SchemaO
     } else {
         crate::EvolutionMode::AddNewColumns
     });
-    if evolution == crate::EvolutionMode::AddNewColumnsWithTypeWidening
-        && s.sink.format == SinkFormat::Parquet
-    {
+    if evolution.widens_types() && s.sink.format == SinkFormat::Parquet {
         ctx.err(
             k("schema_evolution_mode"),
             "`add_new_columns_with_type_widening` needs a Delta sink: a Parquet directory has no record of a column's type change, and readers merging its files' schemas refuse an INT file beside a BIGINT one; use sink.format = \"delta\", or add_new_columns (a value wider than its column is rescued)",

@@ -109,10 +109,9 @@ impl StreamWorker {
         // that needed a wider column stay rescued, and only new columns are added. Asked
         // before the version is stored, so the refusal never stops the stream at a start.
         let only_columns;
-        let proposed = schema::grown_schema(current, new).map(Arc::new);
         let new = if new.has_widenings()
-            && let Some(proposed) = proposed
-            && let Some(why) = self.committer.widening_refused(proposed).await?
+            && let Some(proposed) = schema::grown_schema(current, new)
+            && let Some(why) = self.committer.widening_refused(Arc::new(proposed)).await?
         {
             self.events.widening_refused(batch_id, file, &why);
             self.widening_refused = Some(why);

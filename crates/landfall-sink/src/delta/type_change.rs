@@ -44,12 +44,7 @@ pub(crate) struct Widening {
 impl Widening {
     /// `user.score INT -> DOUBLE`.
     pub fn describe(&self) -> String {
-        format!(
-            "{} {} -> {}",
-            self.path.join("."),
-            landfall_core::ddl::type_to_ddl(&self.from),
-            landfall_core::ddl::type_to_ddl(&self.to)
-        )
+        landfall_core::type_widening::describe(&self.path.join("."), &self.from, &self.to)
     }
 }
 
@@ -113,10 +108,10 @@ fn widened_schema(schema: &mut Value, changes: &[Widening]) -> Result<(), String
             .ok_or_else(|| format!("column `{shown}` is not in the table"))?;
         let from = field.get("type").cloned().unwrap_or(Value::Null);
         let to = delta_type_name(&w.to)?;
-        if from != delta_type_name(&w.from)? {
+        let expected = delta_type_name(&w.from)?;
+        if from != expected {
             return Err(format!(
-                "column `{shown}` is {from} in the table, not {}",
-                delta_type_name(&w.from)?
+                "column `{shown}` is {from} in the table, not {expected}"
             ));
         }
         field["type"] = to.clone();
