@@ -13,6 +13,10 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
+/// The tables live under a name with a space and a non-ASCII letter, as production prefixes
+/// may: the type change commit is written into that log like every other commit.
+const TABLE: &str = "wide table é";
+
 fn rows_by_name(v: &Value) -> Vec<Value> {
     let mut rows = v["data"].as_array().unwrap().clone();
     rows.sort_by_key(|r| r["name"].as_str().unwrap_or("").to_string());
@@ -65,7 +69,7 @@ fn json_stream(root: &Path, name: &str) -> Stream {
         name,
         root.join("src").as_path(),
         "json",
-        root.join("table").as_path(),
+        root.join(TABLE).as_path(),
     )
     .set("infer_column_types", true)
     .set("schema_hints", "n INT, user.score INT, price DECIMAL(5,2)")
@@ -134,7 +138,7 @@ fn values_wider_than_their_column_widen_it_and_the_table_changes_type() {
         "{history:?}"
     );
 
-    let v = verify("delta", &root.join("table"), Some("w"));
+    let v = verify("delta", &root.join(TABLE), Some("w"));
     assert_eq!(
         v["second_reader"], "none: deltalake cannot read typeWidening tables",
         "{v}"
@@ -159,7 +163,7 @@ fn values_wider_than_their_column_widen_it_and_the_table_changes_type() {
 
     // The type change is a commit of its own: protocol with the feature, metaData with the
     // widened fields and their typeChanges, no add, no txn; the batch's commit follows.
-    let log = commits(&root.join("table"));
+    let log = commits(&root.join(TABLE));
     let changes = type_changes(&log);
     assert_eq!(changes.len(), 1, "one type change commit: {log:?}");
     let at = changes[0];
@@ -223,7 +227,7 @@ fn values_wider_than_their_column_widen_it_and_the_table_changes_type() {
     );
     drain_stream(&cfg, "w");
     assert_eq!(schema_history(&cfg, "w").len(), 2);
-    let before = verify("delta", &root.join("table"), Some("w"));
+    let before = verify("delta", &root.join(TABLE), Some("w"));
     assert_eq!(before["rows"], 5);
 
     // Compaction reads the INT files and the wider ones together and writes the table's
@@ -240,7 +244,7 @@ fn values_wider_than_their_column_widen_it_and_the_table_changes_type() {
     assert!(o.status.success(), "{}", text(&o));
     let done: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(done["rows"], 5, "{done}");
-    let after = verify("delta", &root.join("table"), Some("w"));
+    let after = verify("delta", &root.join(TABLE), Some("w"));
     assert_eq!(
         after["data"], before["data"],
         "the same rows after compaction"
@@ -258,19 +262,19 @@ fn a_kill_between_the_type_change_and_the_batch_commit_loses_and_doubles_nothing
     later_files(&src);
     // The column is widened in the table; the batch that needs it is not committed.
     crash_at(&cfg, "after_type_change");
-    let log = commits(&root.join("table"));
+    let log = commits(&root.join(TABLE));
     assert!(
         log.last().unwrap()[0]["commitInfo"]["operation"] == "CHANGE COLUMN",
         "the last commit is the type change"
     );
     drain_stream(&cfg, "k");
-    let v = verify("delta", &root.join("table"), Some("k"));
+    let v = verify("delta", &root.join(TABLE), Some("k"));
     let names: Vec<String> = rows_by_name(&v)
         .iter()
         .map(|x| x["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names, ["a", "b", "c", "d"], "every row once after the kill");
-    let changes = type_changes(&commits(&root.join("table"))).len();
+    let changes = type_changes(&commits(&root.join(TABLE))).len();
     assert_eq!(changes, 1, "the restart does not widen again");
     // Without prefers_decimal a fraction is a DOUBLE: an INT member widens to it, a BIGINT
     // or a DECIMAL column does not (a double does not hold every long or decimal): rescued.
@@ -315,7 +319,7 @@ pq.write_table(pa.table({{'name': ['b'], 'n': pa.array([2**40], pa.int64()), 'da
     std::fs::rename(&b, &held).unwrap();
     let cfg = Config::in_dir(root)
         .stream(
-            Stream::local("p", src.as_path(), "parquet", root.join("table").as_path())
+            Stream::local("p", src.as_path(), "parquet", root.join(TABLE).as_path())
                 .set(
                     "schema_evolution_mode",
                     "add_new_columns_with_type_widening",
@@ -332,7 +336,7 @@ pq.write_table(pa.table({{'name': ['b'], 'n': pa.array([2**40], pa.int64()), 'da
         history[1]["reason"], "widened: n INT -> BIGINT, day DATE -> TIMESTAMP_NTZ",
         "{history:?}"
     );
-    let v = verify("delta", &root.join("table"), Some("p"));
+    let v = verify("delta", &root.join(TABLE), Some("p"));
     assert_eq!(v["schema"]["n"], "long", "{}", v["schema"]);
     assert_eq!(v["schema"]["day"], "timestamp_ntz");
     let r = rows_by_name(&v);
@@ -349,7 +353,7 @@ pq.write_table(pa.table({{'name': ['b'], 'n': pa.array([2**40], pa.int64()), 'da
         "{}",
         r[1]
     );
-    let log = commits(&root.join("table"));
+    let log = commits(&root.join(TABLE));
     let protocol = last_action(&log, "protocol");
     for key in ["readerFeatures", "writerFeatures"] {
         let feats = protocol[key].as_array().unwrap();
@@ -387,7 +391,7 @@ fn a_table_that_disables_type_widening_keeps_its_types_and_the_values_stay_rescu
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
-    let table = root.join("table");
+    let table = root.join(TABLE);
     first_file(&src);
     let cfg = Config::in_dir(root)
         .stream(json_stream(root, "off"))
@@ -443,7 +447,7 @@ fn in_commit_timestamps_stay_first_and_monotonic_through_the_type_change() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
-    let table = root.join("table");
+    let table = root.join(TABLE);
     std::fs::create_dir_all(table.join("_delta_log")).unwrap();
     let field = |name: &str, ty: Value| serde_json::json!({"name": name, "type": ty, "nullable": true, "metadata": {}});
     let schema = serde_json::json!({"type": "struct", "fields": [
@@ -509,7 +513,7 @@ fn widened_by_another_writer(mode: &str) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let src = root.join("src");
-    let table = root.join("table");
+    let table = root.join(TABLE);
     first_file(&src);
     let cfg = Config::in_dir(root)
         .stream(json_stream(root, "o").set("schema_evolution_mode", mode))
