@@ -119,9 +119,7 @@ pub fn open_counted_store<'a>(
         }
         // A local directory: object_store's own, with GETs on the calling task
         // (crate::local_store).
-        ObjectStoreScheme::Local => Arc::new(crate::local_store::InlineLocal::new(
-            object_store::local::LocalFileSystem::new(),
-        )),
+        ObjectStoreScheme::Local => Arc::new(crate::local_store::InlineLocal::new()),
         _ => return crate::open_store(url, options),
     };
     let path = Path::parse(path).map_err(|e| err(&e))?;

@@ -8,14 +8,25 @@
 //! with the same two system calls (`open`, `fstat`) on the task that asked, and returns what
 //! `LocalFileSystem` returns: the open file as the payload, the same [`ObjectMeta`] (its etag
 //! built the same way, checked against `LocalFileSystem`'s own `head` by a test), the same
-//! preconditions and range checks. Everything else (listings, puts, deletes, ranged reads) is
-//! `LocalFileSystem`'s.
+//! preconditions and range checks.
+//!
+//! Listings are walked here too, with one metadata call per file instead of three:
+//! `LocalFileSystem` stats each entry to tell a broken symbolic link (`symlink_metadata`), again
+//! to tell a file (`is_file`), and a third time for its metadata, 60,000 `statx` calls for
+//! 20,000 files. [`InlineLocal`] takes the entry's type from the directory itself (walkdir,
+//! which follows links as `LocalFileSystem` asks it to and stats only the links) and stats
+//! each regular file once. It yields what `LocalFileSystem` yields, in the same order: regular
+//! files and links to them, below the prefix, broken links and vanished entries passed over,
+//! object_store's temporary upload files (`name#123`) left out, the offset applied before the
+//! metadata call; a test compares the two on a tree with links, spaces and such names.
+//! Everything else (puts, deletes, ranged reads) is `LocalFileSystem`'s.
 //!
 //! The cost moves to the async worker: an `open` and an `fstat`, a few microseconds on a local
 //! disk. A source on a network file system whose metadata calls can stall for long should be
 //! read through its object store instead.
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -27,19 +38,188 @@ use std::fs::Metadata;
 use std::io::ErrorKind;
 use std::ops::Range;
 use std::sync::Arc;
+use url::Url;
 
-/// `LocalFileSystem` with GETs answered on the calling task (see the module docs).
+/// `LocalFileSystem` with GETs and listings answered here (see the module docs).
 #[derive(Debug)]
 pub struct InlineLocal {
     inner: Arc<LocalFileSystem>,
+    /// The directory paths are relative to, as `LocalFileSystem`'s own root URL.
+    root: Arc<Url>,
 }
 
 impl InlineLocal {
-    pub fn new(inner: LocalFileSystem) -> Self {
+    /// The whole file system (paths are absolute), as `LocalFileSystem::new`.
+    pub fn new() -> Self {
         InlineLocal {
-            inner: Arc::new(inner),
+            inner: Arc::new(LocalFileSystem::new()),
+            root: Arc::new(Url::parse("file:///").expect("the root URL")),
         }
     }
+
+    /// Paths relative to `dir`, as `LocalFileSystem::new_with_prefix` (the directory must exist).
+    pub fn with_prefix(dir: &std::path::Path) -> Result<Self> {
+        let inner = LocalFileSystem::new_with_prefix(dir)?;
+        let dir = std::fs::canonicalize(dir).map_err(generic)?;
+        let root = Url::from_directory_path(&dir).map_err(|()| {
+            generic(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{} is no directory URL", dir.display()),
+            ))
+        })?;
+        Ok(InlineLocal {
+            inner: Arc::new(inner),
+            root: Arc::new(root),
+        })
+    }
+
+    /// The directory of `prefix` below the root, as `LocalFileSystem` resolves it.
+    fn prefix_dir(&self, prefix: Option<&Path>) -> Result<std::path::PathBuf> {
+        let mut url = (*self.root).clone();
+        url.path_segments_mut()
+            .expect("a file URL has segments")
+            .pop_if_empty()
+            .extend(prefix.into_iter().flat_map(|p| p.parts()));
+        url.to_file_path().map_err(|()| {
+            generic(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{url} is no file path"),
+            ))
+        })
+    }
+
+    /// Files below `prefix` (after `offset`), walked on the blocking pool a chunk at a time.
+    fn walk(
+        &self,
+        prefix: Option<&Path>,
+        offset: Option<Path>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let dir = match self.prefix_dir(prefix) {
+            Ok(dir) => dir,
+            Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
+        };
+        let root = self.root.clone();
+        let entries = walkdir::WalkDir::new(dir)
+            .min_depth(1)
+            .follow_links(true)
+            .into_iter()
+            .filter_map(move |entry| listed(&root, offset.as_ref(), entry).transpose());
+        chunked(entries)
+    }
+}
+
+impl Default for InlineLocal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one walked entry lists: `None` for directories, other non-files, broken links,
+/// entries gone since the directory was read, temporary upload files and paths at or before
+/// `offset`.
+fn listed(
+    root: &Url,
+    offset: Option<&Path>,
+    entry: walkdir::Result<walkdir::DirEntry>,
+) -> Result<Option<ObjectMeta>> {
+    let entry = match entry {
+        Ok(entry) => entry,
+        // A broken link (followed, its target is missing) or an entry deleted meanwhile.
+        Err(e)
+            if e.io_error()
+                .is_some_and(|io| io.kind() == ErrorKind::NotFound) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(generic(e)),
+    };
+    // With links followed, a link's type is its target's: only regular files are listed.
+    if !entry.file_type().is_file() {
+        return Ok(None);
+    }
+    let location = relative(root, entry.path())?;
+    if offset.is_some_and(|o| location <= *o) || !valid_file_name(&location) {
+        return Ok(None);
+    }
+    let metadata = match entry.metadata() {
+        Ok(m) => m,
+        Err(e)
+            if e.io_error()
+                .is_some_and(|io| io.kind() == ErrorKind::NotFound) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: format!("metadata of {location}: {e}").into(),
+            });
+        }
+    };
+    Ok(Some(ObjectMeta {
+        location,
+        last_modified: metadata.modified().map_err(generic)?.into(),
+        size: metadata.len(),
+        e_tag: Some(etag(&metadata)),
+        version: None,
+    }))
+}
+
+/// The path of `file` below `root`, as `LocalFileSystem` turns file names into paths (through
+/// a file URL, percent-decoded; names that are no UTF-8 are an error).
+fn relative(root: &Url, file: &std::path::Path) -> Result<Path> {
+    let url = Url::from_file_path(file).map_err(|()| {
+        generic(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            format!("{} is no absolute path", file.display()),
+        ))
+    })?;
+    let below = url.path().strip_prefix(root.path()).ok_or_else(|| {
+        generic(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            format!("{} is not below {root}", file.display()),
+        ))
+    })?;
+    Ok(Path::from_url_path(below)?)
+}
+
+/// Not one of object_store's temporary upload files (`name#123`), as `LocalFileSystem` lists.
+fn valid_file_name(location: &Path) -> bool {
+    match location.filename() {
+        Some(name) => match name.split_once('#') {
+            Some((_, suffix)) if !suffix.is_empty() => !suffix.bytes().all(|b| b.is_ascii_digit()),
+            _ => true,
+        },
+        None => false,
+    }
+}
+
+/// Entries walked [`CHUNK`] at a time on tokio's blocking pool (one hand-off per chunk), or
+/// directly without a runtime.
+fn chunked(
+    entries: impl Iterator<Item = Result<ObjectMeta>> + Send + 'static,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    const CHUNK: usize = 1024;
+    if tokio::runtime::Handle::try_current().is_err() {
+        return futures::stream::iter(entries).boxed();
+    }
+    let state = (entries, std::collections::VecDeque::with_capacity(CHUNK));
+    futures::stream::try_unfold(state, |(mut entries, mut buf)| async move {
+        if buf.is_empty() {
+            (entries, buf) = tokio::task::spawn_blocking(move || {
+                buf.extend(entries.by_ref().take(CHUNK));
+                (entries, buf)
+            })
+            .await
+            .map_err(generic)?;
+        }
+        match buf.pop_front() {
+            Some(Err(e)) => Err(e),
+            Some(Ok(meta)) => Ok(Some((meta, (entries, buf)))),
+            None => Ok(None),
+        }
+    })
+    .boxed()
 }
 
 impl std::fmt::Display for InlineLocal {
@@ -141,7 +321,7 @@ impl ObjectStore for InlineLocal {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
+        self.walk(prefix, None)
     }
 
     fn list_with_offset(
@@ -149,7 +329,7 @@ impl ObjectStore for InlineLocal {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
+        self.walk(prefix, Some(offset.clone()))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -174,7 +354,7 @@ mod tests {
     async fn answers_as_local_file_system_does() {
         let dir = tempfile::tempdir().unwrap();
         let plain = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
-        let inline = InlineLocal::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+        let inline = InlineLocal::with_prefix(dir.path()).unwrap();
         for (name, body) in [
             ("a.json", &b"{\"a\":1}\n"[..]),
             ("sub dir/b %.json", &b""[..]),
@@ -233,5 +413,98 @@ mod tests {
             ..Default::default()
         };
         assert!(inline.get_opts(&p, past).await.is_err());
+    }
+
+    /// Both listings of `prefix` (and after `offset`), in their order.
+    async fn both(
+        plain: &LocalFileSystem,
+        inline: &InlineLocal,
+        prefix: Option<&Path>,
+        offset: Option<&Path>,
+    ) -> (Vec<ObjectMeta>, Vec<ObjectMeta>) {
+        use futures::TryStreamExt;
+        match offset {
+            None => (
+                inline.list(prefix).try_collect().await.unwrap(),
+                plain.list(prefix).try_collect().await.unwrap(),
+            ),
+            Some(o) => (
+                inline
+                    .list_with_offset(prefix, o)
+                    .try_collect()
+                    .await
+                    .unwrap(),
+                plain
+                    .list_with_offset(prefix, o)
+                    .try_collect()
+                    .await
+                    .unwrap(),
+            ),
+        }
+    }
+
+    #[tokio::test]
+    async fn lists_as_local_file_system_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (name, body) in [
+            ("a.json", "1"),
+            ("sub dir/b %.json", "22"),
+            ("sub dir/deep/c.json", "333"),
+            ("z/\u{fc}.json", ""),
+            ("z/upload.json#123", "x"),
+            ("z/kept#abc", "y"),
+            ("_hidden/d.json", "4"),
+            ("target/t.json", "55"),
+        ] {
+            let p = root.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, body).unwrap();
+        }
+        std::fs::create_dir_all(root.join("empty dir")).unwrap();
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(root.join(target), root.join(name)).unwrap()
+        };
+        link("a.json", "link to a.json");
+        link("target", "linked dir");
+        link("missing.json", "broken link");
+        let plain = LocalFileSystem::new_with_prefix(root).unwrap();
+        let inline = InlineLocal::with_prefix(root).unwrap();
+        let (ours, theirs) = both(&plain, &inline, None, None).await;
+        assert_eq!(ours, theirs);
+        let names: std::collections::BTreeSet<String> =
+            ours.iter().map(|m| m.location.to_string()).collect();
+        for listed in [
+            "a.json",
+            "link to a.json",
+            "linked dir/t.json",
+            "sub dir/deep/c.json",
+            "z/kept#abc",
+        ] {
+            assert!(names.contains(listed), "{listed} in {names:?}");
+        }
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.contains("broken") || n.contains("#123"))
+        );
+        let sub = Path::from("sub dir");
+        let (ours, theirs) = both(&plain, &inline, Some(&sub), None).await;
+        assert_eq!(ours, theirs);
+        assert_eq!(ours.len(), 2);
+        for offset in ["a.json", "sub dir/b %.json", "zz"] {
+            let o = Path::from(offset);
+            let (ours, theirs) = both(&plain, &inline, None, Some(&o)).await;
+            assert_eq!(ours, theirs, "after {offset}");
+        }
+        // A prefix that does not exist lists nothing, as LocalFileSystem's does.
+        let (ours, theirs) = both(&plain, &inline, Some(&Path::from("nowhere")), None).await;
+        assert_eq!((ours.len(), theirs.len()), (0, 0));
+        // Absolute paths, as the daemon's local store is built.
+        let whole = InlineLocal::new();
+        let abs = Path::from_absolute_path(root.join("sub dir")).unwrap();
+        let (ours, theirs) = both(&LocalFileSystem::new(), &whole, Some(&abs), None).await;
+        assert_eq!(ours, theirs);
+        assert_eq!(ours.len(), 2);
     }
 }
