@@ -57,7 +57,9 @@ impl InlineLocal {
         }
     }
 
-    /// Paths relative to `dir`, as `LocalFileSystem::new_with_prefix` (the directory must exist).
+    /// Paths relative to `dir`, as `LocalFileSystem::new_with_prefix` (the directory must
+    /// exist). The daemon addresses local files by absolute path ([`InlineLocal::new`]).
+    #[cfg(test)]
     pub fn with_prefix(dir: &std::path::Path) -> Result<Self> {
         let inner = LocalFileSystem::new_with_prefix(dir)?;
         let dir = std::fs::canonicalize(dir).map_err(generic)?;
