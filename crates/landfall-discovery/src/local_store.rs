@@ -18,7 +18,10 @@
 //! each regular file once. It yields what `LocalFileSystem` yields, in the same order: regular
 //! files and links to them, below the prefix, broken links and vanished entries passed over,
 //! object_store's temporary upload files (`name#123`) left out, the offset applied before the
-//! metadata call; a test compares the two on a tree with links, spaces and such names.
+//! metadata call, entries that cannot be stat'ed passed over; a test compares the two on a
+//! tree with links, spaces and such names. One difference: with an offset, `LocalFileSystem`
+//! also converts the names of directories and other non-files it walks, and fails the
+//! listing on one that is no path (not UTF-8); here only files' names are converted.
 //! Everything else (puts, deletes, ranged reads) is `LocalFileSystem`'s.
 //!
 //! The cost moves to the async worker: an `open` and an `fstat`, a few microseconds on a local
@@ -143,21 +146,15 @@ fn listed(
     if offset.is_some_and(|o| location <= *o) || !valid_file_name(&location) {
         return Ok(None);
     }
-    let metadata = match entry.metadata() {
-        Ok(m) => m,
-        Err(e)
-            if e.io_error()
-                .is_some_and(|io| io.kind() == ErrorKind::NotFound) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => {
-            return Err(object_store::Error::Generic {
-                store: "LocalFileSystem",
-                source: format!("metadata of {location}: {e}").into(),
-            });
-        }
+    // As `LocalFileSystem`, an entry that cannot be stat'ed (gone, no permission on its
+    // directory, a stale handle) is passed over, not a failed listing; and one that is no
+    // longer a regular file (replaced since the directory was read) is not listed.
+    let Ok(metadata) = entry.metadata() else {
+        return Ok(None);
     };
+    if !metadata.is_file() {
+        return Ok(None);
+    }
     Ok(Some(ObjectMeta {
         location,
         last_modified: metadata.modified().map_err(generic)?.into(),
