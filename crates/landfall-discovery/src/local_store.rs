@@ -16,9 +16,9 @@
 //! 20,000 files. [`InlineLocal`] takes the entry's type from the directory itself (walkdir,
 //! which follows links as `LocalFileSystem` asks it to and stats only the links) and stats
 //! each regular file once. It yields what `LocalFileSystem` yields, in the same order: regular
-//! files and links to them, below the prefix, broken links and vanished entries passed over,
-//! object_store's temporary upload files (`name#123`) left out, the offset applied before the
-//! metadata call, entries that cannot be stat'ed passed over; a test compares the two on a
+//! files and links to them, below the prefix; broken links and entries that vanished or cannot
+//! be stat'ed passed over; object_store's temporary upload files (`name#123`) left out; the
+//! offset applied before the metadata call. A test compares the two on a
 //! tree with links, spaces and such names. One difference: with an offset, `LocalFileSystem`
 //! also converts the names of directories and other non-files it walks, and fails the
 //! listing on one that is no path (not UTF-8); here only files' names are converted.
@@ -66,12 +66,8 @@ impl InlineLocal {
     pub fn with_prefix(dir: &std::path::Path) -> Result<Self> {
         let inner = LocalFileSystem::new_with_prefix(dir)?;
         let dir = std::fs::canonicalize(dir).map_err(generic)?;
-        let root = Url::from_directory_path(&dir).map_err(|()| {
-            generic(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                format!("{} is no directory URL", dir.display()),
-            ))
-        })?;
+        let root = Url::from_directory_path(&dir)
+            .map_err(|()| invalid(format!("{} is no directory URL", dir.display())))?;
         Ok(InlineLocal {
             inner: Arc::new(inner),
             root: Arc::new(root),
@@ -85,12 +81,8 @@ impl InlineLocal {
             .expect("a file URL has segments")
             .pop_if_empty()
             .extend(prefix.into_iter().flat_map(|p| p.parts()));
-        url.to_file_path().map_err(|()| {
-            generic(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                format!("{url} is no file path"),
-            ))
-        })
+        url.to_file_path()
+            .map_err(|()| invalid(format!("{url} is no file path")))
     }
 
     /// Files below `prefix` (after `offset`), walked on the blocking pool a chunk at a time.
@@ -155,30 +147,29 @@ fn listed(
     if !metadata.is_file() {
         return Ok(None);
     }
-    Ok(Some(ObjectMeta {
+    object_meta(location, &metadata).map(Some)
+}
+
+/// The `ObjectMeta` `LocalFileSystem` gives a file of `metadata` (a GET's and a listing's).
+fn object_meta(location: Path, metadata: &Metadata) -> Result<ObjectMeta> {
+    Ok(ObjectMeta {
         location,
         last_modified: metadata.modified().map_err(generic)?.into(),
         size: metadata.len(),
-        e_tag: Some(etag(&metadata)),
+        e_tag: Some(etag(metadata)),
         version: None,
-    }))
+    })
 }
 
 /// The path of `file` below `root`, as `LocalFileSystem` turns file names into paths (through
 /// a file URL, percent-decoded; names that are no UTF-8 are an error).
 fn relative(root: &Url, file: &std::path::Path) -> Result<Path> {
-    let url = Url::from_file_path(file).map_err(|()| {
-        generic(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            format!("{} is no absolute path", file.display()),
-        ))
-    })?;
-    let below = url.path().strip_prefix(root.path()).ok_or_else(|| {
-        generic(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            format!("{} is not below {root}", file.display()),
-        ))
-    })?;
+    let url = Url::from_file_path(file)
+        .map_err(|()| invalid(format!("{} is no absolute path", file.display())))?;
+    let below = url
+        .path()
+        .strip_prefix(root.path())
+        .ok_or_else(|| invalid(format!("{} is not below {root}", file.display())))?;
     Ok(Path::from_url_path(below)?)
 }
 
@@ -240,6 +231,11 @@ fn etag(metadata: &Metadata) -> String {
     format!("{:x}-{mtime:x}-{:x}", metadata.ino(), metadata.len())
 }
 
+/// A path or URL that cannot stand for a local file.
+fn invalid(reason: String) -> object_store::Error {
+    generic(std::io::Error::new(ErrorKind::InvalidInput, reason))
+}
+
 fn generic(source: impl std::error::Error + Send + Sync + 'static) -> object_store::Error {
     object_store::Error::Generic {
         store: "LocalFileSystem",
@@ -267,13 +263,7 @@ impl ObjectStore for InlineLocal {
                 "is directory",
             )));
         }
-        let meta = ObjectMeta {
-            location: location.clone(),
-            last_modified: metadata.modified().map_err(generic)?.into(),
-            size: metadata.len(),
-            e_tag: Some(etag(&metadata)),
-            version: None,
-        };
+        let meta = object_meta(location.clone(), &metadata)?;
         options.check_preconditions(&meta)?;
         let range = match &options.range {
             Some(r) => r.as_range(meta.size).map_err(generic)?,
