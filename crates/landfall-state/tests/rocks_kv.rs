@@ -118,3 +118,80 @@ fn a_ledger_written_with_the_earlier_options_and_full_records_opens_and_reads() 
     let meta = rec.meta.clone();
     assert_eq!(ledger.may_be_new(&[meta], false).unwrap(), vec![false]);
 }
+
+#[test]
+fn a_format_2_ledger_moves_to_binary_records_as_its_files_move() {
+    // Format 2 held JSON records; format 3 writes binary ones and reads both, so a ledger
+    // carried over holds a mix until every old record has been rewritten.
+    let dir = tempfile::tempdir().unwrap();
+    let committed = r#"{"key":"in/a.json","meta":{"path":"in/a.json","size":10,"modified":"2026-01-01T00:00:00Z"},"state":"committed","seq":1,"discovery_time":"2026-01-01T00:00:01Z","batch_id":0,"commit_time":"2026-01-01T00:00:03Z","table_version":4}"#;
+    let discovered = r#"{"key":"in/b c.json","meta":{"path":"in/b c.json","size":5,"modified":"2026-01-01T00:00:00.5Z","etag":"\"b\""},"state":"discovered","seq":2,"discovery_time":"2026-01-01T00:00:01.25Z"}"#;
+    {
+        let kv = RocksKv::open(dir.path()).unwrap();
+        kv.write(vec![
+            put("f/in/a.json", committed),
+            put("f/in/b c.json", discovered),
+            put("p/00000000000000000002", "in/b c.json"),
+            put("m/seq", "2"),
+            put("m/last_batch", "0"),
+            put("m/format", "2"),
+        ])
+        .unwrap();
+    }
+    let now = chrono::Utc::now();
+    {
+        let l = open_rocks("s", dir.path()).unwrap();
+        let plan = l
+            .plan_batch(
+                landfall_core::BatchLimits {
+                    max_files: 10,
+                    max_bytes: None,
+                },
+                0,
+                now,
+            )
+            .unwrap()
+            .expect("the discovered file is planned");
+        let planned: Vec<&str> = plan.files.iter().map(|(k, _)| k.0.as_str()).collect();
+        assert_eq!(planned, ["in/b c.json"]);
+        l.record_committed(
+            plan.batch_id,
+            landfall_core::CommitReceipt {
+                table_version: 5,
+                rows: 1,
+                data_files: 1,
+                data_bytes: 1,
+                committed_at: now,
+                recovered: false,
+            },
+        )
+        .unwrap();
+        let files = l.files(None).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0].table_version, Some(4));
+        let b = &files[1];
+        assert_eq!(b.state, FileState::Committed);
+        assert_eq!(b.table_version, Some(5));
+        assert_eq!(b.meta.etag.as_deref(), Some("\"b\""));
+        assert_eq!(
+            b.meta.modified.to_rfc3339(),
+            "2026-01-01T00:00:00.500+00:00"
+        );
+        assert_eq!(
+            b.discovery_time.to_rfc3339(),
+            "2026-01-01T00:00:01.250+00:00"
+        );
+        let b_meta = b.meta.clone();
+        assert_eq!(l.may_be_new(&[b_meta], false).unwrap(), vec![false]);
+    }
+    let kv = RocksKv::open(dir.path()).unwrap();
+    // Marked as format 3 at the first open: a landfall that reads JSON only refuses it.
+    assert_eq!(get(&kv, "m/format").as_deref(), Some("3"));
+    let raw = |k: &str| kv.get(k.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        raw("f/in/a.json")[0],
+        b'{',
+        "an untouched record stays as it was"
+    );
+    assert_eq!(raw("f/in/b c.json")[0], 1, "a rewritten record is binary");
+}

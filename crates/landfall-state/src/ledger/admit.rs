@@ -18,8 +18,7 @@ impl<K: Kv> Ledger<K> {
         let overwrites = key.0 != meta.path;
         if overwrites
             && plain
-            && let Some(rec) =
-                self.get_json::<FileRecord>(&file_key(&FileKey(meta.path.clone())))?
+            && let Some(rec) = self.get_record(&file_key(&FileKey(meta.path.clone())))?
             && rec.meta.same_version(meta)
         {
             return Ok(Known::Yes(Box::new(rec)));
@@ -28,17 +27,25 @@ impl<K: Kv> Ledger<K> {
             // Versioned keys of this path (written under either key format).
             let prefix = file_key(&FileKey(format!("{}@", meta.path)));
             let mut found = None;
+            let mut damaged = None;
             self.kv
-                .scan(&prefix, &prefix, &mut |_, v| {
-                    if let Ok(r) = serde_json::from_slice::<FileRecord>(v)
-                        && r.meta.path == meta.path
-                        && (!overwrites || r.meta.same_version(meta))
-                    {
-                        found = Some(r);
+                .scan(&prefix, &prefix, &mut |k, v| {
+                    match self.decode_record(k, v) {
+                        Ok(r)
+                            if r.meta.path == meta.path
+                                && (!overwrites || r.meta.same_version(meta)) =>
+                        {
+                            found = Some(r)
+                        }
+                        Ok(_) => {}
+                        Err(e) => damaged = Some(e),
                     }
-                    found.is_none()
+                    found.is_none() && damaged.is_none()
                 })
                 .map_err(self.backend("scan versions"))?;
+            if let Some(e) = damaged {
+                return Err(e);
+            }
             if let Some(r) = found {
                 return Ok(if overwrites {
                     Known::Yes(Box::new(r))
@@ -64,15 +71,6 @@ impl<K: Kv> Ledger<K> {
         kinds: (bool, bool),
         stored: Option<Vec<u8>>,
     ) -> Result<Option<Option<Box<FileRecord>>>, StateError> {
-        #[derive(Deserialize)]
-        struct SizeOnly {
-            size: u64,
-        }
-        #[derive(Deserialize)]
-        struct StateOnly {
-            state: FileState,
-            meta: SizeOnly,
-        }
         // An empty version not read yet gives way to a version with content (a writer that
         // creates the key empty, then fills it: both events may come in one round, in
         // either order, and the empty one must not hide the content).
@@ -81,13 +79,15 @@ impl<K: Kv> Ledger<K> {
         };
         let known = match stored {
             Some(raw)
-                if serde_json::from_slice::<StateOnly>(&raw).is_ok_and(|r| {
-                    r.state != FileState::Skipped && !empty_gives_way(r.state, r.meta.size)
-                }) =>
+                if self
+                    .record_head(&file_key(key), &raw)
+                    .is_ok_and(|(state, _, size)| {
+                        state != FileState::Skipped && !empty_gives_way(state, size)
+                    }) =>
             {
                 return Ok(None);
             }
-            Some(raw) => Known::Yes(Box::new(self.decode(&file_key(key), &raw)?)),
+            Some(raw) => Known::Yes(Box::new(self.decode_record(&file_key(key), &raw)?)),
             None => self.known_other_kind(key, meta, kinds)?,
         };
         Ok(match known {

@@ -80,7 +80,7 @@ impl<K: Kv> Ledger<K> {
         let mut due = Vec::new();
         let mut stale = Vec::new();
         for (ik, key) in entries {
-            match self.get_json::<FileRecord>(&file_key(&key))? {
+            match self.get_record(&file_key(&key))? {
                 Some(rec) if archive_entry(&rec).as_deref() == Some(ik.as_slice()) => due.push(rec),
                 _ => stale.push(KvOp::Delete(ik)),
             }
@@ -92,7 +92,7 @@ impl<K: Kv> Ledger<K> {
             for op in stale {
                 let KvOp::Delete(ik) = &op else { continue };
                 let key = FileKey(String::from_utf8_lossy(&ik[23..]).into_owned());
-                let rec = self.get_json::<FileRecord>(&file_key(&key))?;
+                let rec = self.get_record(&file_key(&key))?;
                 if rec.as_ref().and_then(archive_entry).as_deref() != Some(ik.as_slice()) {
                     ops.push(op);
                 }
@@ -112,7 +112,7 @@ impl<K: Kv> Ledger<K> {
         let mut recorded = 0;
         for (key, step) in steps {
             let fk = file_key(key);
-            let Some(mut rec) = self.get_json::<FileRecord>(&fk)? else {
+            let Some(mut rec) = self.get_record(&fk)? else {
                 continue;
             };
             let Some(entry) = archive_entry(&rec) else {

@@ -43,7 +43,7 @@ impl<K: Kv> Ledger<K> {
             let stored = self.kv.get_many(&keys).map_err(self.backend("read"))?;
             for ((pk, fk), raw) in chunk.into_iter().zip(stored) {
                 let rec = match raw {
-                    Some(raw) => Some(self.decode::<FileRecord>(&fk, &raw)?),
+                    Some(raw) => Some(self.decode_record(&fk, &raw)?),
                     None => None,
                 };
                 match rec {
@@ -133,7 +133,7 @@ impl<K: Kv> Ledger<K> {
         let stored = self.kv.get_many(&keys).map_err(self.backend("read"))?;
         for (fk, raw) in keys.into_iter().zip(stored) {
             let rec = match raw {
-                Some(raw) => Some(self.decode::<FileRecord>(&fk, &raw)?),
+                Some(raw) => Some(self.decode_record(&fk, &raw)?),
                 None => None,
             };
             if let Some(mut rec) = rec {
@@ -175,7 +175,7 @@ impl<K: Kv> Ledger<K> {
         let _g = self.guard();
         let fk = file_key(key);
         let mut rec = self
-            .get_json::<FileRecord>(&fk)?
+            .get_record(&fk)?
             .ok_or_else(|| StateError::UnknownFile {
                 stream: self.stream.clone(),
                 key: key.0.clone(),

@@ -1,7 +1,7 @@
 //! The ledger logic, over any [`Kv`].
 //!
 //! Key layout (all in one keyspace, see docs/state-layout.md):
-//! - `f/<file key>`           -> [`FileRecord`] (JSON)
+//! - `f/<file key>`           -> [`FileRecord`] (binary, see `record`; JSON before format 3)
 //! - `p/<seq, 20 digits>`      -> file key: the pending queue, in discovery order
 //! - `x/<modified ms, 20 digits>/<file key>` -> empty: expiry index for `max_file_age`
 //! - `b/<batch id, 20 digits>` -> [`BatchPlan`] (JSON)
@@ -40,8 +40,10 @@ const KEYS_PLAIN: &[u8] = b"m/keys_plain";
 const KEYS_VERSIONED: &[u8] = b"m/keys_versioned";
 
 /// The ledger layout this code reads and writes. Bumped on any incompatible change; a ledger
-/// written by a newer landfall is refused rather than misread.
-pub const LEDGER_FORMAT: u64 = 2;
+/// written by a newer landfall is refused rather than misread. Format 3: file records are
+/// binary ([`record`]); the JSON records of format 2 read the same, and are rewritten as
+/// binary at their next transition.
+pub const LEDGER_FORMAT: u64 = 3;
 
 fn file_key(k: &FileKey) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 + k.0.len());
@@ -126,6 +128,7 @@ mod admit;
 mod archive;
 mod batches;
 mod read;
+mod record;
 mod store;
 
 pub use read::FileRecords;
@@ -170,11 +173,7 @@ impl<K: Kv> Ledger<K> {
         key: &[u8],
         raw: &[u8],
     ) -> Result<T, StateError> {
-        serde_json::from_slice(raw).map_err(|e| StateError::Corrupt {
-            stream: self.stream.clone(),
-            key: String::from_utf8_lossy(key).into_owned(),
-            reason: e.to_string(),
-        })
+        serde_json::from_slice(raw).map_err(|e| self.corrupt(key, e))
     }
 
     pub(super) fn get_u64(&self, key: &[u8]) -> Result<Option<u64>, StateError> {
@@ -187,77 +186,62 @@ impl<K: Kv> Ledger<K> {
         KvOp::Put(key, out)
     }
 
-    /// A file record as the ledger stores it: JSON that `FileRecord` reads back, without the
-    /// fields that are empty (most of them, for most of a file's life: the record of a newly
-    /// admitted file is about 30% smaller, which the write-ahead log, the memtable and every
-    /// compaction pay for).
+    /// A file record as the ledger stores it: the binary record of [`record`] (JSON records
+    /// written by format 2 and earlier read the same, see [`Ledger::decode_record`]).
     pub(super) fn put_record(key: Vec<u8>, rec: &FileRecord) -> KvOp {
-        // Destructured whole, so a field added to `FileRecord` does not compile here until it
-        // is stored.
-        let FileRecord {
-            key: file,
-            meta,
-            state,
-            seq,
-            discovery_time,
-            batch_id,
-            processed_time,
-            commit_time,
-            table_version,
-            archive_time,
-            archive_mode,
-            move_location,
-            error,
-            skip,
-        } = rec;
-        fn none<T>(v: &&Option<T>) -> bool {
-            v.is_none()
+        let mut out = Vec::with_capacity(128);
+        record::encode(rec, &mut out);
+        KvOp::Put(key, out)
+    }
+
+    /// The file record stored as `raw` under `key`, binary or JSON; an unreadable one is
+    /// reported as corrupt.
+    pub(super) fn decode_record(&self, key: &[u8], raw: &[u8]) -> Result<FileRecord, StateError> {
+        if record::is_binary(raw) {
+            record::decode(raw).map_err(|reason| self.corrupt(key, reason))
+        } else {
+            self.decode(key, raw)
         }
-        #[derive(Serialize)]
-        struct Stored<'a> {
-            key: &'a FileKey,
-            meta: &'a FileMeta,
-            state: &'a FileState,
-            seq: &'a u64,
-            discovery_time: &'a DateTime<Utc>,
-            #[serde(skip_serializing_if = "none")]
-            batch_id: &'a Option<u64>,
-            #[serde(skip_serializing_if = "none")]
-            processed_time: &'a Option<DateTime<Utc>>,
-            #[serde(skip_serializing_if = "none")]
-            commit_time: &'a Option<DateTime<Utc>>,
-            #[serde(skip_serializing_if = "none")]
-            table_version: &'a Option<i64>,
-            #[serde(skip_serializing_if = "none")]
-            archive_time: &'a Option<DateTime<Utc>>,
-            #[serde(skip_serializing_if = "none")]
-            archive_mode: &'a Option<String>,
-            #[serde(skip_serializing_if = "none")]
-            move_location: &'a Option<String>,
-            #[serde(skip_serializing_if = "none")]
-            error: &'a Option<String>,
-            #[serde(skip_serializing_if = "none")]
-            skip: &'a Option<SkipReason>,
+    }
+
+    /// The state, seq and size of the record stored as `raw`, without decoding it whole
+    /// where it is binary.
+    pub(super) fn record_head(
+        &self,
+        key: &[u8],
+        raw: &[u8],
+    ) -> Result<(FileState, u64, u64), StateError> {
+        if record::is_binary(raw) {
+            return record::head(raw).map_err(|reason| self.corrupt(key, reason));
         }
-        Self::put_json(
-            key,
-            &Stored {
-                key: file,
-                meta,
-                state,
-                seq,
-                discovery_time,
-                batch_id,
-                processed_time,
-                commit_time,
-                table_version,
-                archive_time,
-                archive_mode,
-                move_location,
-                error,
-                skip,
-            },
-        )
+        #[derive(Deserialize)]
+        struct Size {
+            size: u64,
+        }
+        #[derive(Deserialize)]
+        struct Head {
+            state: FileState,
+            seq: u64,
+            meta: Size,
+        }
+        let h: Head = self.decode(key, raw)?;
+        Ok((h.state, h.seq, h.meta.size))
+    }
+
+    /// The file record under `key`, if any.
+    pub(super) fn get_record(&self, key: &[u8]) -> Result<Option<FileRecord>, StateError> {
+        match self.kv.get(key).map_err(self.backend("read"))? {
+            None => Ok(None),
+            Some(raw) => self.decode_record(key, &raw).map(Some),
+        }
+    }
+
+    pub(super) fn corrupt(&self, key: &[u8], reason: impl ToString) -> StateError {
+        StateError::Corrupt {
+            stream: self.stream.clone(),
+            key: String::from_utf8_lossy(key).into_owned(),
+            reason: reason.to_string(),
+        }
     }
 
     pub(super) fn stats(&self) -> Result<Stats, StateError> {
@@ -339,7 +323,7 @@ mod tests {
     }
 
     #[test]
-    fn stored_records_read_back_whole_and_leave_out_empty_fields() {
+    fn stored_records_read_back_whole_binary_or_json() {
         let t = DateTime::parse_from_rfc3339("2026-12-03T10:00:00.123Z")
             .unwrap()
             .to_utc();
@@ -351,9 +335,6 @@ mod tests {
             version: Some("v1".into()),
         };
         let fresh = FileRecord::discovered(FileKey("in/a b.json@v1".into()), meta, 3, t);
-        let raw = stored(&fresh);
-        assert!(!String::from_utf8_lossy(&raw).contains("null"), "{raw:?}");
-        assert_eq!(serde_json::from_slice::<FileRecord>(&raw).unwrap(), fresh);
         let full = FileRecord {
             state: FileState::Skipped,
             batch_id: Some(4),
@@ -368,10 +349,21 @@ mod tests {
                 kind: SkipKind::Corrupt,
                 detail: "bad".into(),
             }),
-            ..fresh
+            ..fresh.clone()
         };
-        let back: FileRecord = serde_json::from_slice(&stored(&full)).unwrap();
-        assert_eq!(back, full);
+        let ledger = Ledger::new("s", MemoryKv::default());
+        for rec in [fresh, full] {
+            let raw = stored(&rec);
+            assert_eq!(ledger.decode_record(b"f/k", &raw).unwrap(), rec);
+            // A record of format 2 (JSON) reads the same.
+            let json = serde_json::to_vec(&rec).unwrap();
+            assert_eq!(ledger.decode_record(b"f/k", &json).unwrap(), rec);
+            let head = (rec.state, rec.seq, rec.meta.size);
+            assert_eq!(ledger.record_head(b"f/k", &raw).unwrap(), head);
+            assert_eq!(ledger.record_head(b"f/k", &json).unwrap(), head);
+        }
+        let err = ledger.decode_record(b"f/k", b"\x01\x00").unwrap_err();
+        assert!(err.to_string().contains("f/k"), "{err}");
     }
 
     #[test]

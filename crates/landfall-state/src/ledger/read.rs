@@ -11,26 +11,18 @@ impl<K: Kv> Ledger<K> {
         let mut out = Vec::new();
         let mut err = None;
         self.kv
-            .scan(
-                b"f/",
-                b"f/",
-                &mut |k, v| match serde_json::from_slice::<FileRecord>(v) {
-                    Ok(rec) => {
-                        if state.is_none_or(|s| s == rec.state) {
-                            out.push(rec);
-                        }
-                        true
+            .scan(b"f/", b"f/", &mut |k, v| match self.decode_record(k, v) {
+                Ok(rec) => {
+                    if state.is_none_or(|s| s == rec.state) {
+                        out.push(rec);
                     }
-                    Err(e) => {
-                        err = Some(StateError::Corrupt {
-                            stream: self.stream.clone(),
-                            key: String::from_utf8_lossy(k).into_owned(),
-                            reason: e.to_string(),
-                        });
-                        false
-                    }
-                },
-            )
+                    true
+                }
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            })
             .map_err(self.backend("scan files"))?;
         if let Some(e) = err {
             return Err(e);
@@ -49,11 +41,6 @@ impl<K: Kv> Ledger<K> {
         limit: usize,
         max_scanned: u64,
     ) -> Result<FilesPage, StateError> {
-        #[derive(Deserialize)]
-        struct Head {
-            state: FileState,
-            seq: u64,
-        }
         let (limit, max_scanned) = (limit.max(1), max_scanned.max(1));
         let from = match after {
             // The least key after `f/<after>`.
@@ -68,11 +55,6 @@ impl<K: Kv> Ledger<K> {
         let mut last_key = Vec::new();
         let mut more = false;
         let mut err = None;
-        let corrupt = |k: &[u8], e: serde_json::Error| StateError::Corrupt {
-            stream: self.stream.clone(),
-            key: String::from_utf8_lossy(k).into_owned(),
-            reason: e.to_string(),
-        };
         self.kv
             .scan(b"f/", &from, &mut |k, v| {
                 if page.files.len() >= limit || page.scanned >= max_scanned {
@@ -83,18 +65,18 @@ impl<K: Kv> Ledger<K> {
                 last_key.clear();
                 last_key.extend_from_slice(k);
                 let passes = filter.is_all()
-                    || match serde_json::from_slice::<Head>(v) {
-                        Ok(h) => filter.passes(h.state, h.seq),
+                    || match self.record_head(k, v) {
+                        Ok((state, seq, _)) => filter.passes(state, seq),
                         Err(e) => {
-                            err = Some(corrupt(k, e));
+                            err = Some(e);
                             return false;
                         }
                     };
                 if passes {
-                    match serde_json::from_slice::<FileRecord>(v) {
+                    match self.decode_record(k, v) {
                         Ok(rec) => page.files.push(rec),
                         Err(e) => {
-                            err = Some(corrupt(k, e));
+                            err = Some(e);
                             return false;
                         }
                     }
@@ -148,7 +130,7 @@ impl<K: Kv> Ledger<K> {
             let text = String::from_utf8_lossy(&ik).into_owned();
             // x/<20 digits>/<key>
             let key = FileKey(text[23..].to_string());
-            match self.get_json::<FileRecord>(&file_key(&key))? {
+            match self.get_record(&file_key(&key))? {
                 Some(rec) if rec.state.is_terminal() => {
                     let entry = super::archive::archive_entry(&rec);
                     let indexed = match &entry {

@@ -171,7 +171,7 @@ impl<K: Kv> StateStore for Ledger<K> {
     }
 
     fn file(&self, key: &FileKey) -> SeamResult<Option<FileRecord>> {
-        Ok(self.get_json(&file_key(key))?)
+        Ok(self.get_record(&file_key(key))?)
     }
 
     fn skip_file(
