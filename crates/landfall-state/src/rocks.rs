@@ -25,12 +25,68 @@ impl RocksKv {
                 reason,
             });
         }
-        let db = DB::open_cf_descriptors(&tuned(), dir, [default_family()])
-            .map_err(|e| open_error(dir, e))?;
-        Ok(RocksKv {
+        let mut opts = tuned();
+        opts.create_missing_column_families(true);
+        let db = DB::open_cf_descriptors(&opts, dir, families()).map_err(|e| open_error(dir, e))?;
+        let kv = RocksKv {
             db,
             dir: dir.to_path_buf(),
-        })
+        };
+        kv.move_into_families().map_err(|e| StateError::Backend {
+            stream: dir.display().to_string(),
+            op: "move the pending queue and expiry index into their column families",
+            reason: e.to_string(),
+        })?;
+        Ok(kv)
+    }
+
+    /// Keys of [`FAMILIES`] that a ledger written before the families existed holds in the
+    /// default family are moved into theirs, [`MOVE_CHUNK`] keys to an atomic write (each key
+    /// deleted from one family and put into the other in the same write), so an interrupted
+    /// move loses nothing and the next open goes on with what is left. It runs before the
+    /// open returns: nothing reads the ledger half moved.
+    fn move_into_families(&self) -> Result<u64, KvError> {
+        let default = self
+            .db
+            .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .expect("the default column family is always open");
+        let mut moved = 0;
+        for (name, prefix) in FAMILIES {
+            let target = self.db.cf_handle(name).expect("opened with every family");
+            loop {
+                let mut batch = WriteBatch::default();
+                let mut n = 0;
+                for item in self
+                    .db
+                    .iterator_cf(default, IteratorMode::From(prefix, Direction::Forward))
+                {
+                    let (k, v) = item.map_err(|e| self.kv_error(e))?;
+                    if !k.starts_with(prefix) || n == MOVE_CHUNK {
+                        break;
+                    }
+                    batch.delete_cf(default, &k);
+                    batch.put_cf(target, &k, &v);
+                    n += 1;
+                }
+                if n == 0 {
+                    break;
+                }
+                let mut wo = WriteOptions::default();
+                wo.set_sync(true);
+                self.db
+                    .write_opt(batch, &wo)
+                    .map_err(|e| self.kv_error(e))?;
+                moved += n as u64;
+            }
+        }
+        if moved > 0 {
+            tracing::info!(
+                dir = %self.dir.display(),
+                moved,
+                "ledger: pending queue and expiry index moved into their column families"
+            );
+        }
+        Ok(moved)
     }
 
     /// Open without taking the directory lock, for inspection while a daemon runs. Writes fail.
@@ -45,7 +101,12 @@ impl RocksKv {
         let mut opts = Options::default();
         // An inspection (the API, the CLI) keeps few table files open, whatever the ledger's size.
         opts.set_max_open_files(64);
-        let db = DB::open_cf_descriptors_read_only(&opts, dir, [default_family()], false)
+        // The families the ledger has (one, before format 3 moved the queues out).
+        let names = DB::list_cf(&opts, dir).map_err(|e| open_error(dir, e))?;
+        let families = families()
+            .into_iter()
+            .filter(|f| names.iter().any(|n| n == f.name()));
+        let db = DB::open_cf_descriptors_read_only(&opts, dir, families, false)
             .map_err(|e| open_error(dir, e))?;
         Ok(RocksKv {
             db,
@@ -169,15 +230,35 @@ impl RocksKv {
     }
 }
 
+impl RocksKv {
+    /// The column family holding keys that start with `key` (see [`FAMILIES`]).
+    fn family(&self, key: &[u8]) -> &rocksdb::ColumnFamily {
+        let name = FAMILIES
+            .iter()
+            .find(|(_, prefix)| key.starts_with(prefix))
+            .map_or(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, |(name, _)| name);
+        self.db
+            .cf_handle(name)
+            .or_else(|| self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME))
+            .expect("the default column family is always open")
+    }
+}
+
 impl Kv for RocksKv {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
-        self.db.get(key).map_err(|e| self.kv_error(e))
+        self.db
+            .get_cf(self.family(key), key)
+            .map_err(|e| self.kv_error(e))
     }
 
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-        let Some(cf) = self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME) else {
-            return keys.iter().map(|k| self.get(k)).collect();
+        let Some(first) = keys.first() else {
+            return Ok(Vec::new());
         };
+        let cf = self.family(first);
+        if keys.iter().any(|k| !std::ptr::eq(self.family(k), cf)) {
+            return keys.iter().map(|k| self.get(k)).collect();
+        }
         let sorted = keys.is_sorted();
         self.db
             .batched_multi_get_cf(cf, keys, sorted)
@@ -195,10 +276,16 @@ impl Kv for RocksKv {
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), KvError> {
-        for item in self
-            .db
-            .iterator(IteratorMode::From(from, Direction::Forward))
-        {
+        if !prefix.contains(&b'/') {
+            return Err(KvError::Failed(format!(
+                "a scan names one key family (`<family>/`), not {:?}",
+                String::from_utf8_lossy(prefix)
+            )));
+        }
+        for item in self.db.iterator_cf(
+            self.family(prefix),
+            IteratorMode::From(from, Direction::Forward),
+        ) {
             let (k, v) = item.map_err(|e| self.kv_error(e))?;
             if !k.starts_with(prefix) || !visit(&k, &v) {
                 break;
@@ -215,8 +302,8 @@ impl Kv for RocksKv {
         let mut batch = WriteBatch::default();
         for op in ops {
             match op {
-                KvOp::Put(k, v) => batch.put(k, v),
-                KvOp::Delete(k) => batch.delete(k),
+                KvOp::Put(k, v) => batch.put_cf(self.family(&k), k, v),
+                KvOp::Delete(k) => batch.delete_cf(self.family(&k), k),
             }
         }
         let mut wo = WriteOptions::default();
@@ -224,6 +311,15 @@ impl Kv for RocksKv {
         self.db.write_opt(batch, &wo).map_err(|e| self.kv_error(e))
     }
 }
+
+/// The key families kept in column families of their own, with the prefix of their keys:
+/// the pending queue and the expiry index are appended in order (seq, modification time), so
+/// in a family of their own their table files do not overlap and move down the levels
+/// without being rewritten; beside the file records they shared every compaction. Every other
+/// key lives in the default family.
+const FAMILIES: [(&str, &[u8]); 2] = [("pending", b"p/"), ("expiry", b"x/")];
+/// Keys moved into their family per write when an older ledger is opened.
+const MOVE_CHUNK: usize = 10_000;
 
 /// What every ledger of the process shares, so that memory is bounded whatever the number of
 /// streams and the size of their ledgers: one block cache for data, index and filter blocks
@@ -252,10 +348,13 @@ fn shared() -> &'static Shared {
     })
 }
 
-/// The one column family, opened by name so that `get_many` can use RocksDB's batched
-/// MultiGet (which takes a family handle), with the same options as the database.
-fn default_family() -> rocksdb::ColumnFamilyDescriptor {
-    rocksdb::ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, tuned())
+/// The column families of a ledger, each with the database's options: the default one and
+/// those of [`FAMILIES`].
+fn families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
+    std::iter::once(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+        .chain(FAMILIES.iter().map(|(name, _)| *name))
+        .map(|name| rocksdb::ColumnFamilyDescriptor::new(name, tuned()))
+        .collect()
 }
 
 /// The options of a ledger, measured with `bench/admission_bench.sh --release 10000000`

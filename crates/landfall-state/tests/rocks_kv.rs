@@ -127,16 +127,22 @@ fn a_format_2_ledger_moves_to_binary_records_as_its_files_move() {
     let committed = r#"{"key":"in/a.json","meta":{"path":"in/a.json","size":10,"modified":"2026-01-01T00:00:00Z"},"state":"committed","seq":1,"discovery_time":"2026-01-01T00:00:01Z","batch_id":0,"commit_time":"2026-01-01T00:00:03Z","table_version":4}"#;
     let discovered = r#"{"key":"in/b c.json","meta":{"path":"in/b c.json","size":5,"modified":"2026-01-01T00:00:00.5Z","etag":"\"b\""},"state":"discovered","seq":2,"discovery_time":"2026-01-01T00:00:01.25Z"}"#;
     {
-        let kv = RocksKv::open(dir.path()).unwrap();
-        kv.write(vec![
-            put("f/in/a.json", committed),
-            put("f/in/b c.json", discovered),
-            put("p/00000000000000000002", "in/b c.json"),
-            put("m/seq", "2"),
-            put("m/last_batch", "0"),
-            put("m/format", "2"),
-        ])
-        .unwrap();
+        // Written as format 2 did: one column family.
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        let db = rocksdb::DB::open(&opts, dir.path()).unwrap();
+        for (k, v) in [
+            ("f/in/a.json", committed),
+            ("f/in/b c.json", discovered),
+            ("p/00000000000000000002", "in/b c.json"),
+            ("x/00000000000000000001/in/a.json", ""),
+            ("x/00000000000000000002/in/b c.json", ""),
+            ("m/seq", "2"),
+            ("m/last_batch", "0"),
+            ("m/format", "2"),
+        ] {
+            db.put(k, v).unwrap();
+        }
     }
     let now = chrono::Utc::now();
     {
@@ -194,4 +200,139 @@ fn a_format_2_ledger_moves_to_binary_records_as_its_files_move() {
         "an untouched record stays as it was"
     );
     assert_eq!(raw("f/in/b c.json")[0], 1, "a rewritten record is binary");
+    drop(kv);
+    // The expiry index went into its own family with the queue: expiry finds both files.
+    let l = open_rocks("s", dir.path()).unwrap();
+    let expired = l.expire(chrono::Utc::now(), false).unwrap();
+    assert_eq!(expired, 2);
+    assert!(l.files(None).unwrap().is_empty());
+}
+
+/// The keys in each column family of the ledger at `dir`, by family, counted by prefix.
+fn family_counts(dir: &std::path::Path) -> Vec<(String, usize, usize)> {
+    let opts = rocksdb::Options::default();
+    let names = rocksdb::DB::list_cf(&opts, dir).unwrap();
+    let db = rocksdb::DB::open_cf_for_read_only(&opts, dir, &names, false).unwrap();
+    let mut out = Vec::new();
+    for name in &names {
+        let cf = db.cf_handle(name).unwrap();
+        let (mut p, mut x) = (0, 0);
+        for item in db.iterator_cf(cf, rocksdb::IteratorMode::Start) {
+            let (k, _) = item.unwrap();
+            p += usize::from(k.starts_with(b"p/"));
+            x += usize::from(k.starts_with(b"x/"));
+        }
+        out.push((name.clone(), p, x));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn an_older_ledger_is_moved_into_families_even_after_a_move_was_cut_short() {
+    // 25,000 pending files (more than one write of the move), part of them already moved by
+    // an open that stopped half way: the first 5,000 queue entries in their family, the rest
+    // still in the default one.
+    const N: usize = 25_000;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = rocksdb::DB::open_cf(&opts, dir.path(), ["pending", "expiry"]).unwrap();
+        let pending = db.cf_handle("pending").unwrap();
+        for i in 1..=N {
+            let path = format!("in/part {i:05}.json");
+            let rec = format!(
+                r#"{{"key":"{path}","meta":{{"path":"{path}","size":1,"modified":"2026-01-01T00:00:00Z"}},"state":"discovered","seq":{i},"discovery_time":"2026-01-01T00:00:01Z"}}"#
+            );
+            db.put(format!("f/{path}"), rec).unwrap();
+            let key = format!("p/{i:020}");
+            if i <= 5_000 {
+                db.put_cf(pending, key, &path).unwrap();
+            } else {
+                db.put(key, &path).unwrap();
+            }
+            db.put(format!("x/{:020}/{path}", 1_767_225_600_000u64), b"")
+                .unwrap();
+        }
+        db.put("m/seq", N.to_string()).unwrap();
+        db.put("m/format", "2").unwrap();
+    }
+    {
+        let l = open_rocks("s", dir.path()).unwrap();
+        let limits = landfall_core::BatchLimits {
+            max_files: N + 1,
+            max_bytes: None,
+        };
+        let plan = l
+            .plan_batch(limits, 0, chrono::Utc::now())
+            .unwrap()
+            .unwrap();
+        // Every file planned once, in discovery order.
+        let planned: Vec<u64> = plan
+            .files
+            .iter()
+            .map(|(k, _)| k.0[8..13].parse().unwrap())
+            .collect();
+        assert_eq!(planned, (1..=N as u64).collect::<Vec<_>>());
+    }
+    assert_eq!(
+        family_counts(dir.path()),
+        vec![
+            ("default".into(), 0, 0),
+            ("expiry".into(), 0, N),
+            // Planned: the queue is empty.
+            ("pending".into(), 0, 0),
+        ]
+    );
+}
+
+#[test]
+fn keys_of_a_family_are_found_by_every_read_and_a_scan_names_its_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = RocksKv::open(dir.path()).unwrap();
+    kv.write(vec![
+        put("p/1", "a"),
+        put("p/2", "b"),
+        put("x/1/a", ""),
+        put("f/a", "r"),
+        put("pz", "default"),
+    ])
+    .unwrap();
+    assert_eq!(get(&kv, "p/2").as_deref(), Some("b"));
+    let keys: Vec<Vec<u8>> = ["p/1", "f/a", "x/1/a", "p/3"]
+        .iter()
+        .map(|k| k.as_bytes().to_vec())
+        .collect();
+    let got: Vec<Option<Vec<u8>>> = kv.get_many(&keys).unwrap();
+    assert_eq!(
+        got,
+        vec![
+            Some(b"a".to_vec()),
+            Some(b"r".to_vec()),
+            Some(Vec::new()),
+            None
+        ]
+    );
+    let mut seen = Vec::new();
+    kv.scan(b"p/", b"p/", &mut |k, _| {
+        seen.push(String::from_utf8(k.to_vec()).unwrap());
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, ["p/1", "p/2"]);
+    kv.write(vec![del("p/1")]).unwrap();
+    assert_eq!(get(&kv, "p/1"), None);
+    let err = kv.scan(b"p", b"p", &mut |_, _| true).unwrap_err();
+    assert!(err.to_string().contains("one key family"), "{err}");
+    drop(kv);
+    assert_eq!(
+        family_counts(dir.path()),
+        vec![
+            ("default".into(), 0, 0),
+            ("expiry".into(), 0, 1),
+            ("pending".into(), 1, 0),
+        ]
+    );
 }
