@@ -32,10 +32,13 @@ impl RocksKv {
             db,
             dir: dir.to_path_buf(),
         };
-        kv.move_into_families().map_err(|e| StateError::Backend {
-            stream: dir.display().to_string(),
-            op: "move the pending queue and expiry index into their column families",
-            reason: e.to_string(),
+        kv.move_into_families().map_err(|e| match e {
+            KvError::Damaged { dir, reason } => StateError::Corrupted { dir, reason },
+            KvError::Failed(reason) => StateError::Backend {
+                stream: dir.display().to_string(),
+                op: "move the pending queue and expiry index into their column families",
+                reason,
+            },
         })?;
         Ok(kv)
     }
