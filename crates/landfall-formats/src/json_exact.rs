@@ -157,17 +157,20 @@ impl ExactColumns {
     }
 }
 
-/// A string literal's text, unescaped (borrowed when it has no escapes).
-fn text(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
-    let inner = raw.get(1..raw.len().saturating_sub(1))?;
-    if inner.contains(&b'\\') {
+/// A string literal's text (`raw`, quotes included), unescaped: borrowed when it has no escapes
+/// (`escaped`, as [`Scan::string`] found).
+fn text(raw: &[u8], escaped: bool) -> Option<std::borrow::Cow<'_, str>> {
+    if escaped {
         serde_json::from_slice::<String>(raw).ok().map(Into::into)
     } else {
+        let inner = raw.get(1..raw.len().saturating_sub(1))?;
         std::str::from_utf8(inner).ok().map(Into::into)
     }
 }
 
-fn leaf_fits(check: Check, lit: Literal<'_>) -> bool {
+/// Whether the literal at a checked column lands in it unchanged. `escaped`: a string literal
+/// holds an escape.
+fn leaf_fits(check: Check, lit: Literal<'_>, escaped: bool) -> bool {
     match (check, lit) {
         (Check::Decimal(p, s), lit) => literal_fits(lit, p, s),
         (Check::Int { min, max }, Literal::Number(n)) => integer_fits(n, min, max),
@@ -175,17 +178,56 @@ fn leaf_fits(check: Check, lit: Literal<'_>) -> bool {
         // A number is no date or timestamp (arrow-json would take it as days or microseconds
         // since the epoch; Spark as seconds, or not at all): a misfit.
         (Check::Date | Check::Timestamp(..), Literal::Number(_)) => false,
+        // A number token is ASCII by construction ([`Scan::value`]).
         (Check::Float { narrow }, Literal::Number(n)) => {
-            std::str::from_utf8(n).is_ok_and(|t| !float_text_changes(t, narrow))
+            !float_bytes_may_change(n)
+                || std::str::from_utf8(n).is_ok_and(|t| !float_text_changes(t, narrow))
         }
         (Check::Float { narrow }, Literal::String(raw)) => {
-            text(raw).is_none_or(|t| !float_text_changes(&t, narrow))
+            text(raw, escaped).is_none_or(|t| !float_text_changes(&t, narrow))
         }
-        (Check::Date, Literal::String(raw)) => text(raw).is_none_or(|t| !date_text_changes(&t)),
+        (Check::Date, Literal::String(raw)) => {
+            text(raw, escaped).is_none_or(|t| !date_text_changes(&t))
+        }
         (Check::Timestamp(unit, naive), Literal::String(raw)) => {
-            text(raw).is_none_or(|t| !timestamp_text_misfits(&t, unit, naive))
+            text(raw, escaped).is_none_or(|t| !timestamp_text_misfits(&t, unit, naive))
         }
     }
+}
+
+/// Whether a number token could leave a FLOAT's or DOUBLE's range: the same test as
+/// [`float_text_changes`]' first one, on the bytes (a token has no spaces to trim), so most
+/// numbers are neither made text nor parsed.
+fn float_bytes_may_change(n: &[u8]) -> bool {
+    n.len() > 38 || n.iter().any(|b| matches!(b, b'e' | b'E'))
+}
+
+/// The first `"` or `\\` in `s`. Most keys and values are short, where a word-at-a-time test
+/// beats memchr's vector setup; past the first 64 bytes, memchr takes over.
+fn quote_or_backslash(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    let mut i = 0;
+    while i < 64 {
+        let Some(word) = s.get(i..i + 8) else {
+            return s[i..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\')
+                .map(|p| i + p);
+        };
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // A zero byte of `x` sets its high bit in `zero(x)`; a borrow can also set the high bit
+        // of a byte above a zero one, never below it, so the lowest set bit is exact.
+        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+        let found = zero(w ^ QUOTES) | zero(w ^ BACKSLASHES);
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    memchr::memchr2(b'"', b'\\', &s[i..]).map(|p| i + p)
 }
 
 /// An integer literal without fraction or exponent, within `min..=max`. (Narrow types would be
@@ -221,20 +263,23 @@ impl<'a> Scan<'a> {
         self.s.get(self.i).copied()
     }
 
-    /// Past the string starting here (at its quote); its raw text, quotes included.
-    fn string(&mut self) -> Option<&'a [u8]> {
+    /// Past the string starting here (at its quote); its raw text, quotes included, and
+    /// whether it holds an escape.
+    fn string(&mut self) -> Option<(&'a [u8], bool)> {
         let s = self.s;
         let start = self.i;
         self.i += 1;
+        let mut escaped = false;
         loop {
-            let at = memchr::memchr2(b'"', b'\\', s.get(self.i..)?)?;
+            let at = quote_or_backslash(s.get(self.i..)?)?;
             self.i += at;
             if s[self.i] == b'\\' {
+                escaped = true;
                 self.i += 2;
                 continue;
             }
             self.i += 1;
-            return s.get(start..self.i);
+            return Some((s.get(start..self.i)?, escaped));
         }
     }
 
@@ -285,8 +330,8 @@ impl<'a> Scan<'a> {
             (Node::Map(values), b'{') => self.map(values, depth + 1),
             (Node::List(item), b'[') => self.list(item, depth + 1),
             (Node::Leaf(check), b'"') => {
-                let raw = self.string()?;
-                Some(leaf_fits(*check, Literal::String(raw)))
+                let (raw, escaped) = self.string()?;
+                Some(leaf_fits(*check, Literal::String(raw), escaped))
             }
             (Node::Leaf(check), b'-' | b'0'..=b'9') => {
                 let (s, start) = (self.s, self.i);
@@ -295,7 +340,7 @@ impl<'a> Scan<'a> {
                 }) {
                     self.i += 1;
                 }
-                Some(leaf_fits(*check, Literal::Number(&s[start..self.i])))
+                Some(leaf_fits(*check, Literal::Number(&s[start..self.i]), false))
             }
             _ => self.skip(),
         }
@@ -318,8 +363,8 @@ impl<'a> Scan<'a> {
             if self.peek()? != b'"' {
                 return None;
             }
-            let raw = self.string()?;
-            let key: std::borrow::Cow<'_, [u8]> = if raw.contains(&b'\\') {
+            let (raw, escaped) = self.string()?;
+            let key: std::borrow::Cow<'_, [u8]> = if escaped {
                 serde_json::from_slice::<String>(raw)
                     .ok()?
                     .into_bytes()
@@ -429,6 +474,84 @@ mod tests {
         assert!(
             ExactColumns::of(&Fields::from(vec![Field::new("s", DataType::Utf8, true)])).is_none()
         );
+    }
+
+    /// The word-at-a-time search finds what a byte-by-byte one finds: at every position and
+    /// length around the word and memchr boundaries, among bytes that differ from `"` and `\\`
+    /// by one bit, high bytes (UTF-8) and zeros.
+    #[test]
+    fn quotes_and_backslashes_are_found_where_they_are() {
+        let filler = [
+            b'x',
+            b'#',
+            b'\x5d',
+            b'\xa2',
+            b'\xdc',
+            0,
+            0x80,
+            b'"' ^ 0x80,
+            b'\\' ^ 1,
+        ];
+        for len in 0..140 {
+            for at in (0..=len).chain([usize::MAX]) {
+                for (k, &fill) in filler.iter().enumerate() {
+                    for target in [b'"', b'\\'] {
+                        let mut s: Vec<u8> = (0..len)
+                            .map(|j| filler[(j + k) % filler.len()].max(fill))
+                            .collect();
+                        s.iter_mut().for_each(|b| {
+                            if *b == b'"' || *b == b'\\' {
+                                *b = b'y'
+                            }
+                        });
+                        if at < len {
+                            s[at] = target;
+                            if at + 3 < len {
+                                s[at + 3] = b'"';
+                            }
+                        }
+                        let naive = s.iter().position(|&b| b == b'"' || b == b'\\');
+                        assert_eq!(
+                            quote_or_backslash(&s),
+                            naive,
+                            "len {len} at {at} fill {fill:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn escapes_in_keys_and_values_are_read() {
+        let c = cols(vec![
+            Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+            Field::new("long_key_name_past_eight", DataType::Int64, true),
+        ]);
+        assert!(c.all_fit(b"{\"t\":\"2024-01-02T03:04:05\"}"));
+        assert!(
+            !c.all_fit(b"{\"t\":\"2024-01-02T03:04:05\\u002B05:00\"}"),
+            "an escaped `+` is a zone"
+        );
+        assert!(c.all_fit(b"{\"s\":\"a\\\"b\\\\\",\"long_key_name_past_eight\":1}"));
+        assert!(!c.all_fit(b"{\"long_key_name_past_\\u0065ight\":1.5}"));
+        assert!(
+            c.all_fit(b"{\"long_key_name_past_eighT\":1.5}"),
+            "another key"
+        );
+        for n in [50, 7, 30] {
+            let long = |v: &str| {
+                format!(
+                    "{{\"x\":\"{}\\\"\",\"long_key_name_past_eight\":{v}}}",
+                    "é".repeat(n)
+                )
+            };
+            assert!(
+                c.all_fit(long("2").as_bytes()),
+                "a string ends where it ends"
+            );
+            assert!(!c.all_fit(long("2.5").as_bytes()));
+        }
     }
 
     #[test]
