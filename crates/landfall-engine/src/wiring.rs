@@ -14,12 +14,21 @@ use landfall_discovery::{
 use object_store::ObjectStore;
 use std::sync::Arc;
 
-/// Open the stream's RocksDB ledger.
-pub fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
-    Ok(Arc::new(landfall_state::open_rocks(
-        &spec.name,
-        &spec.state_dir,
-    )?))
+/// Open the stream's RocksDB ledger, on the blocking pool: an open can take long (the
+/// recovery of its log, the one-time move of an older ledger's queues into their column
+/// families), and the runtime's threads keep serving the other streams, the health endpoint
+/// and the watchdog meanwhile.
+pub async fn open_state(spec: &StreamSpec) -> SeamResult<Arc<dyn StateStore>> {
+    let (name, dir) = (spec.name.clone(), spec.state_dir.clone());
+    let ledger = tokio::task::spawn_blocking(move || landfall_state::open_rocks(&name, &dir))
+        .await
+        .map_err(|e| {
+            SeamError::retryable(format!(
+                "opening the state of stream `{}` failed: {e}",
+                spec.name
+            ))
+        })??;
+    Ok(Arc::new(ledger))
 }
 
 /// The owner's queue (set up first when landfall owns it and has not created it yet), the

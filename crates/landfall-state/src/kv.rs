@@ -51,6 +51,18 @@ pub trait Kv: Send + Sync {
     fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError>;
 }
 
+/// A scan names one key family, `<family>/` and more: in RocksDB a family may live in a column
+/// family of its own, and a prefix spanning several would miss keys. Both stores refuse it.
+pub(crate) fn check_scan_prefix(prefix: &[u8]) -> Result<(), KvError> {
+    if prefix.contains(&b'/') {
+        return Ok(());
+    }
+    Err(KvError::Failed(format!(
+        "a scan names one key family (`<family>/`), not {:?}",
+        String::from_utf8_lossy(prefix)
+    )))
+}
+
 /// A `BTreeMap` behind a mutex: the same semantics as RocksDB without durability.
 #[derive(Debug, Default)]
 pub struct MemoryKv {
@@ -73,6 +85,7 @@ impl Kv for MemoryKv {
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), KvError> {
+        check_scan_prefix(prefix)?;
         // Copy the range out a chunk at a time: `visit` may call back into this store (as the
         // ledger does when it follows the pending queue to file records), and the mutex is not
         // reentrant. A chunk, not the whole range, so a scan that stops early (a page of the

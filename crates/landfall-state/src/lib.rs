@@ -23,28 +23,38 @@ pub use rocks::RocksKv;
 use std::path::Path;
 
 /// Open (or create) the RocksDB ledger of one stream.
+/// A ledger of a newer format is refused before anything in it is changed.
 pub fn open_rocks(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateError> {
-    let ledger = Ledger::new(stream, RocksKv::open(dir)?);
+    let as_is = Ledger::new(stream, RocksKv::open_as_is(dir)?);
+    as_is.refuse_newer()?;
+    let ledger = Ledger::new(stream, as_is.into_kv().with_families()?);
     ledger.check_format()?;
     Ok(ledger)
 }
 
-/// Open a stream's ledger read-only (works while the daemon holds it).
+/// Open a stream's ledger read-only (works while the daemon holds it). A ledger of a newer
+/// format is refused: its records would read as damaged.
 pub fn open_rocks_read_only(stream: &str, dir: &Path) -> Result<Ledger<RocksKv>, StateError> {
-    Ok(Ledger::new(stream, RocksKv::open_read_only(dir)?))
+    let ledger = Ledger::new(stream, RocksKv::open_read_only(dir)?);
+    ledger.refuse_newer()?;
+    Ok(ledger)
 }
 
 /// Open (or create) the event cache of location `name` (managed file events).
 pub fn open_event_cache(name: &str, dir: &Path) -> Result<EventCache<RocksKv>, StateError> {
-    let kv = RocksKv::open(dir).map_err(|e| match e {
-        // A damaged cache is rebuilt, not reset: its own advice.
-        StateError::Corrupted { dir, reason } => StateError::CacheDamaged {
-            location: name.to_string(),
-            dir,
-            reason,
-        },
-        e => e,
-    })?;
+    // No column families: the cache keeps none of the ledger's queues (empty ones a landfall
+    // made for every database are dropped).
+    let kv = RocksKv::open_as_is(dir)
+        .and_then(RocksKv::without_empty_families)
+        .map_err(|e| match e {
+            // A damaged cache is rebuilt, not reset: its own advice.
+            StateError::Corrupted { dir, reason } => StateError::CacheDamaged {
+                location: name.to_string(),
+                dir,
+                reason,
+            },
+            e => e,
+        })?;
     Ok(EventCache::new(name, kv))
 }
 

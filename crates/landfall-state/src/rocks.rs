@@ -11,7 +11,16 @@ pub struct RocksKv {
 }
 
 impl RocksKv {
+    /// Open (or create) a ledger's database: [`Self::open_as_is`], then
+    /// [`Self::with_families`].
     pub fn open(dir: &Path) -> Result<Self, StateError> {
+        Self::open_as_is(dir)?.with_families()
+    }
+
+    /// Open (or create) the database in `dir` with the column families it has, creating none
+    /// and moving nothing: what a store without families of its own (an event cache) keeps,
+    /// and what the ledger's format is read from before anything is changed.
+    pub fn open_as_is(dir: &Path) -> Result<Self, StateError> {
         std::fs::create_dir_all(dir).map_err(|e| StateError::Backend {
             stream: dir.display().to_string(),
             op: "create state directory",
@@ -25,62 +34,121 @@ impl RocksKv {
                 reason,
             });
         }
-        let mut opts = tuned();
-        opts.create_missing_column_families(true);
-        let db = DB::open_cf_descriptors(&opts, dir, families()).map_err(|e| open_error(dir, e))?;
-        let kv = RocksKv {
+        let opts = tuned();
+        let db = DB::open_cf_descriptors(&opts, dir, existing_families(dir)?)
+            .map_err(|e| open_error(dir, e))?;
+        Ok(RocksKv {
             db,
             dir: dir.to_path_buf(),
-        };
-        kv.move_into_families().map_err(|e| match e {
+        })
+    }
+
+    /// The ledger's layout: the families of [`FAMILIES`] created where missing, and an older
+    /// ledger's keys moved into them ([`Self::move_into_families`]) before this returns.
+    pub fn with_families(mut self) -> Result<Self, StateError> {
+        for (name, _) in FAMILIES {
+            if self.db.cf_handle(name).is_none() {
+                self.db
+                    .create_cf(name, &tuned())
+                    .map_err(|e| open_error(&self.dir, e))?;
+            }
+        }
+        self.move_into_families().map_err(|e| match e {
             KvError::Damaged { dir, reason } => StateError::Corrupted { dir, reason },
             KvError::Failed(reason) => StateError::Backend {
-                stream: dir.display().to_string(),
+                stream: self.dir.display().to_string(),
                 op: "move the pending queue and expiry index into their column families",
                 reason,
             },
         })?;
-        Ok(kv)
+        Ok(self)
+    }
+
+    /// Drop the families of [`FAMILIES`] where they are empty: a store that has no keys of
+    /// theirs (an event cache) got them from a landfall that made them for every database,
+    /// and a landfall before them cannot open a database that has them.
+    pub fn without_empty_families(mut self) -> Result<Self, StateError> {
+        for (name, _) in FAMILIES {
+            let Some(cf) = self.db.cf_handle(name) else {
+                continue;
+            };
+            let empty = self
+                .db
+                .iterator_cf(cf, IteratorMode::Start)
+                .next()
+                .transpose()
+                .map_err(|e| open_error(&self.dir, e))?
+                .is_none();
+            if empty {
+                self.db
+                    .drop_cf(name)
+                    .map_err(|e| open_error(&self.dir, e))?;
+            }
+        }
+        Ok(self)
     }
 
     /// Keys of [`FAMILIES`] that a ledger written before the families existed holds in the
-    /// default family are moved into theirs, [`MOVE_CHUNK`] keys to an atomic write (each key
-    /// deleted from one family and put into the other in the same write), so an interrupted
-    /// move loses nothing and the next open goes on with what is left. It runs before the
-    /// open returns: nothing reads the ledger half moved.
+    /// default family are moved into theirs, [`MOVE_CHUNK`] keys to an atomic, synced write
+    /// (each key deleted from one family and put into the other in the same write), so an
+    /// interrupted move loses nothing and the next open goes on with what is left. One
+    /// iterator walks each prefix: it reads the snapshot taken when it was made, so the moves
+    /// written meanwhile neither disturb it nor leave tombstones in its way (a fresh seek per
+    /// chunk would step over every tombstone of the chunks before it: quadratic in the keys).
+    /// The moved range of the default family is then compacted, so the tombstones do not slow
+    /// later seeks. It runs before the open returns: nothing reads the ledger half moved.
     fn move_into_families(&self) -> Result<u64, KvError> {
         let default = self
             .db
             .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
             .expect("the default column family is always open");
-        let mut moved = 0;
+        let mut moved = 0u64;
+        let write = |batch: WriteBatch| {
+            let mut wo = WriteOptions::default();
+            wo.set_sync(true);
+            self.db.write_opt(batch, &wo).map_err(|e| self.kv_error(e))
+        };
         for (name, prefix) in FAMILIES {
-            let target = self.db.cf_handle(name).expect("opened with every family");
-            loop {
-                let mut batch = WriteBatch::default();
-                let mut n = 0;
-                for item in self
-                    .db
-                    .iterator_cf(default, IteratorMode::From(prefix, Direction::Forward))
-                {
-                    let (k, v) = item.map_err(|e| self.kv_error(e))?;
-                    if !k.starts_with(prefix) || n == MOVE_CHUNK {
-                        break;
-                    }
-                    batch.delete_cf(default, &k);
-                    batch.put_cf(target, &k, &v);
-                    n += 1;
-                }
-                if n == 0 {
+            let target = self.db.cf_handle(name).expect("created with every family");
+            let mut batch = WriteBatch::default();
+            let (mut n, mut here) = (0usize, 0u64);
+            for item in self
+                .db
+                .iterator_cf(default, IteratorMode::From(prefix, Direction::Forward))
+            {
+                let (k, v) = item.map_err(|e| self.kv_error(e))?;
+                if !k.starts_with(prefix) {
                     break;
                 }
-                let mut wo = WriteOptions::default();
-                wo.set_sync(true);
-                self.db
-                    .write_opt(batch, &wo)
-                    .map_err(|e| self.kv_error(e))?;
-                moved += n as u64;
+                batch.delete_cf(default, &k);
+                batch.put_cf(target, &k, &v);
+                n += 1;
+                if n == MOVE_CHUNK {
+                    write(std::mem::take(&mut batch))?;
+                    here += n as u64;
+                    n = 0;
+                    landfall_core::failpoint::hit("state_move_chunk");
+                    if here % 1_000_000 == 0 {
+                        tracing::info!(
+                            dir = %self.dir.display(),
+                            family = name,
+                            moved = here,
+                            "ledger: moving keys into their column family"
+                        );
+                    }
+                }
             }
+            if n > 0 {
+                write(batch)?;
+                here += n as u64;
+            }
+            if here > 0 {
+                let mut end = prefix.to_vec();
+                *end.last_mut().expect("a prefix has bytes") += 1;
+                self.db
+                    .compact_range_cf(default, Some(prefix), Some(&end[..]));
+            }
+            moved += here;
         }
         if moved > 0 {
             tracing::info!(
@@ -105,11 +173,7 @@ impl RocksKv {
         // An inspection (the API, the CLI) keeps few table files open, whatever the ledger's size.
         opts.set_max_open_files(64);
         // The families the ledger has (one, before format 3 moved the queues out).
-        let names = DB::list_cf(&opts, dir).map_err(|e| open_error(dir, e))?;
-        let families = families()
-            .into_iter()
-            .filter(|f| names.iter().any(|n| n == f.name()));
-        let db = DB::open_cf_descriptors_read_only(&opts, dir, families, false)
+        let db = DB::open_cf_descriptors_read_only(&opts, dir, existing_families(dir)?, false)
             .map_err(|e| open_error(dir, e))?;
         Ok(RocksKv {
             db,
@@ -279,12 +343,7 @@ impl Kv for RocksKv {
         from: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), KvError> {
-        if !prefix.contains(&b'/') {
-            return Err(KvError::Failed(format!(
-                "a scan names one key family (`<family>/`), not {:?}",
-                String::from_utf8_lossy(prefix)
-            )));
-        }
+        crate::kv::check_scan_prefix(prefix)?;
         for item in self.db.iterator_cf(
             self.family(prefix),
             IteratorMode::From(from, Direction::Forward),
@@ -351,13 +410,18 @@ fn shared() -> &'static Shared {
     })
 }
 
-/// The column families of a ledger, each with the database's options: the default one and
-/// those of [`FAMILIES`].
-fn families() -> Vec<rocksdb::ColumnFamilyDescriptor> {
-    std::iter::once(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
-        .chain(FAMILIES.iter().map(|(name, _)| *name))
+/// The column families the database in `dir` has (only the default one for a new database),
+/// each with the database's options: RocksDB opens a database only with all of its families.
+fn existing_families(dir: &Path) -> Result<Vec<rocksdb::ColumnFamilyDescriptor>, StateError> {
+    let names = if dir.join("CURRENT").exists() {
+        DB::list_cf(&Options::default(), dir).map_err(|e| open_error(dir, e))?
+    } else {
+        vec![rocksdb::DEFAULT_COLUMN_FAMILY_NAME.to_string()]
+    };
+    Ok(names
+        .into_iter()
         .map(|name| rocksdb::ColumnFamilyDescriptor::new(name, tuned()))
-        .collect()
+        .collect())
 }
 
 /// The options of a ledger, measured with `bench/admission_bench.sh --release 10000000`

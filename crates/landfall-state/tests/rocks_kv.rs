@@ -336,3 +336,152 @@ fn keys_of_a_family_are_found_by_every_read_and_a_scan_names_its_family() {
         ]
     );
 }
+
+/// An older, one-family ledger of `n` discovered files: each with its file record, queue entry
+/// and expiry entry in the default family, format 2.
+fn older_ledger(dir: &std::path::Path, n: usize) {
+    let mut opts = rocksdb::Options::default();
+    opts.create_if_missing(true);
+    let db = rocksdb::DB::open(&opts, dir).unwrap();
+    let mut batch = rocksdb::WriteBatch::default();
+    for i in 1..=n {
+        let path = format!("in/part {i:06}.json");
+        let rec = format!(
+            r#"{{"key":"{path}","meta":{{"path":"{path}","size":1,"modified":"2026-01-01T00:00:00Z"}},"state":"discovered","seq":{i},"discovery_time":"2026-01-01T00:00:01Z"}}"#
+        );
+        batch.put(format!("f/{path}"), rec);
+        batch.put(format!("p/{i:020}"), &path);
+        batch.put(format!("x/{:020}/{path}", 1_767_225_600_000u64), b"");
+    }
+    batch.put("m/seq", n.to_string());
+    batch.put("m/format", "2");
+    db.write(batch).unwrap();
+}
+
+const MOVE_FILES: usize = 35_000;
+
+/// The child of [`a_move_killed_between_its_writes_loses_nothing`]: opens the ledger in
+/// `LANDFALL_TEST_MOVE_DIR` with a failpoint armed, and is killed by it.
+#[test]
+#[ignore = "run as a child process by a_move_killed_between_its_writes_loses_nothing"]
+fn move_child() {
+    let Ok(dir) = std::env::var("LANDFALL_TEST_MOVE_DIR") else {
+        return;
+    };
+    let _ = open_rocks("s", std::path::Path::new(&dir));
+    panic!("the failpoint did not fire");
+}
+
+/// A process killed (abort, no destructors) after the second write of the move: those writes
+/// are whole, nothing is lost or doubled, and the next open finishes the move with one walk.
+#[test]
+fn a_move_killed_between_its_writes_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    older_ledger(dir.path(), MOVE_FILES);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "move_child", "--ignored", "--nocapture"])
+        .env("LANDFALL_TEST_MOVE_DIR", dir.path())
+        .env("LANDFALL_FAILPOINTS", "state_move_chunk=#2")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the child was not killed: {stderr}");
+    assert!(
+        stderr.contains("failpoint state_move_chunk"),
+        "killed by the failpoint: {stderr}"
+    );
+    // Exactly two writes of 10,000 moved; each key in exactly one family.
+    assert_eq!(
+        family_counts(dir.path()),
+        vec![
+            ("default".into(), MOVE_FILES - 20_000, MOVE_FILES),
+            ("expiry".into(), 0, 0),
+            ("pending".into(), 20_000, 0),
+        ]
+    );
+    let l = open_rocks("s", dir.path()).unwrap();
+    let limits = landfall_core::BatchLimits {
+        max_files: MOVE_FILES + 1,
+        max_bytes: None,
+    };
+    let plan = l
+        .plan_batch(limits, 0, chrono::Utc::now())
+        .unwrap()
+        .unwrap();
+    let planned: Vec<u64> = plan
+        .files
+        .iter()
+        .map(|(k, _)| k.0[8..14].parse().unwrap())
+        .collect();
+    assert_eq!(planned, (1..=MOVE_FILES as u64).collect::<Vec<_>>());
+    drop(l);
+    assert_eq!(
+        family_counts(dir.path()),
+        vec![
+            ("default".into(), 0, 0),
+            ("expiry".into(), 0, MOVE_FILES),
+            ("pending".into(), 0, 0),
+        ]
+    );
+}
+
+/// A ledger of a newer format is refused by every open, and the writable open changes
+/// nothing in it first (no families made, no keys moved).
+#[test]
+fn a_newer_ledger_is_refused_before_anything_is_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    older_ledger(dir.path(), 3);
+    {
+        let db = rocksdb::DB::open_default(dir.path()).unwrap();
+        db.put("m/format", "4").unwrap();
+    }
+    let err = open_rocks("s", dir.path()).err().expect("refused");
+    assert!(
+        matches!(
+            err,
+            landfall_state::StateError::Format {
+                found: 4,
+                supported: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = landfall_state::open_rocks_read_only("s", dir.path())
+        .err()
+        .expect("refused read-only too");
+    assert!(err.to_string().contains("newer landfall"), "{err}");
+    assert_eq!(
+        family_counts(dir.path()),
+        vec![("default".into(), 3, 3)],
+        "no family made, nothing moved"
+    );
+}
+
+/// An event cache keeps the one family it always had; empty ledger families a landfall
+/// gave it are dropped, so an older landfall can open it again.
+#[test]
+fn an_event_cache_has_no_ledger_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let families = |d: &std::path::Path| {
+        let mut n = rocksdb::DB::list_cf(&rocksdb::Options::default(), d).unwrap();
+        n.sort();
+        n
+    };
+    drop(landfall_state::open_event_cache("loc", dir.path()).unwrap());
+    assert_eq!(families(dir.path()), ["default"]);
+    let old = tempfile::tempdir().unwrap();
+    {
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = rocksdb::DB::open_cf(&opts, old.path(), ["pending", "expiry"]).unwrap();
+        db.put("m/id", "\"loc\"").unwrap();
+    }
+    drop(landfall_state::open_event_cache("loc", old.path()).unwrap());
+    assert_eq!(families(old.path()), ["default"]);
+    assert!(
+        rocksdb::DB::open_default(old.path()).is_ok(),
+        "a one-family open works"
+    );
+}

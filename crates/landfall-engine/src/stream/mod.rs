@@ -92,7 +92,7 @@ impl StreamWorker {
         available_now: bool,
         locations: &crate::locations::Locations,
     ) -> SeamResult<Self> {
-        let state = crate::wiring::open_state(&spec)?;
+        let state = crate::wiring::open_state(&spec).await?;
         let memory = StreamMemory::new(&spec.name, state.clone());
         let (discovery, source) = parts::open_discovery(
             &spec,

@@ -286,15 +286,29 @@ impl<K: Kv> Ledger<K> {
         Self::put_json(batch_key(plan.batch_id), &stored)
     }
 
-    /// Record the ledger format at first open; refuse a ledger written by a newer landfall.
-    pub fn check_format(&self) -> Result<(), StateError> {
-        let _g = self.guard();
+    /// Refuse a ledger written by a newer landfall (its format above [`LEDGER_FORMAT`]),
+    /// writing nothing.
+    pub fn refuse_newer(&self) -> Result<(), StateError> {
         match self.get_u64(FORMAT)? {
             Some(v) if v > LEDGER_FORMAT => Err(StateError::Format {
                 stream: self.stream.clone(),
                 found: v,
                 supported: LEDGER_FORMAT,
             }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The store, given back (to reopen it in another layout).
+    pub(crate) fn into_kv(self) -> K {
+        self.kv
+    }
+
+    /// Record the ledger format at first open; refuse a ledger written by a newer landfall.
+    pub fn check_format(&self) -> Result<(), StateError> {
+        let _g = self.guard();
+        self.refuse_newer()?;
+        match self.get_u64(FORMAT)? {
             Some(v) if v == LEDGER_FORMAT => Ok(()),
             found => {
                 let mut ops = vec![Self::put_json(FORMAT.to_vec(), &LEDGER_FORMAT)];

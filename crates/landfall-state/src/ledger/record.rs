@@ -162,9 +162,11 @@ pub(super) fn encode(rec: &FileRecord, out: &mut Vec<u8>) {
     }
 }
 
-/// Whether `raw` is a binary record (else JSON, as format 2 wrote).
+/// Whether `raw` is a binary record (else JSON, as format 2 wrote: an object, `{`). Any other
+/// first byte is taken as a binary layout's version, so a layout this landfall does not know
+/// is reported as such, not as bad JSON.
 pub(super) fn is_binary(raw: &[u8]) -> bool {
-    raw.first() == Some(&VERSION)
+    raw.first() != Some(&b'{')
 }
 
 /// What admission and filtered scans need of a binary record without decoding it whole:
