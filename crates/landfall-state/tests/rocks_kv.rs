@@ -259,24 +259,11 @@ fn an_older_ledger_is_moved_into_families_even_after_a_move_was_cut_short() {
         db.put("m/seq", N.to_string()).unwrap();
         db.put("m/format", "2").unwrap();
     }
-    {
-        let l = open_rocks("s", dir.path()).unwrap();
-        let limits = landfall_core::BatchLimits {
-            max_files: N + 1,
-            max_bytes: None,
-        };
-        let plan = l
-            .plan_batch(limits, 0, chrono::Utc::now())
-            .unwrap()
-            .unwrap();
-        // Every file planned once, in discovery order.
-        let planned: Vec<u64> = plan
-            .files
-            .iter()
-            .map(|(k, _)| k.0[8..13].parse().unwrap())
-            .collect();
-        assert_eq!(planned, (1..=N as u64).collect::<Vec<_>>());
-    }
+    // Every file planned once, in discovery order.
+    assert_eq!(
+        plan_everything(dir.path(), N),
+        (1..=N as u64).collect::<Vec<_>>()
+    );
     assert_eq!(
         family_counts(dir.path()),
         vec![
@@ -399,22 +386,10 @@ fn a_move_killed_between_its_writes_loses_nothing() {
             ("pending".into(), 20_000, 0),
         ]
     );
-    let l = open_rocks("s", dir.path()).unwrap();
-    let limits = landfall_core::BatchLimits {
-        max_files: MOVE_FILES + 1,
-        max_bytes: None,
-    };
-    let plan = l
-        .plan_batch(limits, 0, chrono::Utc::now())
-        .unwrap()
-        .unwrap();
-    let planned: Vec<u64> = plan
-        .files
-        .iter()
-        .map(|(k, _)| k.0[8..14].parse().unwrap())
-        .collect();
-    assert_eq!(planned, (1..=MOVE_FILES as u64).collect::<Vec<_>>());
-    drop(l);
+    assert_eq!(
+        plan_everything(dir.path(), MOVE_FILES),
+        (1..=MOVE_FILES as u64).collect::<Vec<_>>()
+    );
     assert_eq!(
         family_counts(dir.path()),
         vec![
@@ -484,4 +459,27 @@ fn an_event_cache_has_no_ledger_families() {
         rocksdb::DB::open_default(old.path()).is_ok(),
         "a one-family open works"
     );
+}
+
+/// Open the ledger at `dir` and plan one batch of all its `n` queued files: the number of each
+/// planned file (`in/part <n>.json`), in plan order.
+fn plan_everything(dir: &std::path::Path, n: usize) -> Vec<u64> {
+    let l = open_rocks("s", dir).unwrap();
+    let limits = landfall_core::BatchLimits {
+        max_files: n + 1,
+        max_bytes: None,
+    };
+    let plan = l
+        .plan_batch(limits, 0, chrono::Utc::now())
+        .unwrap()
+        .unwrap();
+    plan.files
+        .iter()
+        .map(|(k, _)| {
+            let number =
+                k.0.strip_prefix("in/part ")
+                    .and_then(|r| r.strip_suffix(".json"));
+            number.unwrap().parse().unwrap()
+        })
+        .collect()
 }
