@@ -24,6 +24,7 @@
 
 use crate::conform::conform;
 use crate::error::{FormatError, MalformedRecord, Tally};
+use crate::json_fast::{FastJson, Fed};
 use crate::json_permissive::{Bounds, End, Fixer, Position, build, salvage};
 use crate::rescue::{INTERNAL_RESCUED, SchemaPolicy};
 use arrow::array::{Array, AsArray, RecordBatch};
@@ -67,6 +68,11 @@ pub struct JsonDecoder {
     /// Rows rescued after decoding (a value that did not match its format, in a row with
     /// nothing else rescued).
     late_rescued: u64,
+    /// The one-pass reader of plain lines ([`crate::json_fast`]), for schemas it reads. It
+    /// reads while arrow-json holds nothing (no pending, carried or skipped bytes).
+    fast: Option<FastJson>,
+    /// Whether `fast` is used (tests compare the paths).
+    use_fast: bool,
 }
 
 impl JsonDecoder {
@@ -114,6 +120,8 @@ impl JsonDecoder {
             late_rescued: 0,
             exact: None,
             decode_schema: schema,
+            fast: None,
+            use_fast: true,
         }
     }
 
@@ -130,7 +138,54 @@ impl JsonDecoder {
             reason: e.to_string(),
         })?;
         self.inner = Some(inner);
+        self.fresh_fast();
         Ok(())
+    }
+
+    /// The fast reader for the decode schema and policy (at construction, before any input).
+    fn fresh_fast(&mut self) {
+        self.fast = FastJson::of(
+            &self.decode_schema,
+            self.batch_size,
+            self.policy.watches_unknown(),
+        );
+    }
+
+    /// Leave every line to arrow-json's path (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn without_fast_path(mut self) -> Self {
+        self.use_fast = false;
+        self
+    }
+
+    /// Rows read on the fast path.
+    #[cfg(test)]
+    pub(crate) fn fast_rows(&self) -> u64 {
+        self.fast.as_ref().map_or(0, |f| f.taken)
+    }
+
+    /// Whether the fast reader reads next: arrow-json and the slow path hold nothing.
+    fn fast_reads(&self) -> bool {
+        self.use_fast
+            && self.fast.is_some()
+            && self.pending.is_empty()
+            && self.carry.is_empty()
+            && !self.skip_line
+    }
+
+    /// Read `rest` on the fast path; what it returns goes to arrow-json's.
+    fn push_fast(&mut self, rest: Bytes, out: &mut Vec<RecordBatch>) -> Result<Bytes, FormatError> {
+        let fast = self.fast.as_mut().expect("fast_reads checked");
+        let mut raw = Vec::new();
+        let fed = fast.feed(rest, &mut self.at, &mut raw);
+        let fed = fed.map_err(|e| self.malformed(e))?;
+        for b in raw {
+            out.push(self.output(b)?);
+        }
+        Ok(match fed {
+            Fed::All => Bytes::new(),
+            Fed::Rest(rest) => rest,
+        })
     }
 
     /// Rescue values and report new columns as `policy` asks ([`crate::rescue`]). Records
@@ -138,6 +193,7 @@ impl JsonDecoder {
     pub fn with_policy(mut self, policy: SchemaPolicy) -> Result<Self, FormatError> {
         self.apply_policy(policy);
         self.fresh_inner()?;
+        self.fresh_fast();
         Ok(self)
     }
 
@@ -184,6 +240,7 @@ impl JsonDecoder {
     pub fn with_temporal(mut self, t: &crate::TemporalFormats) -> Result<Self, FormatError> {
         if self.apply_temporal(t) {
             self.fresh_inner()?;
+            self.fresh_fast();
         }
         Ok(self)
     }
@@ -447,7 +504,15 @@ impl JsonDecoder {
         mut rest: Bytes,
         out: &mut Vec<RecordBatch>,
     ) -> Result<(), FormatError> {
+        // After the fast path hands bytes back, arrow-json reads them first.
+        let mut fast_turn = true;
         while !rest.is_empty() {
+            if fast_turn && self.fast_reads() {
+                rest = self.push_fast(rest, out)?;
+                fast_turn = false;
+                continue;
+            }
+            fast_turn = true;
             if self.skip_line {
                 match rest.iter().position(|&b| b == b'\n') {
                     Some(i) => {
@@ -533,6 +598,20 @@ impl landfall_core::Decoder for JsonDecoder {
 
     fn finish(&mut self) -> SeamResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
+        if self.fast_reads() {
+            let fast = self.fast.as_mut().expect("fast_reads checked");
+            let mut raw = Vec::new();
+            let left = fast.finish(&mut self.at, &mut raw);
+            let left = left.map_err(|e| self.malformed(e))?;
+            for b in raw {
+                out.push(self.output(b)?);
+            }
+            if let Some(line) = left {
+                // The last line, unfinished or not one the fast path takes: arrow-json's.
+                self.use_fast = false;
+                self.push_inner(line, &mut out)?;
+            }
+        }
         let last = |stop_at| Bounds {
             stop_at,
             until_bad: false,

@@ -139,6 +139,9 @@ impl ExactColumns {
     /// its column unchanged. Text that is not JSON does not fit (the slow path then reads it
     /// record by record).
     pub(crate) fn all_fit(&self, text: &[u8]) -> bool {
+        if first_control(text).is_some() {
+            return false;
+        }
         let mut s = Scan { s: text, i: 0 };
         loop {
             s.ws();
@@ -198,13 +201,13 @@ fn leaf_fits(check: Check, lit: Literal<'_>, escaped: bool) -> bool {
 /// Whether a number token could leave a FLOAT's or DOUBLE's range: the same test as
 /// [`float_text_changes`]' first one, on the bytes (a token has no spaces to trim), so most
 /// numbers are neither made text nor parsed.
-fn float_bytes_may_change(n: &[u8]) -> bool {
+pub(crate) fn float_bytes_may_change(n: &[u8]) -> bool {
     n.len() > 38 || n.iter().any(|b| matches!(b, b'e' | b'E'))
 }
 
 /// The first `"` or `\\` in `s`. Most keys and values are short, where a word-at-a-time test
 /// beats memchr's vector setup; past the first 64 bytes, memchr takes over.
-fn quote_or_backslash(s: &[u8]) -> Option<usize> {
+pub(crate) fn quote_or_backslash(s: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     const QUOTES: u64 = ONES * b'"' as u64;
@@ -228,6 +231,77 @@ fn quote_or_backslash(s: &[u8]) -> Option<usize> {
         i += 8;
     }
     memchr::memchr2(b'"', b'\\', &s[i..]).map(|p| i + p)
+}
+
+/// The first control byte of `s` that does not end a line (`\n`, or `\r` before it).
+/// arrow-json takes control bytes raw inside strings, where Spark's parser (and serde_json,
+/// of the slow path) refuses them, so text holding one takes the slow path, which reads its
+/// records one by one (a tab between tokens is whitespace there, one in a string a misfit).
+pub(crate) fn first_control(s: &[u8]) -> Option<usize> {
+    const BLOCK: usize = 32;
+    let mut i = 0;
+    while i < s.len() {
+        let end = (i + BLOCK).min(s.len());
+        let block = &s[i..end];
+        // Without branches, so that it is vectorised; most blocks have no control byte but
+        // a newline now and then.
+        let controls = block.iter().fold(0u32, |n, &b| n + u32::from(b < 0x20));
+        let newlines = block.iter().fold(0u32, |n, &b| n + u32::from(b == b'\n'));
+        if controls != newlines {
+            for (j, &b) in block.iter().enumerate() {
+                let at = i + j;
+                let line_end = b == b'\n' || (b == b'\r' && s.get(at + 1) == Some(&b'\n'));
+                if b < 0x20 && !line_end {
+                    return Some(at);
+                }
+            }
+        }
+        i = end;
+    }
+    None
+}
+
+/// The end of the number in JSON's grammar starting at `s[i]`:
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, not followed by another character
+/// arrow-json would read into the token. `None` when there is none (`007`, `1.`, `1e`, `1-2`):
+/// arrow-json reads some of those, Spark's parser and serde_json none.
+pub(crate) fn number_end(s: &[u8], mut i: usize) -> Option<usize> {
+    let digits = |i: &mut usize| {
+        let from = *i;
+        while s.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > from
+    };
+    if s.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(&mut i);
+        }
+        _ => return None,
+    }
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        if !digits(&mut i) {
+            return None;
+        }
+    }
+    if let Some(b'e' | b'E') = s.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = s.get(i) {
+            i += 1;
+        }
+        if !digits(&mut i) {
+            return None;
+        }
+    }
+    if let Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') = s.get(i) {
+        return None;
+    }
+    Some(i)
 }
 
 /// An integer literal without fraction or exponent, within `min..=max`. (Narrow types would be
@@ -283,41 +357,69 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Past the value starting here, unchecked. `Some(true)`: there was one.
+    /// Past the value starting here, unchecked but for being JSON. `Some(true)`: there was
+    /// one; `None`: it is not JSON (arrow-json takes some such text, e.g. `007`, `[1 2]` or
+    /// `{"a":1,}`, where Spark's parser and the slow path refuse it).
     fn skip(&mut self) -> Option<bool> {
-        match self.peek()? {
-            b'"' => self.string().map(|_| true),
-            b'{' | b'[' => {
-                let mut level = 0usize;
-                loop {
-                    match self.peek()? {
-                        b'"' => {
-                            self.string()?;
-                            continue;
-                        }
-                        b'{' | b'[' => level += 1,
-                        b'}' | b']' => {
-                            level -= 1;
-                            if level == 0 {
-                                self.i += 1;
-                                return Some(true);
-                            }
-                        }
-                        _ => {}
-                    }
-                    self.i += 1;
-                }
+        self.skip_at(0)
+    }
+
+    fn skip_at(&mut self, depth: usize) -> Option<bool> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let close = match self.peek()? {
+            b'"' => return self.string().map(|_| true),
+            b'-' | b'0'..=b'9' => {
+                self.i = number_end(self.s, self.i)?;
+                return Some(true);
             }
-            _ => {
-                let start = self.i;
-                while self.peek().is_some_and(|b| {
-                    !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-                }) {
-                    self.i += 1;
+            b't' => return self.word(b"true"),
+            b'f' => return self.word(b"false"),
+            b'n' => return self.word(b"null"),
+            b'{' => b'}',
+            b'[' => b']',
+            _ => return None,
+        };
+        self.i += 1;
+        self.ws();
+        if self.peek()? == close {
+            self.i += 1;
+            return Some(true);
+        }
+        loop {
+            self.ws();
+            if close == b'}' {
+                if self.peek()? != b'"' {
+                    return None;
                 }
-                (self.i > start).then_some(true)
+                self.string()?;
+                self.ws();
+                if self.peek()? != b':' {
+                    return None;
+                }
+                self.i += 1;
+                self.ws();
+            }
+            self.skip_at(depth + 1)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b if b == close => {
+                    self.i += 1;
+                    return Some(true);
+                }
+                _ => return None,
             }
         }
+    }
+
+    fn word(&mut self, w: &[u8]) -> Option<bool> {
+        if !self.s[self.i..].starts_with(w) {
+            return None;
+        }
+        self.i += w.len();
+        Some(true)
     }
 
     /// Whether the value here fits `node` (values of another shape are arrow-json's to judge).
@@ -334,13 +436,13 @@ impl<'a> Scan<'a> {
                 Some(leaf_fits(*check, Literal::String(raw), escaped))
             }
             (Node::Leaf(check), b'-' | b'0'..=b'9') => {
-                let (s, start) = (self.s, self.i);
-                while self.peek().is_some_and(|b| {
-                    b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')
-                }) {
-                    self.i += 1;
-                }
-                Some(leaf_fits(*check, Literal::Number(&s[start..self.i]), false))
+                let start = self.i;
+                self.i = number_end(self.s, start)?;
+                Some(leaf_fits(
+                    *check,
+                    Literal::Number(&self.s[start..self.i]),
+                    false,
+                ))
             }
             _ => self.skip(),
         }

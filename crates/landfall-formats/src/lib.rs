@@ -50,6 +50,7 @@ mod input;
 mod json;
 mod json_decimal;
 mod json_exact;
+mod json_fast;
 mod json_lenient;
 mod json_multiline;
 mod json_permissive;
