@@ -108,6 +108,14 @@ def _json_cases():
         _case("json_malformed_record", "json", {
             "a.json": '{"a":1}\n{"a":\n{"b":2}\n',
         }, rows=True),
+        # Strict JSON, as Jackson reads it by default: leading zeros, an unescaped control
+        # character in a string, a missing or trailing comma and `1.` are corrupt records;
+        # a tab between tokens and a \r\n line end are whitespace.
+        _case("json_strict_syntax", "json", {
+            "a.json": '{"a":1,"s":"x"}\n{"a":007,"s":"lead"}\n{"a":2,"s":"tab\there"}\n'
+                      '{"a":3,"l":[1 2]}\n{"a":4,"s":"y",}\n{"a":5,"s":"z"}\r\n'
+                      '{"a":6,\t"s":"w"}\n{"a":7,"d":1.}\n{"a":8,"s":"ok"}\n',
+        }, rows=True),
         _case("json_later_misfits", "json", {
             "a.json": '{"id":1,"n":5,"s":"x","o":{"k":1}}\n',
             "b.json": '{"id":2,"n":"five","s":"y","o":{"k":"z"}}\n{"id":3,"n":7,"s":8,"o":{"k":2}}\n',

@@ -35,7 +35,7 @@ use arrow::compute::kernels::cast_utils::{Parser, string_to_datetime};
 use arrow::datatypes::{Date32Type, Float32Type, Float64Type};
 use arrow_schema::{ArrowError, DataType, SchemaRef, TimeUnit};
 use bytes::{Bytes, BytesMut};
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, TimeZone, Utc};
 use std::collections::HashMap;
 
 /// A line longer than this is left to arrow-json rather than gathered across chunks.
@@ -223,15 +223,12 @@ impl FastJson {
             pos = nl + 1;
             self.emit_full(out)?;
         }
+        // Each line is checked on its own: after arrow-json's path took a batch, the fast path
+        // starts again on what is left, so checking all of it at once would be quadratic.
         let end = memchr::memrchr(b'\n', &chunk[pos..]).map_or(pos, |i| pos + i + 1);
-        let valid_end = match std::str::from_utf8(&chunk[pos..end]) {
-            Ok(_) => end,
-            Err(e) => pos + e.valid_up_to(),
-        };
-        let valid_end = first_control(&chunk[pos..valid_end]).map_or(valid_end, |c| pos + c);
         while pos < end {
             let nl = pos + memchr::memchr(b'\n', &chunk[pos..end]).expect("a line ends by `end`");
-            if nl >= valid_end || !self.row(&chunk[pos..nl]) {
+            if !clean(&chunk[pos..=nl]) || !self.row(&chunk[pos..nl]) {
                 return self.leave(out, chunk.slice(pos..));
             }
             at.offset += (nl + 1 - pos) as u64;
@@ -377,12 +374,12 @@ impl FastJson {
 
     /// The field named `key`, trying `next` (the one after the last) first.
     fn field(&self, key: &[u8], next: usize) -> Option<usize> {
-        if self.names.get(next).is_some_and(|n| **n == *key) {
+        if self.names.get(next).is_some_and(|n| same_key(n, key)) {
             return Some(next);
         }
         match &self.index {
             Some(m) => m.get(key).copied(),
-            None => self.names.iter().position(|n| **n == *key),
+            None => self.names.iter().position(|n| same_key(n, key)),
         }
     }
 
@@ -574,9 +571,38 @@ fn narrow<T: TryFrom<i64> + Default>(v: Vec<i64>) -> Vec<T> {
         .collect()
 }
 
-/// Whether `line` is UTF-8 without a control byte but its end ([`first_control`]).
+/// Whether `line` is UTF-8 without a control byte but its end ([`first_control`]). One
+/// vectorised pass tells an ASCII line without control bytes, by far the most common kind.
 fn clean(line: &[u8]) -> bool {
+    const BLOCK: usize = 32;
+    let (mut high, mut controls, mut newlines) = (0u8, 0u32, 0u32);
+    for block in line.chunks(BLOCK) {
+        for &b in block {
+            high |= b;
+            controls += u32::from(b < 0x20);
+            newlines += u32::from(b == b'\n');
+        }
+    }
+    let plain = controls == newlines || (controls == newlines + 1 && line.ends_with(b"\r\n"));
+    if high < 0x80 && plain {
+        return true;
+    }
     std::str::from_utf8(line).is_ok() && first_control(line).is_none()
+}
+
+/// Key equality for short keys without a call to memcmp (most keys are under 17 bytes).
+#[inline]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    match n {
+        0..8 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 /// JSON whitespace but the newline that ends a line.
@@ -752,7 +778,17 @@ fn unescape(raw: &[u8], out: &mut Vec<u8>) {
 
 /// A TIMESTAMP's value for text, as arrow-json reads it; `None` when it would change it or
 /// cannot read it.
-fn timestamp(t: &str, unit: TimeUnit, zone: Option<&Tz>) -> Option<i64> {
+pub(crate) fn timestamp(t: &str, unit: TimeUnit, zone: Option<&Tz>) -> Option<i64> {
+    if zone.is_some()
+        && let Some(v) = utc_timestamp(t.as_bytes(), unit)
+    {
+        return v;
+    }
+    general_timestamp(t, unit, zone)
+}
+
+/// [`timestamp`] by arrow's parser, after the exactness check.
+pub(crate) fn general_timestamp(t: &str, unit: TimeUnit, zone: Option<&Tz>) -> Option<i64> {
     if crate::exact::timestamp_text_misfits(t, unit, zone.is_none()) {
         return None;
     }
@@ -769,6 +805,64 @@ fn in_unit<Z: TimeZone>(d: DateTime<Z>, unit: TimeUnit) -> Option<i64> {
         TimeUnit::Microsecond => Some(d.timestamp_micros()),
         TimeUnit::Nanosecond => d.timestamp_nanos_opt(),
     }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f]Z` (a fraction of 1 to 9 digits), the most common timestamp text,
+/// read without arrow's general parser: `Some(value)` as [`timestamp`] would return it (the
+/// instant is the same whatever the column's zone), `None` for any other text (which the
+/// general parser then reads).
+pub(crate) fn utc_timestamp(t: &[u8], unit: TimeUnit) -> Option<Option<i64>> {
+    let n = t.len();
+    if !(20..=30).contains(&n) || t[n - 1] != b'Z' {
+        return None;
+    }
+    let num = |from: usize, len: usize| -> Option<u32> {
+        let mut v = 0u32;
+        for &b in t.get(from..from + len)? {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + u32::from(b - b'0');
+        }
+        Some(v)
+    };
+    let seps = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')];
+    if seps.iter().any(|&(i, c)| t[i] != c) {
+        return None;
+    }
+    let (y, mo, d) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (h, mi, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    // The fraction: nanoseconds, and its digits.
+    let (nanos, digits) = match n {
+        20 => (0, 0),
+        _ if t[19] == b'.' && n >= 22 => {
+            let digits = n - 21;
+            (num(20, digits)? * 10u32.pow(9 - digits as u32), digits)
+        }
+        _ => return None,
+    };
+    let days = i64::from(
+        chrono::NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo, d)?.num_days_from_ce(),
+    ) - 719_163;
+    let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + sec);
+    let nanos = i64::from(nanos);
+    // Digits past the unit that are not zero would be dropped: a misfit.
+    let (per_second, step) = match unit {
+        TimeUnit::Second => (1, 1_000_000_000),
+        TimeUnit::Millisecond => (1_000, 1_000_000),
+        TimeUnit::Microsecond => (1_000_000, 1_000),
+        TimeUnit::Nanosecond => (1_000_000_000, 1),
+    };
+    if digits > 0 && nanos % step != 0 {
+        return Some(None);
+    }
+    Some(
+        secs.checked_mul(per_second)
+            .and_then(|v| v.checked_add(nanos / step)),
+    )
 }
 
 /// A DATE's value for text, as arrow-json reads it; `None` when text has a time of day.

@@ -474,3 +474,55 @@ fn schemas_it_cannot_read_are_left_to_arrow_json() {
     }
     assert!(FastJson::of(&wide_schema(), 16, false).is_some());
 }
+
+/// The reading of `YYYY-MM-DDTHH:MM:SS[.f]Z` without arrow's parser gives what arrow's parser
+/// and the exactness check give, for every unit, on dates and times in and out of range.
+#[test]
+fn utc_timestamps_read_as_arrow_reads_them() {
+    use crate::json_fast::{general_timestamp, timestamp, utc_timestamp};
+    let utc: arrow::array::timezone::Tz = "UTC".parse().unwrap();
+    let plus: arrow::array::timezone::Tz = "+05:30".parse().unwrap();
+    let mut rng = Rng(99);
+    let years = [
+        "0000", "0001", "1677", "1969", "1970", "2024", "2262", "2263", "9999",
+    ];
+    let mut fast_read = 0;
+    for _ in 0..60_000 {
+        let y = rng.pick(&years);
+        let (mo, d) = (rng.below(14), rng.below(33));
+        let (h, mi, s) = (rng.below(25), rng.below(61), rng.below(62));
+        let digits = rng.below(12);
+        let fraction: String = (0..digits)
+            .map(|_| {
+                let zero = rng.below(3) == 0;
+                char::from(b'0' + if zero { 0 } else { rng.below(10) as u8 })
+            })
+            .collect();
+        let dot = if digits > 0 || rng.below(20) == 0 {
+            "."
+        } else {
+            ""
+        };
+        let end = rng.pick(&["Z", "Z", "Z", "z", "+00:00", ""]);
+        let t = format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{dot}{fraction}{end}");
+        for unit in [
+            TimeUnit::Second,
+            TimeUnit::Millisecond,
+            TimeUnit::Microsecond,
+            TimeUnit::Nanosecond,
+        ] {
+            for zone in [&utc, &plus] {
+                let want = general_timestamp(&t, unit, Some(zone));
+                assert_eq!(
+                    timestamp(&t, unit, Some(zone)),
+                    want,
+                    "{t} {unit:?} {zone:?}"
+                );
+                fast_read +=
+                    usize::from(want.is_some() && utc_timestamp(t.as_bytes(), unit).is_some());
+            }
+        }
+    }
+    // Text read by the fast reading and found right (not only left to the general parser).
+    assert!(fast_read > 20_000, "{fast_read} fast readings");
+}
