@@ -99,6 +99,9 @@ pub(crate) struct FastJson {
     schema: SchemaRef,
     columns: Vec<Column>,
     names: Vec<Box<[u8]>>,
+    /// Each name between quotes, as a key without escapes is written (empty for a name that
+    /// would need escapes: it never matches).
+    quoted: Vec<Box<[u8]>>,
     /// Field index by name, for schemas too wide to search in order.
     index: Option<HashMap<Box<[u8]>, usize>>,
     /// An unknown key leaves the fast path (arrow-json's strict mode).
@@ -175,7 +178,17 @@ impl FastJson {
             }
             m
         });
+        let quoted = names
+            .iter()
+            .map(|n| {
+                if n.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+                    return Box::default();
+                }
+                [&b"\""[..], n, b"\""].concat().into()
+            })
+            .collect();
         Some(FastJson {
+            quoted,
             schema: schema.clone(),
             seen: vec![0; columns.len()],
             columns,
@@ -331,10 +344,24 @@ impl FastJson {
         }
         let mut next = 0;
         loop {
-            let Some((key, false)) = string(s, p) else {
-                return false;
+            // The key after the last is most often the next field's: its quoted name is
+            // matched whole, without searching for the closing quote.
+            let field = match self.quoted.get(next) {
+                Some(q)
+                    if !q.is_empty()
+                        && s.len() - *p >= q.len()
+                        && same_key(&s[*p..*p + q.len()], q) =>
+                {
+                    *p += q.len();
+                    Some(next)
+                }
+                _ => {
+                    let Some((key, false)) = string(s, p) else {
+                        return false;
+                    };
+                    self.field(key, next)
+                }
             };
-            let field = self.field(key, next);
             *p = ws(s, *p);
             if s.get(*p) != Some(&b':') {
                 return false;
@@ -574,17 +601,23 @@ fn narrow<T: TryFrom<i64> + Default>(v: Vec<i64>) -> Vec<T> {
 /// Whether `line` is UTF-8 without a control byte but its end ([`first_control`]). One
 /// vectorised pass tells an ASCII line without control bytes, by far the most common kind.
 fn clean(line: &[u8]) -> bool {
-    const BLOCK: usize = 32;
-    let (mut high, mut controls, mut newlines) = (0u8, 0u32, 0u32);
-    for block in line.chunks(BLOCK) {
+    let body = line
+        .strip_suffix(b"\r\n")
+        .or_else(|| line.strip_suffix(b"\n"))
+        .unwrap_or(line);
+    let (mut high, mut control) = (0u8, false);
+    let mut blocks = body.chunks_exact(32);
+    for block in &mut blocks {
         for &b in block {
             high |= b;
-            controls += u32::from(b < 0x20);
-            newlines += u32::from(b == b'\n');
+            control |= b < 0x20;
         }
     }
-    let plain = controls == newlines || (controls == newlines + 1 && line.ends_with(b"\r\n"));
-    if high < 0x80 && plain {
+    for &b in blocks.remainder() {
+        high |= b;
+        control |= b < 0x20;
+    }
+    if high < 0x80 && !control {
         return true;
     }
     std::str::from_utf8(line).is_ok() && first_control(line).is_none()
