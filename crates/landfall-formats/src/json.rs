@@ -71,8 +71,12 @@ pub struct JsonDecoder {
     /// The one-pass reader of plain lines ([`crate::json_fast`]), for schemas it reads. It
     /// reads while arrow-json holds nothing (no pending, carried or skipped bytes).
     fast: Option<FastJson>,
-    /// Whether `fast` is used (tests compare the paths).
+    /// Whether `fast` is used (tests compare the paths; a line too long to gather ends it).
     use_fast: bool,
+    /// The file offset from which the fast path may read again: past the end of the last
+    /// line it handed to arrow-json, so that it does not try the rest of a line (or of a
+    /// file without newlines) after every batch arrow-json reads.
+    fast_from: u64,
 }
 
 impl JsonDecoder {
@@ -122,6 +126,7 @@ impl JsonDecoder {
             decode_schema: schema,
             fast: None,
             use_fast: true,
+            fast_from: 0,
         }
     }
 
@@ -171,6 +176,7 @@ impl JsonDecoder {
             && self.pending.is_empty()
             && self.carry.is_empty()
             && !self.skip_line
+            && self.at.offset >= self.fast_from
     }
 
     /// Read `rest` on the fast path; what it returns goes to arrow-json's.
@@ -184,7 +190,15 @@ impl JsonDecoder {
         }
         Ok(match fed {
             Fed::All => Bytes::new(),
-            Fed::Rest(rest) => rest,
+            Fed::Rest(rest) => {
+                match memchr::memchr(b'\n', &rest) {
+                    Some(nl) => self.fast_from = self.at.offset + nl as u64 + 1,
+                    // A line longer than the fast path gathers: the rest of the file is
+                    // arrow-json's.
+                    None => self.use_fast = false,
+                }
+                rest
+            }
         })
     }
 

@@ -25,6 +25,9 @@ use arrow_schema::{DataType, Fields, TimeUnit};
 
 /// Nesting past this is not followed (the record is then taken as not fitting).
 const MAX_DEPTH: usize = 256;
+/// Nesting of values without checked columns past this is not followed: Jackson's default
+/// limit (Spark's parser refuses deeper documents).
+const SKIP_DEPTH: usize = 1000;
 
 #[derive(Debug, Clone, Copy)]
 enum Check {
@@ -130,18 +133,19 @@ pub(crate) struct ExactColumns {
 }
 
 impl ExactColumns {
-    /// `None` when `fields` hold no column to check.
+    /// The checks of `fields`. Always `Some`: with no column to check, the scan still refuses
+    /// what is not strict JSON, so that text arrow-json would take and the slow path would
+    /// refuse takes the slow path whatever the schema.
     pub(crate) fn of(fields: &Fields) -> Option<Self> {
-        object(fields).map(|root| ExactColumns { root })
+        Some(ExactColumns {
+            root: object(fields).unwrap_or_default(),
+        })
     }
 
     /// Whether every literal of NDJSON `text` (records separated by any whitespace) lands in
     /// its column unchanged. Text that is not JSON does not fit (the slow path then reads it
     /// record by record).
     pub(crate) fn all_fit(&self, text: &[u8]) -> bool {
-        if first_control(text).is_some() {
-            return false;
-        }
         let mut s = Scan { s: text, i: 0 };
         loop {
             s.ws();
@@ -233,10 +237,8 @@ pub(crate) fn quote_or_backslash(s: &[u8]) -> Option<usize> {
     memchr::memchr2(b'"', b'\\', &s[i..]).map(|p| i + p)
 }
 
-/// The first control byte of `s` that does not end a line (`\n`, or `\r` before it).
-/// arrow-json takes control bytes raw inside strings, where Spark's parser (and serde_json,
-/// of the slow path) refuses them, so text holding one takes the slow path, which reads its
-/// records one by one (a tab between tokens is whitespace there, one in a string a misfit).
+/// The first control byte of `s` that does not end a line (`\n`, or `\r` before it): the
+/// fast path's test of a line it reads ([`crate::json_fast`]).
 pub(crate) fn first_control(s: &[u8]) -> Option<usize> {
     const BLOCK: usize = 32;
     let mut i = 0;
@@ -346,6 +348,11 @@ impl<'a> Scan<'a> {
         let mut escaped = false;
         loop {
             let at = quote_or_backslash(s.get(self.i..)?)?;
+            // arrow-json takes control bytes (a newline too) raw inside a string, where
+            // Spark's parser and serde_json, of the slow path, refuse them: not JSON.
+            if s[self.i..self.i + at].iter().any(|&b| b < 0x20) {
+                return None;
+            }
             self.i += at;
             if s[self.i] == b'\\' {
                 escaped = true;
@@ -365,7 +372,7 @@ impl<'a> Scan<'a> {
     }
 
     fn skip_at(&mut self, depth: usize) -> Option<bool> {
-        if depth > MAX_DEPTH {
+        if depth > SKIP_DEPTH {
             return None;
         }
         let close = match self.peek()? {
@@ -573,9 +580,20 @@ mod tests {
             "escaped keys name their column"
         );
         assert!(!c.all_fit(b"{\"i\":1,"), "not JSON: read record by record");
-        assert!(
-            ExactColumns::of(&Fields::from(vec![Field::new("s", DataType::Utf8, true)])).is_none()
-        );
+        // With no column to check, syntax is still checked.
+        let strings =
+            ExactColumns::of(&Fields::from(vec![Field::new("s", DataType::Utf8, true)])).unwrap();
+        assert!(strings.all_fit(b"{\"s\":\"x\",\t\"n\":[1, {\"a\":-0.5e-3}]}\r\n"));
+        for bad in [
+            &b"{\"s\":007}"[..],
+            b"{\"s\":\"tab\there\"}",
+            b"{\"s\":\"line\nbreak\"}",
+            b"{\"s\":[1 2]}",
+            b"{\"s\":\"y\",}",
+            b"{\"s\":1.}",
+        ] {
+            assert!(!strings.all_fit(bad), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     /// The word-at-a-time search finds what a byte-by-byte one finds: at every position and

@@ -39,7 +39,7 @@ use chrono::{DateTime, Datelike, TimeZone, Utc};
 use std::collections::HashMap;
 
 /// A line longer than this is left to arrow-json rather than gathered across chunks.
-const MAX_TAIL: usize = 8 << 20;
+const MAX_TAIL: usize = 1 << 20;
 /// Nesting of a skipped value past this is left to arrow-json.
 const MAX_DEPTH: usize = 64;
 
@@ -170,13 +170,18 @@ impl FastJson {
             .iter()
             .map(|f| f.name().as_bytes().into())
             .collect();
+        // Two fields of one name (no Delta schema has them): arrow-json's choice between
+        // them is left to arrow-json.
+        let unique: std::collections::HashSet<&[u8]> = names.iter().map(|n| &n[..]).collect();
+        if unique.len() != names.len() {
+            return None;
+        }
         let index = (names.len() > 8).then(|| {
-            let mut m = HashMap::new();
-            // arrow-json keeps the first field of a name (a schema has no duplicates anyway).
-            for (i, n) in names.iter().enumerate() {
-                m.entry(n.clone()).or_insert(i);
-            }
-            m
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect::<HashMap<_, _>>()
         });
         let quoted = names
             .iter()

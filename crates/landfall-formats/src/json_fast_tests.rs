@@ -64,8 +64,31 @@ fn wide_schema() -> SchemaRef {
             true,
         ),
         Field::new("big", DataType::LargeUtf8, true),
+        Field::new("h", DataType::Int16, true),
+        Field::new("ub", DataType::UInt8, true),
+        Field::new(
+            "tsec",
+            DataType::Timestamp(TimeUnit::Second, Some("UTC".into())),
+            true,
+        ),
+        Field::new(
+            "tn",
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("+02:00".into())),
+            true,
+        ),
         Field::new("must", DataType::Int32, false),
     ]))
+}
+
+/// The wide schema's names, every column a nullable STRING (nothing to check but syntax).
+fn string_schema() -> SchemaRef {
+    Arc::new(Schema::new(
+        wide_schema()
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// What a decoder made of an input: rows, malformed count, rescued count, first malformed.
@@ -348,6 +371,10 @@ fn line(rng: &mut Rng) -> String {
     add(rng, "ts", STAMPS, "\"2026-11-02T10:00:00Z\"");
     add(rng, "ntz", NTZ, "\"2026-11-02T10:00:00\"");
     add(rng, "big", STRS, "\"large\"");
+    add(rng, "h", &["-32768", "32768", "7", "1e2", "null"], "300");
+    add(rng, "ub", &["255", "256", "-1", "0", "null"], "200");
+    add(rng, "tsec", STAMPS, "\"2026-11-02T10:00:00Z\"");
+    add(rng, "tn", STAMPS, "\"2026-11-02T10:00:00.123456789Z\"");
     // A null in the non-null column fails the whole file: rare, so most cases compare rows.
     let must = if rng.below(150) == 0 { "null" } else { "3" };
     members.push(format!("\"must\":{must}"));
@@ -408,11 +435,14 @@ fn every_kind_of_line_reads_as_arrow_json_reads_it() {
     let mut rng = Rng(0x5eed);
     let (mut taken_total, mut failed) = (0, 0);
     const CASES: usize = 1500;
+    let strings = string_schema();
     for case in 0..CASES {
-        let mut schema = s.clone();
+        // Every fourth case reads all columns as text: no column to check but syntax.
+        let base = if case % 4 == 3 { &strings } else { &s };
+        let mut schema = base.clone();
         let policy = &policies[case % policies.len()];
         if policy.rescued_column.is_some() {
-            let mut fields = s.fields().to_vec();
+            let mut fields = base.fields().to_vec();
             fields.push(Arc::new(Field::new("_rescued_data", DataType::Utf8, true)));
             schema = Arc::new(Schema::new(fields));
         }
@@ -525,4 +555,130 @@ fn utc_timestamps_read_as_arrow_reads_them() {
     }
     // Text read by the fast reading and found right (not only left to the general parser).
     assert!(fast_read > 20_000, "{fast_read} fast readings");
+}
+
+/// Decode `input` in chunks of `chunk` bytes: (rows, malformed rows).
+fn read_all(d: JsonDecoder, input: &str, chunk: usize) -> (RecordBatch, u64) {
+    let cuts: Vec<usize> = (chunk..input.len()).step_by(chunk).collect();
+    let (out, _) = run(d, input.as_bytes(), &cuts);
+    let out = out.unwrap();
+    (out.rows.unwrap(), out.malformed)
+}
+
+fn texts(b: &RecordBatch, column: &str) -> Vec<String> {
+    let c = arrow::compute::cast(b.column_by_name(column).unwrap(), &DataType::Utf8).unwrap();
+    let c = c
+        .as_any()
+        .downcast_ref::<arrow::array::StringArray>()
+        .unwrap();
+    c.iter().map(|v| v.unwrap_or("null").to_string()).collect()
+}
+
+/// What Spark's parser refuses is a malformed record whatever the schema (one with no column
+/// to check too), the batch size, the chunks and the batch-mates (one that arrow-json cannot
+/// read sends its batch to the slow path), with and without the fast path. As Spark reads
+/// tests/spark/corpus.py's `json_strict_syntax`: rows 1, 5, 6 and 8 land, five are corrupt.
+#[test]
+fn strict_json_is_required_whatever_the_schema_and_batch_mates() {
+    let lines = "{\"a\":1,\"s\":\"x\"}\n{\"a\":007,\"s\":\"lead\"}\n{\"a\":2,\"s\":\"tab\there\"}\n\
+                 {\"a\":3,\"l\":[1 2]}\n{\"a\":4,\"s\":\"y\",}\n{\"a\":5,\"s\":\"z\"}\r\n\
+                 {\"a\":6,\t\"s\":\"w\"}\n{\"a\":7,\"d\":1.}\n{\"a\":8,\"s\":\"ok\"}\n{}\n";
+    let mate = "{\"a\":9,\"s\":{\"o\":1}}\n";
+    let text = |ty: DataType| {
+        Arc::new(Schema::new(vec![
+            Field::new("a", ty, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("l", DataType::Utf8, true),
+            Field::new("d", DataType::Utf8, true),
+        ]))
+    };
+    for schema in [text(DataType::Utf8), text(DataType::Int64)] {
+        for with_mate in [false, true] {
+            let input = if with_mate {
+                format!("{mate}{lines}{mate}")
+            } else {
+                lines.to_string()
+            };
+            for (batch, chunk, fast) in [
+                (1, 7, true),
+                (4, 1000, true),
+                (64, 3, false),
+                (64, 1000, true),
+            ] {
+                let d = decoder(&schema, &SchemaPolicy::default(), batch, fast);
+                let (rows, malformed) = read_all(d, &input, chunk);
+                let mut want = vec!["1", "5", "6", "8", "null"];
+                if with_mate {
+                    want.insert(0, "9");
+                    want.push("9");
+                }
+                let how =
+                    format!("{schema:?} mate {with_mate} batch {batch} chunk {chunk} fast {fast}");
+                assert_eq!(texts(&rows, "a"), want, "{how}");
+                // The five refused records; a batch-mate's object lands in its text column as
+                // its JSON text (as in Spark), through the slow path.
+                assert_eq!(malformed, 5, "{how}");
+                if with_mate {
+                    assert_eq!(texts(&rows, "s")[0], "{\"o\":1}", "{how}");
+                }
+            }
+        }
+    }
+}
+
+/// A tab between tokens is whitespace wherever it is: in a MAP's value too (the slow path
+/// checks a map's value apart), with a batch-mate sending the batch to the slow path.
+#[test]
+fn tabs_between_tokens_are_whitespace_in_maps_too() {
+    let entries = Field::new(
+        "entries",
+        DataType::Struct(
+            vec![
+                Field::new("keys", DataType::Utf8, false),
+                Field::new("values", DataType::Int64, true),
+            ]
+            .into(),
+        ),
+        false,
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("i", DataType::Int64, true),
+        Field::new("m", DataType::Map(Arc::new(entries), false), true),
+    ]));
+    let input = "{\"i\":1,\"m\":{\"k\":\t1}}\n{\"i\":2.5}\n";
+    for batch in [1, 64] {
+        let d = decoder(&schema, &SchemaPolicy::default(), batch, true);
+        let (rows, malformed) = read_all(d, input, 1000);
+        let shown = arrow::util::pretty::pretty_format_batches(&[rows])
+            .unwrap()
+            .to_string();
+        assert!(shown.contains("{k: 1}"), "batch {batch}:\n{shown}");
+        assert_eq!(
+            malformed, 1,
+            "only 2.5 is a misfit; batch {batch}:\n{shown}"
+        );
+    }
+}
+
+/// A raw newline inside a string is not JSON (Spark reads the two lines as two corrupt
+/// records): the same with or without a batch-mate arrow-json cannot take.
+#[test]
+fn a_raw_newline_in_a_string_is_refused_whatever_the_batch() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("i", DataType::Int64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]));
+    let plain = "{\"i\":1,\"s\":\"a\nb\"}\n{\"i\":2}\n";
+    for (input, misfits) in [
+        (plain.to_string(), 0),
+        (format!("{plain}{{\"i\":1.5}}\n"), 1),
+    ] {
+        for fast in [true, false] {
+            let d = decoder(&schema, &SchemaPolicy::default(), 64, fast);
+            let (rows, malformed) = read_all(d, &input, 1000);
+            let ids = texts(&rows, "i");
+            assert_eq!(&ids[..1], ["2"], "{input:?} fast {fast}");
+            assert_eq!(malformed, 2 + misfits, "{input:?} fast {fast}");
+        }
+    }
 }
