@@ -35,7 +35,7 @@ use arrow::compute::kernels::cast_utils::{Parser, string_to_datetime};
 use arrow::datatypes::{Date32Type, Float32Type, Float64Type};
 use arrow_schema::{ArrowError, DataType, SchemaRef, TimeUnit};
 use bytes::{Bytes, BytesMut};
-use chrono::{DateTime, Datelike, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
 
 /// A line longer than this is left to arrow-json rather than gathered across chunks.
@@ -465,8 +465,17 @@ impl FastJson {
                 true
             }
             (Kind::Ts(unit, zone), Token::Str(raw, escaped), Data::I64(v)) => {
-                let t = text(raw, escaped, &mut self.scratch);
-                match t.and_then(|t| timestamp(t, *unit, zone.as_ref())) {
+                // The common UTC text first, on the bytes (no escapes: ASCII digits only).
+                let quick = match (escaped, zone) {
+                    (false, Some(_)) => utc_timestamp(raw, *unit),
+                    _ => None,
+                };
+                let value = match quick {
+                    Some(value) => value,
+                    None => text(raw, escaped, &mut self.scratch)
+                        .and_then(|t| timestamp(t, *unit, zone.as_ref())),
+                };
+                match value {
                     Some(x) => {
                         v.push(x);
                         true
@@ -882,9 +891,7 @@ pub(crate) fn utc_timestamp(t: &[u8], unit: TimeUnit) -> Option<Option<i64>> {
         }
         _ => return None,
     };
-    let days = i64::from(
-        chrono::NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo, d)?.num_days_from_ce(),
-    ) - 719_163;
+    let days = days_from_civil(y, mo, d)?;
     let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + sec);
     let nanos = i64::from(nanos);
     // Digits past the unit that are not zero would be dropped: a misfit.
@@ -901,6 +908,28 @@ pub(crate) fn utc_timestamp(t: &[u8], unit: TimeUnit) -> Option<Option<i64>> {
         secs.checked_mul(per_second)
             .and_then(|v| v.checked_add(nanos / step)),
     )
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`); `None` for a month or day that does not exist.
+pub(crate) fn days_from_civil(y: u32, m: u32, d: u32) -> Option<i64> {
+    let leap = y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400));
+    let month_days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if d == 0 || d > month_days {
+        return None;
+    }
+    let (y, m, d) = (i64::from(y) - i64::from(m <= 2), i64::from(m), i64::from(d));
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
 }
 
 /// A DATE's value for text, as arrow-json reads it; `None` when text has a time of day.

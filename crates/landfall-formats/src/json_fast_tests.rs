@@ -682,3 +682,23 @@ fn a_raw_newline_in_a_string_is_refused_whatever_the_batch() {
         }
     }
 }
+
+/// The calendar arithmetic of the fast timestamp reading against chrono's, every day of
+/// every month of the years at the edges (and the days that do not exist).
+#[test]
+fn days_from_civil_is_chronos_calendar() {
+    use crate::json_fast::days_from_civil;
+    let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+    for y in (0..=9999)
+        .step_by(7)
+        .chain([0, 1, 4, 100, 400, 1600, 1900, 2000, 2024, 2100, 9999])
+    {
+        for m in 0..=13 {
+            for d in 0..=32 {
+                let want = chrono::NaiveDate::from_ymd_opt(y as i32, m, d)
+                    .map(|date| (date - epoch).num_days());
+                assert_eq!(days_from_civil(y, m, d), want, "{y}-{m}-{d}");
+            }
+        }
+    }
+}
