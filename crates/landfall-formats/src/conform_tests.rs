@@ -235,6 +235,11 @@ impl Rng {
         self.next() % n
     }
 
+    /// An index below `n`.
+    pub(crate) fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+
     pub(crate) fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len() as u64) as usize].clone()
     }

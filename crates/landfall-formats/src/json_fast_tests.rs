@@ -1,6 +1,7 @@
 //! The fast path against arrow-json's: every input, cut into chunks anywhere, gives the same
 //! rows, malformed counts and positions with and without it, and plain lines take it.
 
+use crate::conform::exact_tests::Rng;
 use crate::json::JsonDecoder;
 use crate::rescue::SchemaPolicy;
 use arrow::array::RecordBatch;
@@ -9,24 +10,6 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use bytes::Bytes;
 use landfall_core::Decoder;
 use std::sync::Arc;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len())]
-    }
-}
 
 fn bench_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -193,11 +176,11 @@ fn run(mut d: JsonDecoder, input: &[u8], cuts: &[usize]) -> (Result<Outcome, Str
 }
 
 fn cuts(rng: &mut Rng, len: usize) -> Vec<usize> {
-    let mut c: Vec<usize> = match rng.below(4) {
+    let mut c: Vec<usize> = match rng.index(4) {
         0 => vec![],
-        1 => (0..rng.below(4) + 1).map(|_| rng.below(len + 1)).collect(),
-        2 => (1..len).step_by(rng.below(13) + 1).collect(),
-        _ => (0..rng.below(40) + 1).map(|_| rng.below(len + 1)).collect(),
+        1 => (0..rng.index(4) + 1).map(|_| rng.index(len + 1)).collect(),
+        2 => (1..len).step_by(rng.index(13) + 1).collect(),
+        _ => (0..rng.index(40) + 1).map(|_| rng.index(len + 1)).collect(),
     };
     c.sort_unstable();
     c
@@ -348,15 +331,15 @@ fn line(rng: &mut Rng) -> String {
         "1e5",
         "[\"\\u0000\"]",
     ];
-    let plain = rng.below(3) == 0;
+    let plain = rng.index(3) == 0;
     let mut members: Vec<String> = Vec::new();
     let mut add = |rng: &mut Rng, key: &str, values: &[&str], common: &str| {
-        let v = if plain || rng.below(4) != 0 {
+        let v = if plain || rng.index(4) != 0 {
             common.to_string()
         } else {
             rng.pick(values).to_string()
         };
-        if plain || rng.below(12) != 0 {
+        if plain || rng.index(12) != 0 {
             members.push(format!("\"{key}\":{v}"));
         }
     };
@@ -376,35 +359,41 @@ fn line(rng: &mut Rng) -> String {
     add(rng, "tsec", STAMPS, "\"2026-11-02T10:00:00Z\"");
     add(rng, "tn", STAMPS, "\"2026-11-02T10:00:00.123456789Z\"");
     // A null in the non-null column fails the whole file: rare, so most cases compare rows.
-    let must = if rng.below(150) == 0 { "null" } else { "3" };
+    let must = if rng.index(150) == 0 { "null" } else { "3" };
     members.push(format!("\"must\":{must}"));
-    if !plain && rng.below(6) == 0 {
+    if !plain && rng.index(6) == 0 {
         let v = rng.pick(EXTRA);
         let k = rng.pick(&["extra", "I", "must", "s", "caf\u{e9}", "with\\\"q"]);
-        let at = rng.below(members.len() + 1);
+        let at = rng.index(members.len() + 1);
         members.insert(at, format!("\"{k}\":{v}"));
     }
-    if !plain && rng.below(4) == 0 {
+    if !plain && rng.index(4) == 0 {
         let n = members.len();
         if n > 1 {
-            let (a, b) = (rng.below(n), rng.below(n));
+            let (a, b) = (rng.index(n), rng.index(n));
             members.swap(a, b);
         }
     }
-    let sep = if !plain && rng.below(10) == 0 {
+    let sep = if !plain && rng.index(10) == 0 {
         rng.pick(&[", ", " ,", ",\t", ",,", " "])
     } else {
         ","
     };
     let mut l = format!("{{{}}}", members.join(sep));
     if !plain {
-        match rng.below(30) {
+        match rng.index(30) {
             0 => l = format!("  {l} \t\r"),
             1 => l = String::new(),
             2 => l = "   ".into(),
             3 => l = format!("{l} {l}"),
             4 => l = l.replacen(',', ",\n", 1),
-            5 => l.truncate(l.len() / 2),
+            5 => {
+                let mut cut = l.len() / 2;
+                while !l.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                l.truncate(cut);
+            }
             6 => l = "[1,2]".into(),
             7 => l = "garbage".into(),
             8 => l = format!("{l}x"),
@@ -446,27 +435,27 @@ fn every_kind_of_line_reads_as_arrow_json_reads_it() {
             fields.push(Arc::new(Field::new("_rescued_data", DataType::Utf8, true)));
             schema = Arc::new(Schema::new(fields));
         }
-        let n = rng.below(40) + 1;
+        let n = rng.index(40) + 1;
         let mut input: Vec<u8> = Vec::new();
         for _ in 0..n {
             input.extend_from_slice(line(&mut rng).as_bytes());
             input.push(b'\n');
         }
-        match rng.below(8) {
+        match rng.index(8) {
             0 => {
                 input.pop();
             }
             1 => {
-                let at = rng.below(input.len());
+                let at = rng.index(input.len());
                 input[at] = 0xff;
             }
             2 => {
-                let at = rng.below(input.len());
+                let at = rng.index(input.len());
                 input.truncate(at);
             }
             _ => {}
         }
-        let batch = [1, 2, 3, 7, 64][rng.below(5)];
+        let batch = [1, 2, 3, 7, 64][rng.index(5)];
         let c = cuts(&mut rng, input.len());
         let (slow, _) = run(decoder(&schema, policy, batch, false), &input, &c);
         let (fast, taken) = run(decoder(&schema, policy, batch, true), &input, &c);
@@ -519,16 +508,16 @@ fn utc_timestamps_read_as_arrow_reads_them() {
     let mut fast_read = 0;
     for _ in 0..60_000 {
         let y = rng.pick(&years);
-        let (mo, d) = (rng.below(14), rng.below(33));
-        let (h, mi, s) = (rng.below(25), rng.below(61), rng.below(62));
-        let digits = rng.below(12);
+        let (mo, d) = (rng.index(14), rng.index(33));
+        let (h, mi, s) = (rng.index(25), rng.index(61), rng.index(62));
+        let digits = rng.index(12);
         let fraction: String = (0..digits)
             .map(|_| {
-                let zero = rng.below(3) == 0;
-                char::from(b'0' + if zero { 0 } else { rng.below(10) as u8 })
+                let zero = rng.index(3) == 0;
+                char::from(b'0' + if zero { 0 } else { rng.index(10) as u8 })
             })
             .collect();
-        let dot = if digits > 0 || rng.below(20) == 0 {
+        let dot = if digits > 0 || rng.index(20) == 0 {
             "."
         } else {
             ""
