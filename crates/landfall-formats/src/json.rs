@@ -60,8 +60,9 @@ pub struct JsonDecoder {
     /// the path columns (known keys, dropped from the output).
     decode_schema: SchemaRef,
     /// Columns of `decode_schema` whose literals arrow-json could change (decimals, numbers,
-    /// dates, timestamps): a batch holding such a value takes the slow path.
-    exact: Option<crate::json_exact::ExactColumns>,
+    /// dates, timestamps), and the syntax check: a batch holding such a value, or text that
+    /// is not strict JSON, takes the slow path.
+    exact: crate::json_exact::ExactColumns,
     /// Columns read as text and parsed with `timestamp_format` / `date_format`: name, type,
     /// chrono format.
     parsed: Vec<(String, DataType, String)>,
@@ -82,7 +83,6 @@ pub struct JsonDecoder {
 impl JsonDecoder {
     pub fn new(path: &str, schema: SchemaRef, batch_size: usize) -> Result<Self, FormatError> {
         let mut d = Self::unbuilt(path, schema, batch_size);
-        d.exact = crate::json_exact::ExactColumns::of(d.decode_schema.fields());
         d.build_inner()?;
         Ok(d)
     }
@@ -122,7 +122,7 @@ impl JsonDecoder {
             drop_malformed: false,
             parsed: Vec::new(),
             late_rescued: 0,
-            exact: None,
+            exact: crate::json_exact::ExactColumns::of(schema.fields()),
             decode_schema: schema,
             fast: None,
             use_fast: true,
@@ -452,9 +452,7 @@ impl JsonDecoder {
     /// Whether the pending records' values land unchanged (arrow-json would cut a decimal's
     /// extra digits, truncate `3.7` into a BIGINT, ...: [`crate::json_exact`]).
     fn pending_values_land(&self) -> bool {
-        let Some(d) = &self.exact else {
-            return true;
-        };
+        let d = &self.exact;
         match self.pending.len() {
             0 => true,
             1 => d.all_fit(&self.pending[0]),
@@ -518,15 +516,12 @@ impl JsonDecoder {
         mut rest: Bytes,
         out: &mut Vec<RecordBatch>,
     ) -> Result<(), FormatError> {
-        // After the fast path hands bytes back, arrow-json reads them first.
-        let mut fast_turn = true;
         while !rest.is_empty() {
-            if fast_turn && self.fast_reads() {
+            // Bytes the fast path hands back go to arrow-json: `fast_from` is past them.
+            if self.fast_reads() {
                 rest = self.push_fast(rest, out)?;
-                fast_turn = false;
                 continue;
             }
-            fast_turn = true;
             if self.skip_line {
                 match rest.iter().position(|&b| b == b'\n') {
                     Some(i) => {

@@ -133,13 +133,13 @@ pub(crate) struct ExactColumns {
 }
 
 impl ExactColumns {
-    /// The checks of `fields`. Always `Some`: with no column to check, the scan still refuses
-    /// what is not strict JSON, so that text arrow-json would take and the slow path would
-    /// refuse takes the slow path whatever the schema.
-    pub(crate) fn of(fields: &Fields) -> Option<Self> {
-        Some(ExactColumns {
+    /// The checks of `fields`. With no column to check, the scan still refuses what is not
+    /// strict JSON, so that text arrow-json would take and the slow path would refuse takes
+    /// the slow path whatever the schema.
+    pub(crate) fn of(fields: &Fields) -> Self {
+        ExactColumns {
             root: object(fields).unwrap_or_default(),
-        })
+        }
     }
 
     /// Whether every literal of NDJSON `text` (records separated by any whitespace) lands in
@@ -186,10 +186,7 @@ fn leaf_fits(check: Check, lit: Literal<'_>, escaped: bool) -> bool {
         // since the epoch; Spark as seconds, or not at all): a misfit.
         (Check::Date | Check::Timestamp(..), Literal::Number(_)) => false,
         // A number token is ASCII by construction ([`Scan::value`]).
-        (Check::Float { narrow }, Literal::Number(n)) => {
-            !float_bytes_may_change(n)
-                || std::str::from_utf8(n).is_ok_and(|t| !float_text_changes(t, narrow))
-        }
+        (Check::Float { narrow }, Literal::Number(n)) => number_keeps_float(n, narrow),
         (Check::Float { narrow }, Literal::String(raw)) => {
             text(raw, escaped).is_none_or(|t| !float_text_changes(&t, narrow))
         }
@@ -202,10 +199,18 @@ fn leaf_fits(check: Check, lit: Literal<'_>, escaped: bool) -> bool {
     }
 }
 
+/// Whether a number token reads into a FLOAT (`narrow`) or DOUBLE without leaving its range
+/// (infinity from a finite number, zero from a non-zero one).
+pub(crate) fn number_keeps_float(n: &[u8], narrow: bool) -> bool {
+    // A number token is ASCII ([`Scan::value`], [`number_end`]).
+    !float_bytes_may_change(n)
+        || std::str::from_utf8(n).is_ok_and(|t| !float_text_changes(t, narrow))
+}
+
 /// Whether a number token could leave a FLOAT's or DOUBLE's range: the same test as
 /// [`float_text_changes`]' first one, on the bytes (a token has no spaces to trim), so most
 /// numbers are neither made text nor parsed.
-pub(crate) fn float_bytes_may_change(n: &[u8]) -> bool {
+fn float_bytes_may_change(n: &[u8]) -> bool {
     n.len() > 38 || n.iter().any(|b| matches!(b, b'e' | b'E'))
 }
 
@@ -237,30 +242,12 @@ pub(crate) fn quote_or_backslash(s: &[u8]) -> Option<usize> {
     memchr::memchr2(b'"', b'\\', &s[i..]).map(|p| i + p)
 }
 
-/// The first control byte of `s` that does not end a line (`\n`, or `\r` before it): the
-/// fast path's test of a line it reads ([`crate::json_fast`]).
-pub(crate) fn first_control(s: &[u8]) -> Option<usize> {
-    const BLOCK: usize = 32;
-    let mut i = 0;
-    while i < s.len() {
-        let end = (i + BLOCK).min(s.len());
-        let block = &s[i..end];
-        // Without branches, so that it is vectorised; most blocks have no control byte but
-        // a newline now and then.
-        let controls = block.iter().fold(0u32, |n, &b| n + u32::from(b < 0x20));
-        let newlines = block.iter().fold(0u32, |n, &b| n + u32::from(b == b'\n'));
-        if controls != newlines {
-            for (j, &b) in block.iter().enumerate() {
-                let at = i + j;
-                let line_end = b == b'\n' || (b == b'\r' && s.get(at + 1) == Some(&b'\n'));
-                if b < 0x20 && !line_end {
-                    return Some(at);
-                }
-            }
-        }
-        i = end;
-    }
-    None
+/// The end of the JSON value starting at `s[i]`, skipped unchecked but for being JSON
+/// (`None` when it is not: [`Scan::skip`]).
+pub(crate) fn skip_value(s: &[u8], i: usize) -> Option<usize> {
+    let mut scan = Scan { s, i };
+    scan.skip()?;
+    Some(scan.i)
 }
 
 /// The end of the number in JSON's grammar starting at `s[i]`:
@@ -548,7 +535,7 @@ mod tests {
     use arrow_schema::Field;
 
     fn cols(fields: Vec<Field>) -> ExactColumns {
-        ExactColumns::of(&Fields::from(fields)).unwrap()
+        ExactColumns::of(&Fields::from(fields))
     }
 
     #[test]
@@ -581,8 +568,7 @@ mod tests {
         );
         assert!(!c.all_fit(b"{\"i\":1,"), "not JSON: read record by record");
         // With no column to check, syntax is still checked.
-        let strings =
-            ExactColumns::of(&Fields::from(vec![Field::new("s", DataType::Utf8, true)])).unwrap();
+        let strings = ExactColumns::of(&Fields::from(vec![Field::new("s", DataType::Utf8, true)]));
         assert!(strings.all_fit(b"{\"s\":\"x\",\t\"n\":[1, {\"a\":-0.5e-3}]}\r\n"));
         for bad in [
             &b"{\"s\":007}"[..],

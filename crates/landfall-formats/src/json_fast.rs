@@ -26,7 +26,7 @@
 //! them as before. Lines are this reader's unit; arrow-json's are records, so a record spread
 //! over lines, or two on one line, simply leaves the fast path.
 
-use crate::json_exact::{first_control, float_bytes_may_change, number_end, quote_or_backslash};
+use crate::json_exact::{number_end, number_keeps_float, quote_or_backslash, skip_value};
 use crate::json_permissive::Position;
 use arrow::array::timezone::Tz;
 use arrow::array::{ArrayData, ArrayRef, BooleanArray, RecordBatch, make_array};
@@ -40,8 +40,6 @@ use std::collections::HashMap;
 
 /// A line longer than this is left to arrow-json rather than gathered across chunks.
 const MAX_TAIL: usize = 1 << 20;
-/// Nesting of a skipped value past this is left to arrow-json.
-const MAX_DEPTH: usize = 64;
 
 /// How a column takes a value.
 #[derive(Debug, Clone)]
@@ -387,7 +385,7 @@ impl FastJson {
                     next = f + 1;
                 }
                 None => {
-                    if self.strict || !skip(s, p, 0) {
+                    if self.strict || !skip(s, p) {
                         return false;
                     }
                 }
@@ -465,17 +463,7 @@ impl FastJson {
                 true
             }
             (Kind::Ts(unit, zone), Token::Str(raw, escaped), Data::I64(v)) => {
-                // The common UTC text first, on the bytes (no escapes: ASCII digits only).
-                let quick = match (escaped, zone) {
-                    (false, Some(_)) => utc_timestamp(raw, *unit),
-                    _ => None,
-                };
-                let value = match quick {
-                    Some(value) => value,
-                    None => text(raw, escaped, &mut self.scratch)
-                        .and_then(|t| timestamp(t, *unit, zone.as_ref())),
-                };
-                match value {
+                match timestamp(raw, escaped, *unit, zone.as_ref(), &mut self.scratch) {
                     Some(x) => {
                         v.push(x);
                         true
@@ -612,7 +600,7 @@ fn narrow<T: TryFrom<i64> + Default>(v: Vec<i64>) -> Vec<T> {
         .collect()
 }
 
-/// Whether `line` is UTF-8 without a control byte but its end ([`first_control`]). One
+/// Whether `line` is UTF-8 without a control byte but its end (`\n`, or `\r\n`). One
 /// vectorised pass tells an ASCII line without control bytes, by far the most common kind.
 fn clean(line: &[u8]) -> bool {
     let body = line
@@ -631,10 +619,7 @@ fn clean(line: &[u8]) -> bool {
         high |= b;
         control |= b < 0x20;
     }
-    if high < 0x80 && !control {
-        return true;
-    }
-    std::str::from_utf8(line).is_ok() && first_control(line).is_none()
+    !control && (high < 0x80 || std::str::from_utf8(line).is_ok())
 }
 
 /// Key equality for short keys without a call to memcmp (most keys are under 17 bytes).
@@ -711,46 +696,23 @@ fn number<'a>(s: &'a [u8], p: &mut usize) -> Option<&'a [u8]> {
     Some(&s[start..*p])
 }
 
-/// Skip the value at `s[*p]` (of a key not in the schema); `false` when it is not JSON the
-/// fast path reads.
-fn skip(s: &[u8], p: &mut usize, depth: usize) -> bool {
-    if depth > MAX_DEPTH {
+/// Skip the value at `s[*p]` (of a key not in the schema); `false` when it is not JSON
+/// ([`skip_value`]) or holds an escape the fast path leaves to arrow-json (`\u`, which
+/// arrow-json refuses when it is half a surrogate pair, or one JSON does not have).
+fn skip(s: &[u8], p: &mut usize) -> bool {
+    let Some(end) = skip_value(s, *p) else {
         return false;
-    }
-    let (open, close) = match s.get(*p) {
-        Some(b'{') => (b'{', b'}'),
-        Some(b'[') => (b'[', b']'),
-        _ => return token(s, p).is_some(),
     };
-    *p = ws(s, *p + 1);
-    if s.get(*p) == Some(&close) {
-        *p += 1;
-        return true;
-    }
-    loop {
-        if open == b'{' {
-            if !matches!(string(s, p), Some((_, false))) {
-                return false;
-            }
-            *p = ws(s, *p);
-            if s.get(*p) != Some(&b':') {
-                return false;
-            }
-            *p = ws(s, *p + 1);
-        }
-        if !skip(s, p, depth + 1) {
-            return false;
-        }
-        *p = ws(s, *p);
-        match s.get(*p) {
-            Some(b',') => *p = ws(s, *p + 1),
-            Some(&b) if b == close => {
-                *p += 1;
-                return true;
-            }
+    let value = &s[*p..end];
+    let mut i = 0;
+    while let Some(j) = memchr::memchr(b'\\', &value[i..]) {
+        match value.get(i + j + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += j + 2,
             _ => return false,
         }
     }
+    *p = end;
+    true
 }
 
 /// An integer token (no fraction or exponent) as an i64; `None` past its range.
@@ -777,7 +739,7 @@ fn integer(n: &[u8]) -> Option<i64> {
 }
 
 /// A number token read as arrow-json reads it into a FLOAT (`narrow`) or DOUBLE; `None` when
-/// it would overflow or vanish ([`crate::exact::float_text_changes`]).
+/// it would overflow or vanish ([`number_keeps_float`]).
 fn float(n: &[u8], narrow: bool) -> Option<f64> {
     // A number token is ASCII (`number`).
     let t = std::str::from_utf8(n).ok()?;
@@ -786,7 +748,7 @@ fn float(n: &[u8], narrow: bool) -> Option<f64> {
     } else {
         Float64Type::parse(t)?
     };
-    if float_bytes_may_change(n) && crate::exact::float_text_changes(t, narrow) {
+    if !number_keeps_float(n, narrow) {
         return None;
     }
     Some(v)
@@ -823,15 +785,23 @@ fn unescape(raw: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&raw[i..]);
 }
 
-/// A TIMESTAMP's value for text, as arrow-json reads it; `None` when it would change it or
-/// cannot read it.
-pub(crate) fn timestamp(t: &str, unit: TimeUnit, zone: Option<&Tz>) -> Option<i64> {
-    if zone.is_some()
-        && let Some(v) = utc_timestamp(t.as_bytes(), unit)
+/// A TIMESTAMP's value for a string token (`raw`, with `escaped`), as arrow-json reads it;
+/// `None` when it would change it or cannot read it. The common UTC text is read on its bytes
+/// ([`utc_timestamp`]); other text by arrow's parser.
+pub(crate) fn timestamp(
+    raw: &[u8],
+    escaped: bool,
+    unit: TimeUnit,
+    zone: Option<&Tz>,
+    scratch: &mut Vec<u8>,
+) -> Option<i64> {
+    if !escaped
+        && zone.is_some()
+        && let Some(v) = utc_timestamp(raw, unit)
     {
         return v;
     }
-    general_timestamp(t, unit, zone)
+    general_timestamp(text(raw, escaped, scratch)?, unit, zone)
 }
 
 /// [`timestamp`] by arrow's parser, after the exactness check.
@@ -855,7 +825,7 @@ fn in_unit<Z: TimeZone>(d: DateTime<Z>, unit: TimeUnit) -> Option<i64> {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.f]Z` (a fraction of 1 to 9 digits), the most common timestamp text,
-/// read without arrow's general parser: `Some(value)` as [`timestamp`] would return it (the
+/// read without arrow's general parser: `Some(value)` as [`general_timestamp`] returns it (the
 /// instant is the same whatever the column's zone), `None` for any other text (which the
 /// general parser then reads).
 pub(crate) fn utc_timestamp(t: &[u8], unit: TimeUnit) -> Option<Option<i64>> {

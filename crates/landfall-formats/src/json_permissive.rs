@@ -246,7 +246,7 @@ pub(crate) struct Fixer {
     /// One single-column decoder per leaf type, reused until it fails.
     probes: HashMap<DataType, JsonInner>,
     /// The schema's columns whose literals arrow-json could change ([`crate::json_exact`]).
-    exact: Option<ExactColumns>,
+    exact: ExactColumns,
     pub new_columns: NewColumns,
     pub rescued_rows: u64,
     /// Records with a value lost to null yield no row (`mode = "drop_malformed"`).
@@ -315,10 +315,7 @@ impl Fixer {
         let schema = self.schema.clone();
         let strict = self.policy.watches_unknown();
         if Self::fits(&mut self.record, &schema, raw.get(), strict)
-            && self
-                .exact
-                .as_ref()
-                .is_none_or(|d| d.all_fit(raw.get().as_bytes()))
+            && self.exact.all_fit(raw.get().as_bytes())
         {
             return Fixed::Fits;
         }
@@ -378,7 +375,7 @@ impl Fixer {
         // arrow-json would change some values (cut a decimal's digits, truncate a fraction
         // into an integer): such a value is a misfit.
         let ok = Self::fits(&mut slot, &schema, &record, false)
-            && ExactColumns::of(schema.fields()).is_none_or(|d| d.all_fit(record.as_bytes()));
+            && ExactColumns::of(schema.fields()).all_fit(record.as_bytes());
         if let Some(d) = slot {
             self.probes.insert(ty.clone(), d);
         }
