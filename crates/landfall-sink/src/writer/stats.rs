@@ -27,7 +27,7 @@
 //! column per batch, small next to encoding and compressing the same batch.
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
-use arrow::compute::{max, max_string, max_string_view, min, min_string, min_string_view, nullif};
+use arrow::compute::{max, min, nullif};
 use arrow::datatypes::*;
 use arrow_schema::{DataType, Fields, Schema, TimeUnit};
 use chrono::{DateTime, NaiveDate};
@@ -83,7 +83,8 @@ enum Bounds {
         range: Option<(f64, f64)>,
         nan: bool,
     },
-    String(Option<(String, String)>),
+    /// The least and greatest [`string_key`] seen (see [`fold_strings`]).
+    String(Option<(Vec<u8>, Vec<u8>)>),
 }
 
 #[derive(Debug)]
@@ -147,21 +148,7 @@ impl FileStats {
                         }
                     }
                 }
-                Bounds::String(acc) => {
-                    if let Some((lo, hi)) = string_bounds(&array) {
-                        match acc {
-                            Some((a, b)) => {
-                                if lo < a.as_str() {
-                                    *a = lo.to_string();
-                                }
-                                if hi > b.as_str() {
-                                    *b = hi.to_string();
-                                }
-                            }
-                            None => *acc = Some((lo.to_string(), hi.to_string())),
-                        }
-                    }
-                }
+                Bounds::String(acc) => fold_strings(&array, acc),
             }
         }
     }
@@ -290,21 +277,61 @@ fn float_bounds(a: &ArrayRef) -> Option<(f64, f64)> {
     }
 }
 
-fn string_bounds(a: &ArrayRef) -> Option<(&str, &str)> {
+/// Bytes of a string that decide its truncated bounds: [`truncate_min`] reads at most
+/// [`STRING_PREFIX`] + 1 characters and [`truncate_max`] at most 2 x [`STRING_PREFIX`] + 1,
+/// which fit in 4 bytes each.
+const KEY_BYTES: usize = 4 * (2 * STRING_PREFIX + 1);
+
+/// The first [`KEY_BYTES`] bytes of `s` (cut anywhere, even inside a character). Cutting a
+/// prefix keeps the byte order (`a <= b` gives `key(a) <= key(b)`), so the least and greatest
+/// keys are the keys of the least and greatest strings, and their truncated bounds are the
+/// same.
+fn string_key(s: &[u8]) -> &[u8] {
+    &s[..s.len().min(KEY_BYTES)]
+}
+
+/// Fold the non-null strings of `a` into the running least and greatest [`string_key`]:
+/// one comparison a value when it equals the least so far (a column of repeated values),
+/// at most two otherwise; bounds are copied only when they change.
+fn fold_strings(a: &ArrayRef, acc: &mut Option<(Vec<u8>, Vec<u8>)>) {
+    fn fold<'a>(
+        values: impl Iterator<Item = Option<&'a str>>,
+        acc: &mut Option<(Vec<u8>, Vec<u8>)>,
+    ) {
+        for v in values.flatten() {
+            let k = string_key(v.as_bytes());
+            match acc {
+                None => *acc = Some((k.to_vec(), k.to_vec())),
+                Some((lo, hi)) => match k.cmp(lo.as_slice()) {
+                    std::cmp::Ordering::Less => {
+                        lo.clear();
+                        lo.extend_from_slice(k);
+                    }
+                    std::cmp::Ordering::Equal => {}
+                    std::cmp::Ordering::Greater => {
+                        if k > hi.as_slice() {
+                            hi.clear();
+                            hi.extend_from_slice(k);
+                        }
+                    }
+                },
+            }
+        }
+    }
     match a.data_type() {
-        DataType::Utf8 => {
-            let s = a.as_string::<i32>();
-            Some((min_string(s)?, max_string(s)?))
-        }
-        DataType::LargeUtf8 => {
-            let s = a.as_string::<i64>();
-            Some((min_string(s)?, max_string(s)?))
-        }
-        DataType::Utf8View => {
-            let s = a.as_string_view();
-            Some((min_string_view(s)?, max_string_view(s)?))
-        }
-        _ => None,
+        DataType::Utf8 => fold(a.as_string::<i32>().iter(), acc),
+        DataType::LargeUtf8 => fold(a.as_string::<i64>().iter(), acc),
+        DataType::Utf8View => fold(a.as_string_view().iter(), acc),
+        _ => {}
+    }
+}
+
+/// A [`string_key`] as text: whole characters only (a key cut inside a character drops it;
+/// the key still holds every character the truncated bounds read).
+fn key_text(k: &[u8]) -> &str {
+    match std::str::from_utf8(k) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&k[..e.valid_up_to()]).expect("valid up to here"),
     }
 }
 
@@ -337,8 +364,8 @@ impl Leaf {
                 (float_text(*lo, f32), float_text(*hi, f32))
             }
             (Bounds::String(Some((lo, hi))), _) => (
-                Some(json_string(truncate_min(lo))),
-                truncate_max(hi).map(|s| json_string(&s)),
+                Some(json_string(truncate_min(key_text(lo)))),
+                truncate_max(key_text(hi)).map(|s| json_string(&s)),
             ),
             _ => (None, None),
         }
@@ -756,6 +783,63 @@ mod tests {
         for s in [format!("{p}b"), jp.clone(), tail] {
             let max = truncate_max(&s).unwrap();
             assert!(max.as_bytes() >= s.as_bytes(), "{max:?} >= {s:?}");
+        }
+    }
+
+    #[test]
+    fn string_bounds_from_keys_are_the_bounds_of_the_whole_strings() {
+        // Random strings around the key length (ASCII, 3- and 4-byte characters, U+10FFFF
+        // and U+7F, long shared prefixes), in random batches with nulls: the bounds rendered
+        // from the cut keys are those of the whole strings' min and max.
+        let alphabet = ['a', 'b', '\u{7F}', '日', '\u{10FFFF}', '\u{10FFFE}'];
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for case in 0..400 {
+            // Narrow (ASCII) or wide (3- and 4-byte) shared prefixes, or 32 4-byte characters
+            // and a run of U+10FFFF, which the max's truncation reads to its end.
+            let common: String = match case % 3 {
+                0 => (0..next(90)).map(|_| alphabet[next(2)]).collect(),
+                1 => (0..next(90)).map(|_| alphabet[3 + next(3)]).collect(),
+                _ => format!(
+                    "{}{}",
+                    "\u{10FFFE}".repeat(32),
+                    "\u{10FFFF}".repeat(next(40))
+                ),
+            };
+            let mut batches = Vec::new();
+            let mut all: Vec<String> = Vec::new();
+            for _ in 0..1 + next(4) {
+                let values: Vec<Option<String>> = (0..1 + next(12))
+                    .map(|_| {
+                        (next(5) > 0).then(|| {
+                            let tail: String = (0..next(70))
+                                .map(|_| alphabet[next(alphabet.len())])
+                                .collect();
+                            format!("{common}{tail}")
+                        })
+                    })
+                    .collect();
+                all.extend(values.iter().flatten().cloned());
+                batches.push(batch(vec![(
+                    "s",
+                    Arc::new(StringArray::from(values)) as ArrayRef,
+                )]));
+            }
+            let v = stats_of(&batches);
+            let (Some(lo), Some(hi)) = (all.iter().min(), all.iter().max()) else {
+                assert_eq!(v["minValues"], json!({}), "case {case}");
+                continue;
+            };
+            assert_eq!(v["minValues"]["s"], json!(truncate_min(lo)), "case {case}");
+            match truncate_max(hi) {
+                Some(m) => assert_eq!(v["maxValues"]["s"], json!(m), "case {case}"),
+                None => assert!(v["maxValues"].get("s").is_none(), "case {case}"),
+            }
         }
     }
 
