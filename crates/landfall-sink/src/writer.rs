@@ -15,9 +15,16 @@
 //! a directory name is `%25` in the log).
 //!
 //! Each file's `stats` are computed from the batches as they are written ([`stats`]).
+//!
+//! Small batches (the rows of small files, a file's last rows) are gathered per open file into
+//! batches of [`COALESCED_ROWS`] before they reach the Parquet writer, whose cost per call and
+//! column dwarfs a batch of a few rows; larger batches go to it as they come, after what is
+//! gathered. The Parquet writer of a file is made when its first rows are written, so the
+//! columns that get no dictionary can be chosen on them ([`dictionary`]).
 
 use crate::error::SinkError;
 use arrow::array::RecordBatch;
+use arrow::compute::BatchCoalescer;
 use arrow_schema::{Schema, SchemaRef};
 use landfall_core::StagedFile;
 use landfall_core::seams::StagedHook;
@@ -25,11 +32,10 @@ use object_store::ObjectStore;
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use parquet::arrow::AsyncArrowWriter;
-use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod dictionary;
 pub mod stats;
 
 /// Hive's name for a null partition value.
@@ -158,9 +164,21 @@ impl TableLayout {
     }
 }
 
+/// Batches below this many rows are gathered before they are written (see the module docs).
+pub const COALESCE_BELOW: usize = 1024;
+
+/// The rows of a gathered batch.
+pub const COALESCED_ROWS: usize = 8192;
+
 struct OpenFile {
     path: String,
-    writer: AsyncArrowWriter<BufWriter>,
+    object: Path,
+    /// Made with the first rows written ([`PartitionedWriter::write_rows`]).
+    writer: Option<AsyncArrowWriter<BufWriter>>,
+    /// Small batches not written yet, and their size in memory (counted towards the target
+    /// file size until they are written).
+    gathered: BatchCoalescer,
+    gathered_bytes: u64,
     rows: u64,
     stats: stats::FileStats,
     /// When rows last went to this file (a write counter), to close the least recently used.
@@ -290,22 +308,72 @@ impl PartitionedWriter {
         let path = format!("{}{dir}{name}", self.prefix);
         let object = Path::parse(&path).map_err(|e| self.unwritable(&path, e))?;
         (self.on_new_file)(&path).map_err(SinkError::Hook)?;
-        let props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .build();
-        let writer = AsyncArrowWriter::try_new(
-            BufWriter::new(self.store.clone(), object),
-            self.file_schema.clone(),
-            Some(props),
-        )
-        .map_err(|e| self.err(&path, e))?;
         Ok(OpenFile {
             path,
-            writer,
+            object,
+            writer: None,
+            gathered: BatchCoalescer::new(self.file_schema.clone(), COALESCED_ROWS),
+            gathered_bytes: 0,
             rows: 0,
             stats: stats::FileStats::new(&self.file_schema),
             last_used: 0,
         })
+    }
+
+    /// Write `batch` to `f`'s Parquet file, made now if these are its first rows.
+    async fn write_rows(&mut self, f: &mut OpenFile, batch: RecordBatch) -> Result<(), SinkError> {
+        let writer = match &mut f.writer {
+            Some(w) => w,
+            None => {
+                let writer = AsyncArrowWriter::try_new(
+                    BufWriter::new(self.store.clone(), f.object.clone()),
+                    self.file_schema.clone(),
+                    Some(dictionary::properties(&batch)),
+                )
+                .map_err(|e| self.err(&f.path, e))?;
+                f.writer.insert(writer)
+            }
+        };
+        writer
+            .write(&batch)
+            .await
+            .map_err(|e| self.err(&f.path, e))?;
+        f.stats.update(&batch);
+        Ok(())
+    }
+
+    /// Write what `f` has gathered.
+    async fn flush_gathered(&mut self, f: &mut OpenFile) -> Result<(), SinkError> {
+        f.gathered
+            .finish_buffered_batch()
+            .map_err(|e| self.err(&f.path, e))?;
+        self.write_completed(f).await
+    }
+
+    /// Write the batches `f` has gathered in full.
+    async fn write_completed(&mut self, f: &mut OpenFile) -> Result<(), SinkError> {
+        while let Some(b) = f.gathered.next_completed_batch() {
+            self.write_rows(f, b).await?;
+        }
+        if f.gathered.get_buffered_rows() == 0 {
+            f.gathered_bytes = 0;
+        }
+        Ok(())
+    }
+
+    /// Gather `batch` in `f` when it is small and of the file's schema, else write it after
+    /// what is gathered.
+    async fn push(&mut self, f: &mut OpenFile, batch: RecordBatch) -> Result<(), SinkError> {
+        if batch.num_rows() < COALESCE_BELOW && batch.schema().fields() == self.file_schema.fields()
+        {
+            f.gathered_bytes += batch.get_array_memory_size() as u64;
+            f.gathered
+                .push_batch(batch)
+                .map_err(|e| self.err(&f.path, e))?;
+            return self.write_completed(f).await;
+        }
+        self.flush_gathered(f).await?;
+        self.write_rows(f, batch).await
     }
 
     async fn close(
@@ -313,8 +381,22 @@ impl PartitionedWriter {
         values: Vec<Option<String>>,
         mut f: OpenFile,
     ) -> Result<(), SinkError> {
-        f.writer.finish().await.map_err(|e| self.err(&f.path, e))?;
-        let size = f.writer.bytes_written() as u64;
+        self.flush_gathered(&mut f).await?;
+        let writer = match f.writer {
+            Some(w) => w,
+            // Never happens (a file is opened for rows), but an empty file is still a file.
+            None => AsyncArrowWriter::try_new(
+                BufWriter::new(self.store.clone(), f.object.clone()),
+                self.file_schema.clone(),
+                Some(dictionary::properties(&RecordBatch::new_empty(
+                    self.file_schema.clone(),
+                ))),
+            )
+            .map_err(|e| self.err(&f.path, e))?,
+        };
+        let mut writer = writer;
+        writer.finish().await.map_err(|e| self.err(&f.path, e))?;
+        let size = writer.bytes_written() as u64;
         let stats = f.stats.to_json(f.rows);
         self.done.push(StagedFile {
             path: f.path,
@@ -348,16 +430,15 @@ impl PartitionedWriter {
             }
         };
         file.last_used = self.writes;
-        if let Err(e) = file.writer.write(&batch).await {
-            let err = self.err(&file.path, e);
+        file.rows += batch.num_rows() as u64;
+        if let Err(err) = self.push(&mut file, batch).await {
             self.abort_all(Some(file)).await;
             return Err(err);
         }
-        file.stats.update(&batch);
-        file.rows += batch.num_rows() as u64;
-        if file.writer.bytes_written() as u64 + file.writer.in_progress_size() as u64
-            >= self.target_file_size
-        {
+        let written = file.writer.as_ref().map_or(0, |w| {
+            w.bytes_written() as u64 + w.in_progress_size() as u64
+        });
+        if written + file.gathered_bytes >= self.target_file_size {
             let closed = self.close(key, file).await;
             if closed.is_err() {
                 self.abort_all(None).await;
@@ -409,7 +490,9 @@ impl PartitionedWriter {
             .chain(self.open.drain().map(|(_, f)| f))
             .collect();
         for f in open {
-            let mut upload = f.writer.into_inner();
+            // A file with no rows written has no upload.
+            let Some(writer) = f.writer else { continue };
+            let mut upload = writer.into_inner();
             if let Err(e) = upload.abort().await {
                 tracing::debug!(path = %f.path, error = %e, "abandoning a failed upload");
             }
@@ -521,5 +604,109 @@ mod tests {
         assert_eq!(files.len(), n + 1, "partition 0 was reopened as a new file");
         assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), n + 1);
         assert_eq!(files.iter().map(|f| f.rows).sum::<u64>(), (n + 1) as u64);
+    }
+
+    /// A writer of `(id BIGINT, kind STRING)` files into memory, rolled past `target` bytes.
+    fn plain_writer(target: u64) -> (Arc<dyn ObjectStore>, SchemaRef, PartitionedWriter) {
+        use arrow_schema::{DataType, Field};
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("kind", DataType::Utf8, true),
+        ]));
+        let layout = TableLayout::new("memory:///t", target);
+        layout.set(schema.clone(), &[]);
+        let hook: StagedHook = Arc::new(|_: &str| Ok(()));
+        let w = layout
+            .writer(store.clone(), 0, 1, String::new(), hook)
+            .unwrap();
+        (store, schema, w)
+    }
+
+    fn rows(schema: &SchemaRef, ids: std::ops::Range<i64>) -> RecordBatch {
+        use arrow::array::{Int64Array, StringArray};
+        let kinds = ids.clone().map(|i| format!("kind-{}", i % 3));
+        RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(ids)),
+                Arc::new(StringArray::from_iter_values(kinds)),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn small_batches_are_gathered_in_order_and_unique_columns_skip_the_dictionary() {
+        use arrow::array::AsArray;
+        use object_store::ObjectStoreExt;
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        let (store, schema, mut w) = plain_writer(128 << 20);
+        // 3,000 batches of 3 rows (small files), a large batch, then small ones again.
+        let mut next = 0;
+        for size in std::iter::repeat_n(3, 3000)
+            .chain([5000])
+            .chain(std::iter::repeat_n(7, 10))
+        {
+            w.write(&[], rows(&schema, next..next + size))
+                .await
+                .unwrap();
+            next += size;
+        }
+        let files = w.finish().await.unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].rows, next as u64);
+        let bytes = store
+            .get(&Path::parse(&files[0].path).unwrap())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        let meta = reader.metadata().clone();
+        let mut ids = Vec::new();
+        for b in reader.build().unwrap() {
+            let b = b.unwrap();
+            ids.extend(
+                b.column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .values()
+                    .iter()
+                    .copied(),
+            );
+            let kinds = b.column(1).as_string::<i32>();
+            let first = ids[ids.len() - b.num_rows()];
+            assert_eq!(kinds.value(0), format!("kind-{}", first % 3));
+        }
+        assert_eq!(ids, (0..next).collect::<Vec<_>>(), "every row, in order");
+        // The first rows written decide: ids are unique (no dictionary), kinds repeat.
+        let columns = meta.row_group(0).columns();
+        assert_eq!(
+            columns[0].dictionary_page_offset(),
+            None,
+            "id is written plain"
+        );
+        assert!(
+            columns[1].dictionary_page_offset().is_some(),
+            "kind keeps its dictionary"
+        );
+        let stats: serde_json::Value =
+            serde_json::from_str(files[0].stats.as_ref().unwrap()).unwrap();
+        assert_eq!(stats["minValues"]["id"], 0);
+        assert_eq!(stats["maxValues"]["id"], next - 1);
+        assert_eq!(stats["maxValues"]["kind"], "kind-2");
+    }
+
+    #[tokio::test]
+    async fn gathered_rows_count_towards_the_target_size() {
+        // A target below one batch's size: every batch still closes its file, gathered or not.
+        let (_store, schema, mut w) = plain_writer(1);
+        for i in 0..5 {
+            w.write(&[], rows(&schema, i * 3..i * 3 + 3)).await.unwrap();
+        }
+        let files = w.finish().await.unwrap();
+        assert_eq!(files.len(), 5);
+        assert!(files.iter().all(|f| f.rows == 3 && f.size > 0));
     }
 }
