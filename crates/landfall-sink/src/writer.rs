@@ -17,14 +17,15 @@
 //! Each file's `stats` are computed from the batches as they are written ([`stats`]).
 //!
 //! Small batches (the rows of small files, a file's last rows) are gathered per open file into
-//! batches of [`COALESCED_ROWS`] before they reach the Parquet writer, whose cost per call and
+//! batches of up to [`COALESCED_ROWS`] rows or [`GATHERED_BYTES`] (arrow's `concat_batches`)
+//! before they reach the Parquet writer, whose cost per call and
 //! column dwarfs a batch of a few rows; larger batches go to it as they come, after what is
 //! gathered. The Parquet writer of a file is made when its first rows are written, so the
 //! columns that get no dictionary can be chosen on them ([`dictionary`]).
 
 use crate::error::SinkError;
 use arrow::array::RecordBatch;
-use arrow::compute::BatchCoalescer;
+use arrow::compute::concat_batches;
 use arrow_schema::{Schema, SchemaRef};
 use landfall_core::StagedFile;
 use landfall_core::seams::StagedHook;
@@ -170,14 +171,19 @@ pub const COALESCE_BELOW: usize = 1024;
 /// The rows of a gathered batch.
 pub const COALESCED_ROWS: usize = 8192;
 
+/// The memory gathered per open file at most (with [`MAX_OPEN_PARTITION_FILES`] open, 64 MiB in
+/// all): wide rows in tiny batches are written sooner, in smaller batches.
+pub const GATHERED_BYTES: u64 = 1 << 20;
+
 struct OpenFile {
     path: String,
     object: Path,
     /// Made with the first rows written ([`PartitionedWriter::write_rows`]).
     writer: Option<AsyncArrowWriter<BufWriter>>,
-    /// Small batches not written yet, and their size in memory (counted towards the target
-    /// file size until they are written).
-    gathered: BatchCoalescer,
+    /// Small batches not written yet, their rows, and their size in memory (counted towards
+    /// the target file size until they are written).
+    gathered: Vec<RecordBatch>,
+    gathered_rows: usize,
     gathered_bytes: u64,
     rows: u64,
     stats: stats::FileStats,
@@ -312,7 +318,8 @@ impl PartitionedWriter {
             path,
             object,
             writer: None,
-            gathered: BatchCoalescer::new(self.file_schema.clone(), COALESCED_ROWS),
+            gathered: Vec::new(),
+            gathered_rows: 0,
             gathered_bytes: 0,
             rows: 0,
             stats: stats::FileStats::new(&self.file_schema),
@@ -342,23 +349,19 @@ impl PartitionedWriter {
         Ok(())
     }
 
-    /// Write what `f` has gathered.
+    /// Write what `f` has gathered, as one batch.
     async fn flush_gathered(&mut self, f: &mut OpenFile) -> Result<(), SinkError> {
-        f.gathered
-            .finish_buffered_batch()
-            .map_err(|e| self.err(&f.path, e))?;
-        self.write_completed(f).await
-    }
-
-    /// Write the batches `f` has gathered in full.
-    async fn write_completed(&mut self, f: &mut OpenFile) -> Result<(), SinkError> {
-        while let Some(b) = f.gathered.next_completed_batch() {
-            self.write_rows(f, b).await?;
-        }
-        if f.gathered.get_buffered_rows() == 0 {
-            f.gathered_bytes = 0;
-        }
-        Ok(())
+        let batch = match f.gathered.len() {
+            0 => return Ok(()),
+            1 => f.gathered.pop().expect("one batch"),
+            _ => {
+                concat_batches(&self.file_schema, &f.gathered).map_err(|e| self.err(&f.path, e))?
+            }
+        };
+        f.gathered.clear();
+        f.gathered_rows = 0;
+        f.gathered_bytes = 0;
+        self.write_rows(f, batch).await
     }
 
     /// Gather `batch` in `f` when it is small and of the file's schema, else write it after
@@ -366,36 +369,42 @@ impl PartitionedWriter {
     async fn push(&mut self, f: &mut OpenFile, batch: RecordBatch) -> Result<(), SinkError> {
         if batch.num_rows() < COALESCE_BELOW && batch.schema().fields() == self.file_schema.fields()
         {
+            f.gathered_rows += batch.num_rows();
             f.gathered_bytes += batch.get_array_memory_size() as u64;
-            f.gathered
-                .push_batch(batch)
-                .map_err(|e| self.err(&f.path, e))?;
-            return self.write_completed(f).await;
+            f.gathered.push(batch);
+            if f.gathered_rows >= COALESCED_ROWS || f.gathered_bytes >= GATHERED_BYTES {
+                self.flush_gathered(f).await?;
+            }
+            return Ok(());
         }
         self.flush_gathered(f).await?;
         self.write_rows(f, batch).await
     }
 
+    /// Close `f`: its gathered rows written, the file finished. On failure its upload is
+    /// abandoned here (the caller abandons the other open files').
     async fn close(
         &mut self,
         values: Vec<Option<String>>,
         mut f: OpenFile,
     ) -> Result<(), SinkError> {
-        self.flush_gathered(&mut f).await?;
-        let writer = match f.writer {
-            Some(w) => w,
-            // Never happens (a file is opened for rows), but an empty file is still a file.
-            None => AsyncArrowWriter::try_new(
-                BufWriter::new(self.store.clone(), f.object.clone()),
-                self.file_schema.clone(),
-                Some(dictionary::properties(&RecordBatch::new_empty(
-                    self.file_schema.clone(),
-                ))),
-            )
-            .map_err(|e| self.err(&f.path, e))?,
+        let flushed = self.flush_gathered(&mut f).await;
+        let Some(mut writer) = f.writer.take() else {
+            // Its Parquet writer could not be made: there is no upload to abandon.
+            return Err(flushed
+                .err()
+                .unwrap_or_else(|| self.err(&f.path, "closed before any rows were written")));
         };
-        let mut writer = writer;
-        writer.finish().await.map_err(|e| self.err(&f.path, e))?;
+        let finished = match flushed {
+            Ok(()) => writer.finish().await.map_err(|e| self.err(&f.path, e)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = finished {
+            if let Err(abort) = writer.into_inner().abort().await {
+                tracing::debug!(path = %f.path, error = %abort, "abandoning a failed upload");
+            }
+            return Err(e);
+        }
         let size = writer.bytes_written() as u64;
         let stats = f.stats.to_json(f.rows);
         self.done.push(StagedFile {
@@ -407,7 +416,6 @@ impl PartitionedWriter {
         });
         Ok(())
     }
-
     /// Write rows that all belong to the partition `values` (in `partition_by` order).
     pub async fn write(
         &mut self,
@@ -696,6 +704,37 @@ mod tests {
         assert_eq!(stats["minValues"]["id"], 0);
         assert_eq!(stats["maxValues"]["id"], next - 1);
         assert_eq!(stats["maxValues"]["kind"], "kind-2");
+    }
+
+    #[tokio::test]
+    async fn written_rows_stop_counting_as_gathered() {
+        // Batches of 1,000 rows are gathered and written in eights: once written, their memory
+        // no longer counts, so files roll on their encoded size (two or three for 1,000,000
+        // highly compressible rows at 4 MiB), not on the memory of every row ever gathered
+        // (200 MB: 50 files).
+        use arrow::array::{Int64Array, StringArray};
+        let (_store, schema, mut w) = plain_writer(4 << 20);
+        for b in 0..1000i64 {
+            let ids = b * 1000..b * 1000 + 1000;
+            let kinds = ids.clone().map(|i| format!("{}{}", "x".repeat(200), i % 3));
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(ids)),
+                    Arc::new(StringArray::from_iter_values(kinds)),
+                ],
+            )
+            .unwrap();
+            w.write(&[], batch).await.unwrap();
+        }
+        let files = w.finish().await.unwrap();
+        assert_eq!(files.iter().map(|f| f.rows).sum::<u64>(), 1_000_000);
+        assert!(
+            files.len() <= 3,
+            "{} files of {:?} bytes",
+            files.len(),
+            files.iter().map(|f| f.size).collect::<Vec<_>>()
+        );
     }
 
     #[tokio::test]
