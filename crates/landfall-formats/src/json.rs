@@ -99,7 +99,14 @@ impl JsonDecoder {
         let mut d = Self::unbuilt(path, schema, batch_size);
         d.apply_policy(policy);
         d.apply_temporal(temporal);
-        d.build_inner()?;
+        d.fresh_fast();
+        if d.fast.is_none() {
+            d.build_inner()?;
+        }
+        // Else arrow-json's decoder is built when the fast path first hands it a line
+        // ([`Self::inner`]): a stream of small well-formed files never builds one. Every
+        // schema the fast path reads, arrow-json reads too, so no file that would have been
+        // unreadable here is read instead.
         Ok(d)
     }
 
@@ -133,7 +140,13 @@ impl JsonDecoder {
     /// arrow-json's decoder for the decode schema, at construction: a schema it cannot decode
     /// makes the file unreadable.
     fn build_inner(&mut self) -> Result<(), FormatError> {
-        let inner = build(
+        self.inner = Some(self.unreadable_unless_built()?);
+        self.fresh_fast();
+        Ok(())
+    }
+
+    fn unreadable_unless_built(&self) -> Result<JsonInner, FormatError> {
+        build(
             self.decode_schema.clone(),
             self.batch_size,
             self.policy.watches_unknown(),
@@ -141,10 +154,7 @@ impl JsonDecoder {
         .map_err(|e| FormatError::Unreadable {
             path: self.path.clone(),
             reason: e.to_string(),
-        })?;
-        self.inner = Some(inner);
-        self.fresh_fast();
-        Ok(())
+        })
     }
 
     /// The fast reader for the decode schema and policy (at construction, before any input).
@@ -405,10 +415,12 @@ impl JsonDecoder {
         Ok(())
     }
 
-    fn inner(&mut self) -> &mut JsonInner {
-        self.inner
-            .as_mut()
-            .expect("arrow-json's decoder is built with the decoder")
+    /// arrow-json's decoder, built now if the fast path read every line so far.
+    fn inner(&mut self) -> Result<&mut JsonInner, FormatError> {
+        if self.inner.is_none() {
+            self.inner = Some(self.unreadable_unless_built()?);
+        }
+        Ok(self.inner.as_mut().expect("just built"))
     }
 
     /// The pending bytes as one buffer, leaving none pending.
@@ -436,7 +448,12 @@ impl JsonDecoder {
     }
 
     fn flush(&mut self, out: &mut Vec<RecordBatch>) -> Result<bool, FormatError> {
-        match self.inner().flush() {
+        if self.inner.is_none() {
+            // arrow-json read nothing yet: nothing is pending.
+            debug_assert!(self.pending.is_empty());
+            return Ok(true);
+        }
+        match self.inner()?.flush() {
             Ok(_) if !self.pending_values_land() => Ok(false),
             Ok(batch) => {
                 self.settle();
@@ -500,9 +517,9 @@ impl JsonDecoder {
     /// Decode records the slow path made to fit (they cannot fail but for a bug).
     fn emit(&mut self, mut text: &[u8], out: &mut Vec<RecordBatch>) -> Result<(), FormatError> {
         loop {
-            let used = self.inner().decode(text).map_err(|e| self.malformed(e))?;
+            let used = self.inner()?.decode(text).map_err(|e| self.malformed(e))?;
             text = &text[used..];
-            if let Some(b) = self.inner().flush().map_err(|e| self.malformed(e))? {
+            if let Some(b) = self.inner()?.flush().map_err(|e| self.malformed(e))? {
                 out.push(self.output(b)?);
             }
             if text.is_empty() {
@@ -549,7 +566,7 @@ impl JsonDecoder {
                 rest = self.salvage(buf.freeze(), bounds, out)?;
                 continue;
             }
-            match self.inner().decode(&rest) {
+            match self.inner()?.decode(&rest) {
                 Ok(used) => {
                     self.pending.push(rest.slice(..used));
                     rest = rest.slice(used..);
