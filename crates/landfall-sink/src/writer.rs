@@ -381,8 +381,8 @@ impl PartitionedWriter {
         self.write_rows(f, batch).await
     }
 
-    /// Close `f`: its gathered rows written, the file finished. On failure its upload is
-    /// abandoned here (the caller abandons the other open files').
+    /// Close `f`: its gathered rows written, the file finished. When writing the gathered rows
+    /// fails, its upload is abandoned here (the caller abandons the other open files').
     async fn close(
         &mut self,
         values: Vec<Option<String>>,
@@ -395,16 +395,15 @@ impl PartitionedWriter {
                 .err()
                 .unwrap_or_else(|| self.err(&f.path, "closed before any rows were written")));
         };
-        let finished = match flushed {
-            Ok(()) => writer.finish().await.map_err(|e| self.err(&f.path, e)),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = finished {
+        if let Err(e) = flushed {
             if let Err(abort) = writer.into_inner().abort().await {
                 tracing::debug!(path = %f.path, error = %abort, "abandoning a failed upload");
             }
             return Err(e);
         }
+        // A failed finish cannot be abandoned: the upload is shut down by then (object_store's
+        // BufWriter refuses an abort after its shutdown).
+        writer.finish().await.map_err(|e| self.err(&f.path, e))?;
         let size = writer.bytes_written() as u64;
         let stats = f.stats.to_json(f.rows);
         self.done.push(StagedFile {
