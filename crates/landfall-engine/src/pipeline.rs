@@ -18,8 +18,9 @@ use crate::pinned::{Body, FileError, PinnedReader, fetch, stream_files_from};
 use crate::schema::StreamSchema;
 use arrow::array::RecordBatch;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use landfall_core::seams::SeamResult;
 use landfall_core::{FileKey, FileMeta, SeamError, SkipReason};
 use landfall_discovery::{display_path, hive_partitions, relative_path};
@@ -31,26 +32,22 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 /// Files fetched ahead of the decoder (at most this many small files in memory).
 const PREFETCH_FILES: usize = 16;
-/// Bytes of whole files read and decoded ahead of the writer, about (their decoded rows take
-/// about as much again): 24 MiB holds two of the 10 MB files of the benchmark's large shape.
+/// The read-ahead budget [`files_ahead`] divides by the mean size of the files read whole:
+/// 24 MiB holds two of the 10 MB files of the benchmark's large shape.
 const PREFETCH_BYTES: u64 = 24 << 20;
 
-/// How many files are read and decoded ahead of the writer: as many of the batch's files
-/// (their mean size, files streamed in pieces aside) as fit in [`PREFETCH_BYTES`], between 2
-/// and four per core ([`PREFETCH_FILES`] at most). Small files need many in flight to keep
-/// the cores busy (20,000 files of 2 KB: 0.80 s with 8, 1.10 s with 2); large ones only
-/// hold memory (100 files of 10 MB: the same time, and 150 MB instead of 215 MB, with 2).
+/// How many files are read and decoded ahead of the writer: [`PREFETCH_BYTES`] over the mean
+/// size of the batch's files read whole (`sizes`; streamed and skipped files are left out),
+/// between 2 and four per core ([`PREFETCH_FILES`] at most). Small files need many in flight
+/// to keep the cores busy (20,000 files of 2 KB: 0.80 s with 8, 1.10 s with 2); large ones
+/// only hold memory (100 files of 10 MB: the same time, and 150 MB instead of 215 MB, with
+/// 2). The memory bound is still the count's: four files per core of up to 16 MiB each.
 fn files_ahead(sizes: &[u64], cores: usize) -> usize {
     let most = PREFETCH_FILES.min(cores * 4).max(2);
-    let whole: Vec<u64> = sizes
-        .iter()
-        .copied()
-        .filter(|&s| s < stream_files_from())
-        .collect();
-    if whole.is_empty() {
+    if sizes.is_empty() {
         return 2;
     }
-    let mean = (whole.iter().sum::<u64>() / whole.len() as u64).max(1);
+    let mean = (sizes.iter().sum::<u64>() / sizes.len() as u64).max(1);
     usize::try_from(PREFETCH_BYTES / mean)
         .unwrap_or(usize::MAX)
         .clamp(2, most)
@@ -124,16 +121,17 @@ pub fn spawn(
 ) -> mpsc::Receiver<SeamResult<Decoded>> {
     let (tx, rx) = mpsc::channel(DECODED_AHEAD);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let sizes: Vec<u64> = files.iter().map(|(_, m)| m.size).collect();
+    let sizes: Vec<u64> = files
+        .iter()
+        .filter(|(_, m)| reads_whole(&job, m))
+        .map(|(_, m)| m.size)
+        .collect();
     tokio::spawn(async move {
         let (job2, store2) = (job.clone(), store.clone());
         let mut reads = futures::stream::iter(files)
             .map(move |(key, meta)| {
-                let (job, store) = (job2.clone(), store2.clone());
-                async move {
-                    let r = read_file(job, store, meta.clone()).await;
-                    (key, meta, r)
-                }
+                let read = read_file(job2.clone(), store2.clone(), meta.clone());
+                async move { (key, meta, read.await) }
             })
             .buffered(files_ahead(&sizes, cores))
             .boxed();
@@ -192,40 +190,55 @@ pub fn spawn(
     rx
 }
 
-/// Fetch and decode a small file in a task of its own (so files decode in parallel); leave a
-/// large one to `stream_file`.
-async fn read_file(
+/// The size from which `meta` is streamed instead of read whole: a compressed file may
+/// inflate a thousandfold or more, so it is always streamed (its decoded rows flow to the
+/// writer as they come instead of being held for the whole file).
+fn streamed_from(job: &DecodeJob, meta: &FileMeta) -> u64 {
+    match landfall_formats::Codec::of(&meta.path) {
+        Some(_) if job.format != FileFormat::BinaryFile => 0,
+        _ => stream_files_from(),
+    }
+}
+
+/// Whether `meta` is read whole and decoded in a task of its own ([`read_file`]), neither
+/// skipped nor streamed.
+fn reads_whole(job: &DecodeJob, meta: &FileMeta) -> bool {
+    meta.size > 0
+        && job.max_file_size.is_none_or(|max| meta.size <= max)
+        && meta.size < streamed_from(job, meta)
+}
+
+/// Start fetching and decoding a small file in a task of its own, now (so files decode in
+/// parallel as soon as they enter the read-ahead window, not when the window is next
+/// polled); leave a large one to `stream_file`.
+fn read_file(
     job: DecodeJob,
     store: Arc<dyn ObjectStore>,
     meta: FileMeta,
-) -> Result<FileRead, FileError> {
+) -> BoxFuture<'static, Result<FileRead, FileError>> {
     // Recorded, never read: a zero-byte Parquet or ORC file is no file of its format, and a
     // zero-byte text file has no rows.
     if meta.size == 0 {
-        return Err(FileError::Unreadable(landfall_core::SkipReason {
+        return futures::future::ready(Err(FileError::Unreadable(landfall_core::SkipReason {
             kind: landfall_core::SkipKind::Empty,
             detail: "0 bytes when discovered".into(),
-        }));
+        })))
+        .boxed();
     }
     if let Some(max) = job.max_file_size
         && meta.size > max
     {
-        return Err(FileError::Unreadable(landfall_core::SkipReason {
+        return futures::future::ready(Err(FileError::Unreadable(landfall_core::SkipReason {
             kind: landfall_core::SkipKind::TooLarge,
             detail: format!(
                 "{} bytes, more than binary_file.max_file_size ({max} bytes)",
                 meta.size
             ),
-        }));
+        })))
+        .boxed();
     }
-    // A compressed file may inflate a thousandfold or more: always streamed (its decoded
-    // rows flow to the writer as they come instead of being held for the whole file).
-    let from = match landfall_formats::Codec::of(&meta.path) {
-        Some(_) if job.format != FileFormat::BinaryFile => 0,
-        _ => stream_files_from(),
-    };
-    if meta.size >= from {
-        return Ok(FileRead::Large(meta));
+    if !reads_whole(&job, &meta) {
+        return futures::future::ready(Ok(FileRead::Large(meta))).boxed();
     }
     let path = meta.path.clone();
     let task = tokio::spawn(async move {
@@ -236,7 +249,7 @@ async fn read_file(
             .await?;
         Ok(FileRead::Whole(out))
     });
-    joined(&path, task.await)
+    async move { joined(&path, task.await) }.boxed()
 }
 
 /// The result of a file's decoding task; a task that panicked or was cancelled is a transient
@@ -489,10 +502,7 @@ mod tests {
         assert_eq!(files_ahead(&vec![10 << 20; 100], 2), 2);
         assert_eq!(files_ahead(&vec![4 << 20; 100], 2), 6);
         assert_eq!(files_ahead(&vec![2_000; 1000], 8), PREFETCH_FILES);
-        // Files streamed in pieces are not read ahead whole: they do not weigh in.
-        assert_eq!(files_ahead(&[2_000, 1 << 40], 2), 8);
-        assert_eq!(files_ahead(&[1 << 40], 2), 2);
         assert_eq!(files_ahead(&[], 1), 2);
-        assert_eq!(files_ahead(&[0, 0], 1), 4);
+        assert_eq!(files_ahead(&[1, 1], 1), 4);
     }
 }
