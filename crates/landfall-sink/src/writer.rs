@@ -396,9 +396,7 @@ impl PartitionedWriter {
                 .unwrap_or_else(|| self.err(&f.path, "closed before any rows were written")));
         };
         if let Err(e) = flushed {
-            if let Err(abort) = writer.into_inner().abort().await {
-                tracing::debug!(path = %f.path, error = %abort, "abandoning a failed upload");
-            }
+            abandon(&f.path, writer).await;
             return Err(e);
         }
         // A failed finish cannot be abandoned: the upload is shut down by then (object_store's
@@ -498,12 +496,18 @@ impl PartitionedWriter {
             .collect();
         for f in open {
             // A file with no rows written has no upload.
-            let Some(writer) = f.writer else { continue };
-            let mut upload = writer.into_inner();
-            if let Err(e) = upload.abort().await {
-                tracing::debug!(path = %f.path, error = %e, "abandoning a failed upload");
+            if let Some(writer) = f.writer {
+                abandon(&f.path, writer).await;
             }
         }
+    }
+}
+
+/// Abandon the upload of the file at `path` after a failure. Best effort and silent on
+/// purpose: the error the caller reports is the one that made the write fail.
+async fn abandon(path: &str, writer: AsyncArrowWriter<BufWriter>) {
+    if let Err(e) = writer.into_inner().abort().await {
+        tracing::debug!(path, error = %e, "abandoning a failed upload");
     }
 }
 
