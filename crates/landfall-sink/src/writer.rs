@@ -14,7 +14,8 @@
 //! (`delta::kernel::encode_path`) and readers decode it, so the log and the file agree (`%` in
 //! a directory name is `%25` in the log).
 //!
-//! Each file's `stats` are computed from the batches as they are written ([`stats`]).
+//! Each file's `stats` come from the batches as they are written and, for strings, from the
+//! Parquet footer the writer computes anyway ([`stats`]).
 //!
 //! Small batches (the rows of small files, a file's last rows) are gathered per open file into
 //! batches of up to [`COALESCED_ROWS`] rows or [`GATHERED_BYTES`] (arrow's `concat_batches`)
@@ -33,6 +34,8 @@ use object_store::ObjectStore;
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use parquet::arrow::AsyncArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -163,6 +166,14 @@ impl TableLayout {
             on_new_file,
         ))
     }
+}
+
+/// The Parquet writer properties of a file whose first rows are `first`: Snappy, the string
+/// statistics [`stats`] reads from the footer, and dictionaries only where they pay
+/// ([`dictionary`]).
+pub(crate) fn file_properties(first: &RecordBatch) -> WriterProperties {
+    let props = WriterProperties::builder().set_compression(Compression::SNAPPY);
+    dictionary::choose(stats::footer_bounds(props), first).build()
 }
 
 /// Batches below this many rows are gathered before they are written (see the module docs).
@@ -335,7 +346,7 @@ impl PartitionedWriter {
                 let writer = AsyncArrowWriter::try_new(
                     BufWriter::new(self.store.clone(), f.object.clone()),
                     self.file_schema.clone(),
-                    Some(dictionary::properties(&batch)),
+                    Some(file_properties(&batch)),
                 )
                 .map_err(|e| self.err(&f.path, e))?;
                 f.writer.insert(writer)
@@ -401,9 +412,9 @@ impl PartitionedWriter {
         }
         // A failed finish cannot be abandoned: the upload is shut down by then (object_store's
         // BufWriter refuses an abort after its shutdown).
-        writer.finish().await.map_err(|e| self.err(&f.path, e))?;
+        let footer = writer.finish().await.map_err(|e| self.err(&f.path, e))?;
         let size = writer.bytes_written() as u64;
-        let stats = f.stats.to_json(f.rows);
+        let stats = f.stats.to_json(f.rows, &footer);
         self.done.push(StagedFile {
             path: f.path,
             size,

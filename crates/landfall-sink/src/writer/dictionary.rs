@@ -6,8 +6,8 @@
 //! dictionary of 131,072 values per row group before it falls back to plain encoding: work
 //! that makes the file no smaller. parquet-mr keeps the dictionary only when, on the first page,
 //! the dictionary and the encoded indices together are smaller than the plain values
-//! (`DictionaryValuesWriter.isCompressionSatisfying`). [`properties`] applies the same test
-//! to the first rows written to a file: a top-level column of fixed-width numbers or strings
+//! (`DictionaryValuesWriter.isCompressionSatisfying`). This module applies the same test
+//! to the first rows written to a file ([`choose`]): a top-level column of fixed-width numbers or strings
 //! whose sample says the dictionary does not pay is written plain from its first row; every
 //! other column keeps arrow-rs's default (dictionary, with its own fallback).
 //!
@@ -16,8 +16,7 @@
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::*;
 use arrow_schema::DataType;
-use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::WriterPropertiesBuilder;
 use parquet::schema::types::ColumnPath;
 use std::collections::HashSet;
 
@@ -25,10 +24,12 @@ use std::collections::HashSet;
 /// the column keeps the dictionary.
 pub(crate) const SAMPLE_ROWS: usize = 4096;
 
-/// The writer properties of a file whose first rows are `first` (Snappy, and no dictionary
-/// for the columns [`dictionary_pays`] rejects).
-pub(crate) fn properties(first: &RecordBatch) -> WriterProperties {
-    let mut props = WriterProperties::builder().set_compression(Compression::SNAPPY);
+/// `props` with no dictionary for the columns of a file whose first rows are `first` that
+/// [`dictionary_pays`] rejects.
+pub(crate) fn choose(
+    mut props: WriterPropertiesBuilder,
+    first: &RecordBatch,
+) -> WriterPropertiesBuilder {
     if first.num_rows() >= SAMPLE_ROWS {
         for (field, column) in first.schema().fields().iter().zip(first.columns()) {
             if dictionary_pays(column) == Some(false) {
@@ -39,7 +40,7 @@ pub(crate) fn properties(first: &RecordBatch) -> WriterProperties {
             }
         }
     }
-    props.build()
+    props
 }
 
 /// Whether a dictionary makes `a` smaller, parquet-mr's test: the distinct values plus one
@@ -134,7 +135,9 @@ fn bytes<'a>(values: impl Iterator<Item = Option<&'a [u8]>>) -> (usize, usize, u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::writer::file_properties as properties;
     use arrow::array::{Float64Array, Int32Array, Int64Array, StringArray};
+    use parquet::basic::Compression;
     use std::sync::Arc;
 
     fn pays(a: impl Array + 'static) -> Option<bool> {

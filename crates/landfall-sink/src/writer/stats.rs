@@ -20,17 +20,28 @@
 //!   [`STRING_PREFIX`] characters, the max then bumped with a tie-breaker character so that it
 //!   stays >= every value (Delta Spark's `truncateMaxStringAgg`).
 //!
-//! Why from the Arrow batches rather than the Parquet footer: the footer cannot tell whether
-//! a float column held a NaN (arrow-rs leaves NaN out of its page and chunk statistics), its
-//! string statistics are themselves truncated, and unsigned and decimal columns need their
-//! logical type re-applied. The running min/max here is one vectorised kernel pass per indexed
-//! column per batch, small next to encoding and compressing the same batch.
+//! Where the bounds come from:
+//! - Numbers, dates and timestamps from the Arrow batches as they are written, one vectorised
+//!   kernel pass per indexed column per batch. The footer could not tell whether a float
+//!   column held a NaN (arrow-rs leaves NaN out of its statistics), and unsigned and decimal
+//!   columns would need their logical type re-applied to its bytes.
+//! - Strings from the Parquet footer ([`FileStats::to_json`]): arrow-rs compares every value
+//!   for its own column statistics anyway, and comparing them a second time here was a
+//!   twentieth of a large ingest's CPU. [`footer_bounds`] sets the writer's statistics to keep
+//!   [`FOOTER_STRING_BYTES`] bytes, more than the [`KEY_BYTES`] the Delta bounds are cut from.
+//!   A cut min is a prefix of the least value; a cut max is a prefix with its last character
+//!   bumped, and arrow-rs bumps an earlier character only when the last ones cannot be bumped
+//!   (U+007F, U+07FF, U+FFFF, U+D7FF, U+10FFFF). Either way the Delta max stays >= every value,
+//!   and it is Delta Spark's own unless more than 256 bytes of such characters end the cut.
+//!   A row group with values but no statistics leaves the column's string bounds out.
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::{max, min, nullif};
 use arrow::datatypes::*;
 use arrow_schema::{DataType, Fields, Schema, TimeUnit};
 use chrono::{DateTime, NaiveDate};
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
 
 /// Delta's default `delta.dataSkippingNumIndexedCols`.
 pub const NUM_INDEXED_COLS: usize = 32;
@@ -83,8 +94,9 @@ enum Bounds {
         range: Option<(f64, f64)>,
         nan: bool,
     },
-    /// The least and greatest [`string_key`] seen (see [`fold_strings`]).
-    String(Option<(Vec<u8>, Vec<u8>)>),
+    /// Strings: nothing while writing; the least and greatest [`string_key`] are read from
+    /// the footer ([`footer_string_keys`]).
+    String,
 }
 
 #[derive(Debug)]
@@ -148,19 +160,29 @@ impl FileStats {
                         }
                     }
                 }
-                Bounds::String(acc) => fold_strings(&array, acc),
+                Bounds::String => {}
             }
         }
     }
 
-    /// The `stats` JSON of a file holding `num_records` rows.
-    pub fn to_json(&self, num_records: u64) -> String {
+    /// The `stats` JSON of a file holding `num_records` rows, whose Parquet writer returned
+    /// `footer` (written with [`footer_bounds`]).
+    pub fn to_json(&self, num_records: u64, footer: &ParquetMetaData) -> String {
         let mut mins = Node::object();
         let mut maxes = Node::object();
         let mut nulls = Node::object();
         for leaf in &self.leaves {
             nulls.insert(&leaf.path, leaf.nulls.to_string());
-            let (lo, hi) = leaf.render_bounds();
+            let (lo, hi) = match leaf.bounds {
+                Bounds::String => match footer_string_keys(footer, &leaf.path) {
+                    Some((lo, hi)) => (
+                        Some(json_string(truncate_min(key_text(&lo)))),
+                        truncate_max(key_text(&hi)).map(|s| json_string(&s)),
+                    ),
+                    None => (None, None),
+                },
+                _ => leaf.render_bounds(),
+            };
             if let Some(lo) = lo {
                 mins.insert(&leaf.path, lo);
             }
@@ -199,7 +221,7 @@ fn collect_leaves(
                     range: None,
                     nan: false,
                 },
-                Kind::String => Bounds::String(None),
+                Kind::String => Bounds::String,
                 _ => Bounds::Int(None),
             };
             out.push(Leaf {
@@ -290,40 +312,45 @@ fn string_key(s: &[u8]) -> &[u8] {
     &s[..s.len().min(KEY_BYTES)]
 }
 
-/// Fold the non-null strings of `a` into the running least and greatest [`string_key`]:
-/// one comparison a value when it equals the least so far (a column of repeated values),
-/// at most two otherwise; bounds are copied only when they change.
-fn fold_strings(a: &ArrayRef, acc: &mut Option<(Vec<u8>, Vec<u8>)>) {
-    fn fold<'a>(
-        values: impl Iterator<Item = Option<&'a str>>,
-        acc: &mut Option<(Vec<u8>, Vec<u8>)>,
-    ) {
-        for v in values.flatten() {
-            let k = string_key(v.as_bytes());
-            match acc {
-                None => *acc = Some((k.to_vec(), k.to_vec())),
-                Some((lo, hi)) => match k.cmp(lo.as_slice()) {
-                    std::cmp::Ordering::Less => {
-                        lo.clear();
-                        lo.extend_from_slice(k);
-                    }
-                    std::cmp::Ordering::Equal => {}
-                    std::cmp::Ordering::Greater => {
-                        if k > hi.as_slice() {
-                            hi.clear();
-                            hi.extend_from_slice(k);
-                        }
-                    }
-                },
+/// Parquet writer properties that keep what [`FileStats::to_json`] reads from the footer:
+/// column statistics, with strings cut at [`FOOTER_STRING_BYTES`].
+pub(crate) fn footer_bounds(props: WriterPropertiesBuilder) -> WriterPropertiesBuilder {
+    props
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_statistics_truncate_length(Some(FOOTER_STRING_BYTES))
+}
+
+/// The bytes of a string statistic the footer keeps: twice [`KEY_BYTES`], so a cut max
+/// (bumped at its end) still holds the key's bytes unless a long run of characters that
+/// cannot be bumped ends it (see the module docs).
+pub(crate) const FOOTER_STRING_BYTES: usize = 2 * KEY_BYTES;
+
+/// The least and greatest [`string_key`] of the string leaf at `path` over the row groups of
+/// `footer`; `None` when it has no non-null value or a row group with values has no bounds.
+fn footer_string_keys(footer: &ParquetMetaData, path: &[String]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let schema = footer.file_metadata().schema_descr();
+    let column = (0..schema.num_columns()).find(|&i| schema.column(i).path().parts() == path)?;
+    let mut acc: Option<(Vec<u8>, Vec<u8>)> = None;
+    for group in footer.row_groups() {
+        let chunk = group.column(column);
+        let stats = chunk.statistics()?;
+        let (Some(lo), Some(hi)) = (stats.min_bytes_opt(), stats.max_bytes_opt()) else {
+            // No bounds: fine only when every value of the chunk is null.
+            if stats.null_count_opt() == Some(chunk.num_values() as u64) {
+                continue;
             }
-        }
+            return None;
+        };
+        let (lo, hi) = (string_key(lo), string_key(hi));
+        acc = Some(match acc {
+            None => (lo.to_vec(), hi.to_vec()),
+            Some((a, b)) => (
+                if lo < a.as_slice() { lo.to_vec() } else { a },
+                if hi > b.as_slice() { hi.to_vec() } else { b },
+            ),
+        });
     }
-    match a.data_type() {
-        DataType::Utf8 => fold(a.as_string::<i32>().iter(), acc),
-        DataType::LargeUtf8 => fold(a.as_string::<i64>().iter(), acc),
-        DataType::Utf8View => fold(a.as_string_view().iter(), acc),
-        _ => {}
-    }
+    acc
 }
 
 /// A [`string_key`] as text: whole characters only (a key cut inside a character drops it;
@@ -363,10 +390,6 @@ impl Leaf {
                 let f32 = matches!(kind, Kind::Float32);
                 (float_text(*lo, f32), float_text(*hi, f32))
             }
-            (Bounds::String(Some((lo, hi))), _) => (
-                Some(json_string(truncate_min(key_text(lo)))),
-                truncate_max(key_text(hi)).map(|s| json_string(&s)),
-            ),
             _ => (None, None),
         }
     }
@@ -527,22 +550,40 @@ mod tests {
         Int32Array, Int64Array, StringArray, StructArray, TimestampMicrosecondArray, UInt64Array,
     };
     use arrow::buffer::NullBuffer;
-    use arrow_schema::Field;
+    use arrow_schema::{Field, SchemaRef};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
     use serde_json::{Value, json};
     use std::sync::Arc;
 
-    fn stats_of(batches: &[RecordBatch]) -> Value {
-        let mut s = FileStats::new(&batches[0].schema());
+    /// The stats of `batches` written as one Parquet file of `rows_per_group` rows per row
+    /// group, as the writer makes them: from the batches and the file's footer.
+    fn stats_json(schema: SchemaRef, batches: &[RecordBatch], rows_per_group: usize) -> String {
+        let mut s = FileStats::new(&schema);
+        let props = footer_bounds(WriterProperties::builder())
+            .set_max_row_group_size(rows_per_group)
+            .build();
+        let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
         let mut rows = 0;
         for b in batches {
+            w.write(b).unwrap();
             s.update(b);
             rows += b.num_rows() as u64;
         }
-        serde_json::from_str(&s.to_json(rows)).expect("valid JSON")
+        let footer = w.finish().unwrap();
+        s.to_json(rows, &footer)
     }
 
+    fn stats_of(batches: &[RecordBatch]) -> Value {
+        let text = stats_json(batches[0].schema(), batches, 1024);
+        serde_json::from_str(&text).expect("valid JSON")
+    }
+
+    /// A batch of nullable columns (as the table's are: a column's first batch may hold no
+    /// null and a later one may).
     fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
-        RecordBatch::try_from_iter(columns).unwrap()
+        RecordBatch::try_from_iter_with_nullable(columns.into_iter().map(|(n, a)| (n, a, true)))
+            .unwrap()
     }
 
     #[test]
@@ -647,9 +688,7 @@ mod tests {
             })
         );
         // Exact decimal digits in the text, not an f64 rendering.
-        let mut s = FileStats::new(&stats_batch_schema());
-        s.update(&stats_batch());
-        let text = s.to_json(2);
+        let text = stats_json(stats_batch().schema(), &[stats_batch()], 1024);
         assert!(text.contains(r#""d":12.30"#), "{text}");
         assert!(
             text.contains(r#""big":99999999999999999999999999999999.999"#),
@@ -679,10 +718,6 @@ mod tests {
                 ) as ArrayRef,
             ),
         ])
-    }
-
-    fn stats_batch_schema() -> Schema {
-        stats_batch().schema().as_ref().clone()
     }
 
     #[test]
@@ -750,8 +785,8 @@ mod tests {
             .collect();
         fields.push(Field::new("st", DataType::Struct(children.into()), true));
         fields.push(Field::new("after", DataType::Int32, true));
-        let s = FileStats::new(&Schema::new(fields));
-        let v: Value = serde_json::from_str(&s.to_json(0)).unwrap();
+        let v: Value =
+            serde_json::from_str(&stats_json(Arc::new(Schema::new(fields)), &[], 1024)).unwrap();
         let nulls = v["nullCount"].as_object().unwrap();
         assert_eq!(nulls.len(), 21, "c0..c19 and st");
         assert_eq!(v["nullCount"]["st"].as_object().unwrap().len(), 12);
@@ -789,8 +824,9 @@ mod tests {
     #[test]
     fn string_bounds_from_keys_are_the_bounds_of_the_whole_strings() {
         // Random strings around the key length (ASCII, 3- and 4-byte characters, U+10FFFF
-        // and U+7F, long shared prefixes), in random batches with nulls: the bounds rendered
-        // from the cut keys are those of the whole strings' min and max.
+        // and U+7F, long shared prefixes; some past the footer's cut), in random batches with
+        // nulls and random row groups: the bounds rendered from the footer's cut keys are
+        // those of the whole strings' min and max.
         let alphabet = ['a', 'b', '\u{7F}', '日', '\u{10FFFF}', '\u{10FFFE}'];
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move |n: usize| {
@@ -802,9 +838,12 @@ mod tests {
         for case in 0..400 {
             // Narrow (ASCII) or wide (3- and 4-byte) shared prefixes, or 32 4-byte characters
             // and a run of U+10FFFF, which the max's truncation reads to its end.
-            let common: String = match case % 3 {
+            let common: String = match case % 4 {
                 0 => (0..next(90)).map(|_| alphabet[next(2)]).collect(),
                 1 => (0..next(90)).map(|_| alphabet[3 + next(3)]).collect(),
+                2 => (0..FOOTER_STRING_BYTES - 40 + next(90))
+                    .map(|_| alphabet[next(2)])
+                    .collect(),
                 _ => format!(
                     "{}{}",
                     "\u{10FFFE}".repeat(32),
@@ -830,7 +869,8 @@ mod tests {
                     Arc::new(StringArray::from(values)) as ArrayRef,
                 )]));
             }
-            let v = stats_of(&batches);
+            let text = stats_json(batches[0].schema(), &batches, 1 + next(8));
+            let v: Value = serde_json::from_str(&text).unwrap();
             let (Some(lo), Some(hi)) = (all.iter().min(), all.iter().max()) else {
                 assert_eq!(v["minValues"], json!({}), "case {case}");
                 continue;
