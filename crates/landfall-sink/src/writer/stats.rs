@@ -561,7 +561,7 @@ mod tests {
     fn stats_json(schema: SchemaRef, batches: &[RecordBatch], rows_per_group: usize) -> String {
         let mut s = FileStats::new(&schema);
         let props = footer_bounds(WriterProperties::builder())
-            .set_max_row_group_size(rows_per_group)
+            .set_max_row_group_row_count(Some(rows_per_group))
             .build();
         let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
         let mut rows = 0;
