@@ -22,7 +22,8 @@
 //! before they reach the Parquet writer, whose cost per call and
 //! column dwarfs a batch of a few rows; larger batches go to it as they come, after what is
 //! gathered. The Parquet writer of a file is made when its first rows are written, so the
-//! columns that get no dictionary can be chosen on them ([`dictionary`]).
+//! columns that get no dictionary can be chosen on them ([`dictionary`]). It encodes the
+//! columns of a large batch in parallel ([`encoder`]).
 
 use crate::error::SinkError;
 use arrow::array::RecordBatch;
@@ -33,13 +34,13 @@ use landfall_core::seams::StagedHook;
 use object_store::ObjectStore;
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
-use parquet::arrow::AsyncArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 mod dictionary;
+mod encoder;
 pub mod stats;
 
 /// Hive's name for a null partition value.
@@ -190,7 +191,7 @@ struct OpenFile {
     path: String,
     object: Path,
     /// Made with the first rows written ([`PartitionedWriter::write_rows`]).
-    writer: Option<AsyncArrowWriter<BufWriter>>,
+    writer: Option<encoder::FileEncoder>,
     /// Small batches not written yet, their rows, and their size in memory (counted towards
     /// the target file size until they are written).
     gathered: Vec<RecordBatch>,
@@ -343,10 +344,10 @@ impl PartitionedWriter {
         let writer = match &mut f.writer {
             Some(w) => w,
             None => {
-                let writer = AsyncArrowWriter::try_new(
+                let writer = encoder::FileEncoder::try_new(
                     BufWriter::new(self.store.clone(), f.object.clone()),
                     self.file_schema.clone(),
-                    Some(file_properties(&batch)),
+                    file_properties(&batch),
                 )
                 .map_err(|e| self.err(&f.path, e))?;
                 f.writer.insert(writer)
@@ -516,8 +517,8 @@ impl PartitionedWriter {
 
 /// Abandon the upload of the file at `path` after a failure. Best effort and silent on
 /// purpose: the error the caller reports is the one that made the write fail.
-async fn abandon(path: &str, writer: AsyncArrowWriter<BufWriter>) {
-    if let Err(e) = writer.into_inner().abort().await {
+async fn abandon(path: &str, writer: encoder::FileEncoder) {
+    if let Err(e) = writer.into_upload().abort().await {
         tracing::debug!(path, error = %e, "abandoning a failed upload");
     }
 }
