@@ -434,7 +434,14 @@ impl PartitionedWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let batch = self.project(batch)?;
+        // A failed write fails the whole batch: every open upload is abandoned.
+        let batch = match self.project(batch) {
+            Ok(batch) => batch,
+            Err(e) => {
+                self.abort_all(None).await;
+                return Err(e);
+            }
+        };
         let key = values.to_vec();
         self.writes += 1;
         let mut file = match self.open.remove(&key) {
@@ -443,7 +450,13 @@ impl PartitionedWriter {
                 if self.open.len() >= MAX_OPEN_PARTITION_FILES {
                     self.close_least_recent().await?;
                 }
-                self.open_file(values)?
+                match self.open_file(values) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.abort_all(None).await;
+                        return Err(e);
+                    }
+                }
             }
         };
         file.last_used = self.writes;
