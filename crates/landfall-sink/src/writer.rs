@@ -411,9 +411,16 @@ impl PartitionedWriter {
             abandon(&f.path, writer).await;
             return Err(e);
         }
-        // A failed finish cannot be abandoned: the upload is shut down by then (object_store's
-        // BufWriter refuses an abort after its shutdown).
-        let footer = writer.finish().await.map_err(|e| self.err(&f.path, e))?;
+        // A finish that fails before the upload's shutdown (a row group that would not close,
+        // a part that would not upload) abandons the upload; after it, nothing is left to abort.
+        let footer = match writer.finish().await {
+            Ok(footer) => footer,
+            Err(e) => {
+                let err = self.err(&f.path, e);
+                abandon(&f.path, writer).await;
+                return Err(err);
+            }
+        };
         let size = writer.bytes_written() as u64;
         let stats = f.stats.to_json(f.rows, &footer);
         self.done.push(StagedFile {
@@ -531,7 +538,7 @@ impl PartitionedWriter {
 /// Abandon the upload of the file at `path` after a failure. Best effort and silent on
 /// purpose: the error the caller reports is the one that made the write fail.
 async fn abandon(path: &str, writer: encoder::FileEncoder) {
-    if let Err(e) = writer.into_upload().abort().await {
+    if let Err(e) = writer.abandon().await {
         tracing::debug!(path, error = %e, "abandoning a failed upload");
     }
 }

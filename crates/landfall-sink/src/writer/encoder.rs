@@ -6,15 +6,22 @@
 //! and compressing a batch is about two fifths of a JSON ingest's CPU. arrow-rs offers the
 //! parts to do better ([`ArrowColumnWriter`], one per leaf column): here each top-level column
 //! of a batch of at least [`PARALLEL_ROWS`] rows is encoded on a tokio task of its own (a
-//! struct's leaves together, on one), the first on the caller's. Smaller batches are encoded
-//! in place, where a task would cost more than it saves.
+//! struct's leaves together, on one). Every column is spawned, none encoded inline: tokio
+//! keeps the last task a worker spawns in a slot no other worker steals from, so encoding one
+//! inline would leave that last column waiting for it (a two-column table would get no
+//! parallelism). Smaller batches are encoded in place, where a task would cost more than it
+//! saves. The tasks are aborted when the write is dropped or fails.
 //!
 //! What comes out is what `ArrowWriter` makes of the same properties: the same row groups
 //! (cut at `max_row_group_row_count` rows), the same pages and encodings, the Arrow schema in
 //! the footer's key-value metadata (the writer is made by `ArrowWriter` and taken apart with
 //! `into_serialized_writer`). A row group's encoded pages stay in memory until it closes, as
-//! with `ArrowWriter`; then its bytes go to the upload. After any error the encoder refuses
-//! every further call, so a file can never be finished with a column's rows missing.
+//! with `ArrowWriter`; then its bytes go to the upload. The properties `ArrowWriter` honours
+//! and this encoder does not (`max_row_group_bytes`, content-defined chunking) are refused.
+//!
+//! After any error, and after a write or finish whose future was dropped before it ended, the
+//! encoder refuses every further call, so a file can never be finished with a column's rows
+//! missing; it can only be abandoned ([`FileEncoder::abandon`]).
 
 use arrow::array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -29,6 +36,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
 
 /// Batches of at least this many rows have their columns encoded in parallel.
 pub(crate) const PARALLEL_ROWS: usize = 4096;
@@ -49,8 +57,23 @@ pub(crate) struct FileEncoder {
     group_rows: usize,
     max_group_rows: usize,
     upload: BufWriter,
-    /// Set by any error: the file is incomplete and can only be abandoned.
+    /// Set while a write or finish is under way and left set by any error (or by a dropped
+    /// future): the file is incomplete and can only be abandoned.
     failed: bool,
+    /// The upload's shutdown has begun: object_store's `BufWriter` cannot be aborted then.
+    shut_down: bool,
+}
+
+/// Column tasks, aborted if dropped before they are all awaited (a failed column, a dropped
+/// write): no task goes on encoding rows nobody will write.
+struct ColumnTasks(Vec<JoinHandle<Result<ColumnWriters>>>);
+
+impl Drop for ColumnTasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 fn external(e: impl std::error::Error + Send + Sync + 'static) -> ParquetError {
@@ -64,6 +87,12 @@ impl FileEncoder {
         schema: SchemaRef,
         props: WriterProperties,
     ) -> Result<Self> {
+        if props.max_row_group_bytes().is_some() || props.content_defined_chunking().is_some() {
+            return Err(ParquetError::General(
+                "the file encoder cuts row groups by rows only and does not chunk by content"
+                    .into(),
+            ));
+        }
         let max_group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX);
         let (file, factory) = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))?
             .into_serialized_writer()?;
@@ -81,6 +110,7 @@ impl FileEncoder {
             max_group_rows: max_group_rows.max(1),
             upload,
             failed: false,
+            shut_down: false,
         })
     }
 
@@ -111,9 +141,21 @@ impl FileEncoder {
     /// Encode `batch` (of the file's schema), closing row groups as they fill.
     pub(crate) async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.check()?;
-        let result = self.write_rows(batch).await;
-        self.failed = result.is_err();
-        result
+        if batch.num_columns() != self.schema.fields().len() {
+            // Checked here: the zip below would drop the missing columns' writers, and the
+            // row group would only fail when it closes, batches later.
+            return Err(ParquetError::General(format!(
+                "a batch of {} columns for a file of {}",
+                batch.num_columns(),
+                self.schema.fields().len()
+            )));
+        }
+        // Set until the write ends well: a write dropped midway (its row group taken, its
+        // bytes half uploaded) leaves the file unfinishable.
+        self.failed = true;
+        self.write_rows(batch).await?;
+        self.failed = false;
+        Ok(())
     }
 
     async fn write_rows(&mut self, batch: &RecordBatch) -> Result<()> {
@@ -163,15 +205,15 @@ impl FileEncoder {
             work.push((writers, compute_leaves(field, column)?));
         }
         let group = if batch.num_rows() >= PARALLEL_ROWS && work.len() > 1 {
-            let mut work = work.into_iter();
-            let (first, first_leaves) = work.next().expect("two columns or more");
-            let tasks: Vec<_> = work
-                .map(|(writers, leaves)| {
-                    tokio::spawn(async move { encode_column(writers, leaves) })
-                })
-                .collect();
-            let mut group = vec![encode_column(first, first_leaves)?];
-            for task in tasks {
+            let mut tasks = ColumnTasks(
+                work.into_iter()
+                    .map(|(writers, leaves)| {
+                        tokio::spawn(async move { encode_column(writers, leaves) })
+                    })
+                    .collect(),
+            );
+            let mut group = Vec::with_capacity(tasks.0.len());
+            for task in &mut tasks.0 {
                 group.push(task.await.map_err(external)??);
             }
             group
@@ -218,14 +260,21 @@ impl FileEncoder {
         self.close_group().await?;
         let footer = self.file.finish()?;
         self.upload_buffered().await?;
+        self.shut_down = true;
         self.upload.shutdown().await.map_err(external)?;
         self.failed = false;
         Ok(footer)
     }
 
-    /// The upload, to abandon it.
-    pub(crate) fn into_upload(self) -> BufWriter {
-        self.upload
+    /// Abandon the upload after a failure: a multipart upload already begun is aborted.
+    /// After the upload's shutdown has begun there is nothing left to abort (and object_store's
+    /// `BufWriter` would panic): `Ok` then, as the store either has the whole file or, for a
+    /// multipart upload the store did not complete, expires it by its own lifecycle rules.
+    pub(crate) async fn abandon(mut self) -> object_store::Result<()> {
+        if self.shut_down {
+            return Ok(());
+        }
+        self.upload.abort().await
     }
 }
 
@@ -400,7 +449,52 @@ mod tests {
             encoder.finish().await.is_err(),
             "never finished with rows missing"
         );
-        encoder.into_upload().abort().await.unwrap();
+        encoder.abandon().await.unwrap();
         assert!(store.get(&path).await.is_err(), "nothing was created");
+    }
+
+    /// A write dropped while its columns are being encoded (a `select!`, a shutdown) has
+    /// taken the row group in progress with it: the file must not be finished without it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_dropped_midway_leaves_a_file_that_cannot_be_finished() {
+        let first = rows(0, 5_000);
+        let big = rows(5_000, 200_000);
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = Path::from("t/f.parquet");
+        let mut encoder = FileEncoder::try_new(
+            BufWriter::new(store.clone(), path.clone()),
+            first.schema(),
+            props(),
+        )
+        .unwrap();
+        encoder.write(&first).await.unwrap();
+        // Polled once, then dropped: its column tasks cannot have encoded 10,000 rows yet.
+        let dropped = tokio::time::timeout(std::time::Duration::ZERO, encoder.write(&big)).await;
+        assert!(dropped.is_err(), "the write was dropped midway");
+        assert!(encoder.write(&first).await.is_err(), "refused after a drop");
+        assert!(
+            encoder.finish().await.is_err(),
+            "never finished without its rows"
+        );
+        encoder.abandon().await.unwrap();
+        assert!(store.get(&path).await.is_err(), "nothing was created");
+    }
+
+    #[test]
+    fn a_batch_missing_columns_and_properties_it_cannot_honour_are_refused() {
+        let good = rows(0, 10);
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let upload = || BufWriter::new(store.clone(), Path::from("t/f.parquet"));
+        let by_bytes = WriterProperties::builder()
+            .set_max_row_group_bytes(Some(1 << 20))
+            .build();
+        assert!(FileEncoder::try_new(upload(), good.schema(), by_bytes).is_err());
+        let mut encoder = FileEncoder::try_new(upload(), good.schema(), props()).unwrap();
+        let short = good.project(&[0, 1]).unwrap();
+        let err = futures::executor::block_on(encoder.write(&short)).unwrap_err();
+        assert!(
+            err.to_string().contains("2 columns for a file of 5"),
+            "{err}"
+        );
     }
 }

@@ -821,6 +821,36 @@ mod tests {
         }
     }
 
+    /// Values whose footer max arrow-rs cannot bump at its cut (U+10FFFF, U+7F runs past 520
+    /// bytes), so it bumps an earlier character or keeps the whole value: whatever the footer
+    /// holds, the bounds written stay below and above every value.
+    #[test]
+    fn string_bounds_hold_when_the_footer_bumps_an_earlier_character() {
+        let cases = [
+            format!("a{}", "\u{10FFFF}".repeat(600)),
+            format!("a{}", "\u{7F}".repeat(600)),
+            format!("{}{}x", "日".repeat(40), "\u{10FFFF}".repeat(200)),
+            format!("{}{}", "a".repeat(500), "\u{10FFFF}".repeat(10)),
+        ];
+        for value in &cases {
+            let other = format!("{value}\u{10FFFF}");
+            let b = batch(vec![(
+                "s",
+                Arc::new(StringArray::from(vec![Some(value.as_str()), Some(&other)])) as ArrayRef,
+            )]);
+            let text = stats_json(b.schema(), std::slice::from_ref(&b), 2);
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let min = v["minValues"]["s"]
+                .as_str()
+                .expect("a min is always written");
+            assert!(min.as_bytes() <= value.as_bytes(), "{min:?} <= {value:?}");
+            if let Some(max) = v["maxValues"]["s"].as_str() {
+                assert!(max.as_bytes() >= other.as_bytes(), "{max:?} >= {other:?}");
+                assert!(max.chars().count() <= 33, "{max:?} is cut");
+            }
+        }
+    }
+
     #[test]
     fn string_bounds_from_keys_are_the_bounds_of_the_whole_strings() {
         // Random strings around the key length (ASCII, 3- and 4-byte characters, U+10FFFF
@@ -873,6 +903,7 @@ mod tests {
             let v: Value = serde_json::from_str(&text).unwrap();
             let (Some(lo), Some(hi)) = (all.iter().min(), all.iter().max()) else {
                 assert_eq!(v["minValues"], json!({}), "case {case}");
+                assert_eq!(v["maxValues"], json!({}), "case {case}");
                 continue;
             };
             assert_eq!(v["minValues"]["s"], json!(truncate_min(lo)), "case {case}");
