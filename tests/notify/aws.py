@@ -10,6 +10,7 @@ Used by crates/landfall/tests/notifications.rs. Every command prints one JSON ob
   aws.py ENDPOINT putmany BUCKET SPEC_FILE                  upload each [key, text] of a JSON list
   aws.py ENDPOINT multipart BUCKET KEY FILE                 upload in a 2-part multipart upload
   aws.py ENDPOINT unwire BUCKET                             remove the bucket's notifications
+  aws.py ENDPOINT uploads BUCKET PREFIX                     keys of multipart uploads still open
   aws.py ENDPOINT send QUEUE_URL BODY_FILE                  send one message
   aws.py ENDPOINT drain QUEUE_URL                           every visible event body (hidden 1 s)
   aws.py ENDPOINT peek QUEUE_URL                            approximate messages (visible, in flight)
@@ -87,6 +88,10 @@ def main(argv):
         r = s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=mp["UploadId"],
                                          MultipartUpload={"Parts": parts})
         print(json.dumps({"etag": r["ETag"], "parts": len(parts)}))
+    elif cmd == "uploads":
+        bucket, prefix = args
+        r = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
+        print(json.dumps({"uploads": [u["Key"] for u in r.get("Uploads", [])]}))
     elif cmd == "unwire":
         s3.put_bucket_notification_configuration(Bucket=args[0], NotificationConfiguration={})
         print("{}")

@@ -503,6 +503,10 @@ impl BatchWriter for ConformingWriter {
     async fn finish(self: Box<Self>) -> SeamResult<Vec<StagedFile>> {
         self.inner.finish().await
     }
+
+    async fn abort(self: Box<Self>) {
+        self.inner.abort().await
+    }
 }
 
 #[cfg(test)]

@@ -518,6 +518,11 @@ impl PartitionedWriter {
         Ok(self.done)
     }
 
+    /// Give the files up unfinished: every upload still open is abandoned.
+    pub async fn abort(mut self) {
+        self.abort_all(None).await
+    }
+
     /// After a failure: abandon the uploads still open (`failed` and the other partitions'),
     /// so no multipart upload lingers. Best effort and silent on purpose: the error the caller
     /// reports is the one that made the write fail, never a cleanup failure after it.
@@ -555,6 +560,10 @@ impl landfall_core::BatchWriter for PartitionedWriter {
 
     async fn finish(self: Box<Self>) -> landfall_core::seams::SeamResult<Vec<StagedFile>> {
         Ok(PartitionedWriter::finish(*self).await?)
+    }
+
+    async fn abort(self: Box<Self>) {
+        PartitionedWriter::abort(*self).await
     }
 }
 

@@ -160,6 +160,65 @@ async fn s3_on_moto_to_delta_on_s3() {
     roundtrip("s3://landfall-test", &moto_store_toml(&endpoint), opts).await;
 }
 
+/// A batch that fails after one of its data files began a multipart upload (a large gzip file
+/// cut near its end, without `ignore_corrupt_files`) abandons the upload: S3 keeps an
+/// open upload's parts, billed and unlisted, until a lifecycle rule expires them. Requests go
+/// through the proxy, which shows the upload began and was aborted; moto lists none open.
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_a_failed_batch_leaves_no_multipart_upload_open() {
+    use std::fmt::Write as _;
+    let endpoint = moto_endpoint();
+    let (bucket, run) = ("landfall-test", unique("abandon"));
+    let s = store(&format!("s3://{bucket}"), &moto_options(&endpoint));
+    // 1,100,000 rows of 12 random hex characters: the first row group (1,048,576 rows) is
+    // more than the 10 MiB object_store buffers before it starts a multipart upload.
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut big = String::with_capacity(45 << 20);
+    for id in 0..1_100_000u64 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        writeln!(big, "{{\"id\":{id},\"name\":\"{:012x}\"}}", seed >> 16).unwrap();
+    }
+    // Cut near its end: its rows are decoded and written as they come, then the gzip stream
+    // ends too soon.
+    let mut cut = gzip(big.as_bytes());
+    cut.truncate(cut.len() - 64);
+    s.put(
+        &ObjPath::from(format!("{run}/landing/big.json.gz")),
+        cut.into(),
+    )
+    .await
+    .unwrap();
+    let proxy = FaultProxy::start(&endpoint, |_| Fault::Pass);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let cfg = cloud_config(
+        root,
+        &moto_store_toml(&proxy.endpoint()),
+        &format!("s3://{bucket}/{run}/landing"),
+        "",
+        &format!("path = \"s3://{bucket}/{run}/table\"\nstore = \"emu\""),
+    );
+    let o = landfall(&["run", "--config", cfg.to_str().unwrap(), "--available-now"]);
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("big.json.gz"), "{out}");
+    let data_file = |s: &Seen| s.path.contains(&format!("/{run}/table/part-"));
+    assert!(
+        proxy.count_where(|s| data_file(s) && s.method == "POST" && s.path.contains("?uploads"))
+            > 0,
+        "a multipart upload began: {out}"
+    );
+    assert!(
+        proxy.count_where(|s| data_file(s) && s.method == "DELETE" && s.path.contains("uploadId="))
+            > 0,
+        "and was aborted"
+    );
+    let open = aws(&["uploads", bucket, &format!("{run}/")]);
+    assert_eq!(open["uploads"], serde_json::json!([]), "{out}");
+}
+
 /// Put objects with boto3, which sends keys as they are (object_store normalises `a//b` to
 /// `a/b`, so it cannot create the keys this test needs).
 fn boto3_put(endpoint: &str, bucket: &str, objects: &[(String, String)]) {

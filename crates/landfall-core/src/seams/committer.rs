@@ -58,6 +58,11 @@ pub trait BatchWriter: Send {
     ) -> SeamResult<()>;
     /// Close every open file and return what was written.
     async fn finish(self: Box<Self>) -> SeamResult<Vec<StagedFile>>;
+    /// Give the attempt up without finishing it: every upload still open is abandoned (an
+    /// S3 or Azure multipart upload would otherwise stay, billed and unseen, until a bucket
+    /// lifecycle rule expires it). Files already complete are staged files, which the batch's
+    /// cleanup removes. Best effort: nothing to report, the caller already has its error.
+    async fn abort(self: Box<Self>) {}
 }
 
 #[async_trait]

@@ -250,11 +250,16 @@ impl StreamWorker {
         // Time the writer spent writing; the rest of the read loop is waiting for rows.
         let mut writing = Duration::ZERO;
         let reading = Instant::now();
+        // Held outside the read loop so that a loop that fails (a file that may not be
+        // skipped, new columns under fail_on_new_columns, a read side that died) abandons the
+        // uploads still open instead of leaving them to the store.
+        let mut open_writer: Option<Box<dyn landfall_core::BatchWriter>> = None;
         let written: SeamResult<Vec<_>> = async {
-            let mut writer = self
-                .committer
-                .writer(batch_id, attempt_no, hook)
-                .await?;
+            let writer = open_writer.insert(
+                self.committer
+                    .writer(batch_id, attempt_no, hook)
+                    .await?,
+            );
             // Fetching and decoding run in their own task, ahead of the writer: decoding one
             // file overlaps encoding the previous one, and object-store latency overlaps both.
             let job = DecodeJob {
@@ -358,11 +363,14 @@ impl StreamWorker {
                 )));
             }
             let t = Instant::now();
-            let staged = writer.finish().await;
+            let staged = open_writer.take().expect("made above").finish().await;
             writing += t.elapsed();
             staged
         }
         .await;
+        if let Some(writer) = open_writer.take() {
+            writer.abort().await;
+        }
         AttemptRead {
             written,
             rows,

@@ -338,79 +338,95 @@ impl DeltaCommitter {
             record.lock().expect("written lock").push(p.to_string());
             Ok(())
         });
-        let mut writer = layout
-            .writer(store, 0, 0, String::new(), hook)?
-            .with_stem(&stem);
+        let mut writer = Some(
+            layout
+                .writer(store, 0, 0, String::new(), hook)?
+                .with_stem(&stem),
+        );
         let mut rows = 0u64;
         let mut out = Vec::new();
-        for bin in bins {
-            let before = rows;
-            for f in bin {
-                let values: Vec<Option<String>> = partition_by
-                    .iter()
-                    .map(|c| f.partition.get(c).cloned())
-                    .collect();
-                let bytes = read(k, &f.path).await?;
-                let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                    .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                if let Some(p) = physical {
-                    p.check_ids(builder.schema())
+        // Any failure abandons the file being written (a multipart upload of a compacted
+        // file would otherwise stay open); the files already finished are in `written`, which
+        // the caller deletes.
+        let result: Result<(), SinkError> = async {
+            for bin in bins {
+                let before = rows;
+                let w = writer.as_mut().expect("a writer for every bin");
+                for f in bin {
+                    let values: Vec<Option<String>> = partition_by
+                        .iter()
+                        .map(|c| f.partition.get(c).cloned())
+                        .collect();
+                    let bytes = read(k, &f.path).await?;
+                    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
                         .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                }
-                let reader = builder
-                    .with_batch_size(64 * 1024)
-                    .build()
-                    .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                let mut offset = 0i64;
-                for batch in reader {
-                    let raw =
-                        batch.map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                    let mut batch = conform(raw.clone(), &file_schema, Missing::Null)
-                        .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
-                    if let Some(t) = tracking {
-                        batch = t
-                            .keep_ids(&raw, batch, f, offset)
-                            .map_err(|e| io(&location, "keep row ids", &f.path, e))?;
+                    if let Some(p) = physical {
+                        p.check_ids(builder.schema())
+                            .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
                     }
-                    offset += raw.num_rows() as i64;
-                    rows += batch.num_rows() as u64;
-                    writer.write(&values, batch).await?;
+                    let reader = builder
+                        .with_batch_size(64 * 1024)
+                        .build()
+                        .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                    let mut offset = 0i64;
+                    for batch in reader {
+                        let raw =
+                            batch.map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                        let mut batch = conform(raw.clone(), &file_schema, Missing::Null)
+                            .map_err(|e| io(&location, "read a file to compact", &f.path, e))?;
+                        if let Some(t) = tracking {
+                            batch = t
+                                .keep_ids(&raw, batch, f, offset)
+                                .map_err(|e| io(&location, "keep row ids", &f.path, e))?;
+                        }
+                        offset += raw.num_rows() as i64;
+                        rows += batch.num_rows() as u64;
+                        w.write(&values, batch).await?;
+                    }
                 }
+                // Every row of the bin, as the files' statistics count them.
+                let stated: Option<u64> = bin.iter().map(|f| f.rows).sum();
+                if let Some(stated) = stated
+                    && stated != rows - before
+                {
+                    return Err(io(
+                        &location,
+                        "rewrite files",
+                        &bin[0].path,
+                        format!(
+                            "read {} rows from {} files whose statistics state {stated}; nothing committed",
+                            rows - before,
+                            bin.len()
+                        ),
+                    ));
+                }
+                // One bin, one file: close it before the next bin.
+                let done = writer.take().expect("a writer for every bin").finish().await?;
+                out.extend(done);
+                writer = Some(layout
+                    .writer(
+                        crate::table_store(&self.uri, &self.options)?,
+                        0,
+                        0,
+                        String::new(),
+                        {
+                            let record = written.clone();
+                            Arc::new(move |p: &str| {
+                                record.lock().expect("written lock").push(p.to_string());
+                                Ok(())
+                            })
+                        },
+                    )?
+                    .with_stem(&stem));
             }
-            // Every row of the bin, as the files' statistics count them.
-            let stated: Option<u64> = bin.iter().map(|f| f.rows).sum();
-            if let Some(stated) = stated
-                && stated != rows - before
-            {
-                return Err(io(
-                    &location,
-                    "rewrite files",
-                    &bin[0].path,
-                    format!(
-                        "read {} rows from {} files whose statistics state {stated}; nothing committed",
-                        rows - before,
-                        bin.len()
-                    ),
-                ));
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            if let Some(w) = writer.take() {
+                w.abort().await;
             }
-            // One bin, one file: close it before the next bin.
-            let done = writer.finish().await?;
-            out.extend(done);
-            writer = layout
-                .writer(
-                    crate::table_store(&self.uri, &self.options)?,
-                    0,
-                    0,
-                    String::new(),
-                    {
-                        let record = written.clone();
-                        Arc::new(move |p: &str| {
-                            record.lock().expect("written lock").push(p.to_string());
-                            Ok(())
-                        })
-                    },
-                )?
-                .with_stem(&stem);
+            return Err(e);
         }
         Ok((out, rows))
     }
